@@ -1,0 +1,393 @@
+"""stdio throughput: conduit-mcp vs the official ``mcp`` 2.3.0 client vs a bare pipe (the floor).
+
+All three talk to the same server, ``benchmarks/fast_server.py`` (a fresh process each), calling
+the tool ``add`` ``{"a": 1, "b": 2}``:
+
+  (a) floor     a bare loop: orjson-encode a tools/call line, write it, read and decode the answer
+                (sequential), and the same with 32 requests kept in flight (pipelined)
+  (b) official  ``mcp.Client(StdioServerParameters(...), mode="auto")`` under anyio: sequential
+                awaits, and 32 tasks in one task group
+  (c) conduit   ``conduit_mcp.Client.start(Stdio(...), protocol="auto", max_in_flight=64)``:
+                blocking ``call_tool`` (one thread, then 32 threads) and ``await client.aio.call_tool``
+                (one task, then 32 asyncio tasks)
+
+Each client connects and warms up before timing; each is run ``--repeat`` times (a fresh
+server process each time) and its best run is kept. Prints one table: calls/s, per-call latency
+p50/p99, and the ratios conduit/official and conduit/floor for the matching pattern.
+
+    .venv/bin/python benchmarks/bench_stdio.py            # or: make bench
+    .venv/bin/python benchmarks/bench_stdio.py --calls 500 --concurrent-calls 1000 --only floor,official
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+FAST_SERVER = str(HERE / "fast_server.py")
+ARGS = {"a": 1, "b": 2}
+MODERN = "2026-07-28"
+
+
+@dataclass
+class Row:
+    client: str  # "floor" | "official" | "conduit"
+    pattern: str  # "sequential" | "concurrent"
+    label: str
+    calls: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list, repr=False)
+    error: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.calls / self.seconds if self.seconds > 0 else 0.0
+
+    def pct(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        xs = sorted(self.latencies)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e6
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+# --------------------------------------------------------------------------- (a) the floor
+
+
+class _Pipe:
+    """fast_server over a raw pipe, speaking 2026-07-28 like a minimal client would."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, FAST_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        self.w = self.proc.stdin.write  # type: ignore[union-attr]
+        self.r = os.fdopen(self.proc.stdout.fileno(), "rb", closefd=False).readline  # type: ignore[union-attr]
+        self.next_id = 0
+        self.meta = {"io.modelcontextprotocol/protocolVersion": MODERN}
+        self.request(
+            "server/discover", {"_meta": {**self.meta, "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"}}}
+        )
+
+    def send(self, method: str, params: dict) -> None:
+        self.next_id += 1
+        self.w(orjson.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + b"\n")
+
+    def recv(self) -> dict:
+        msg = orjson.loads(self.r())
+        if "result" not in msg:
+            raise RuntimeError(f"unexpected answer: {msg}")
+        return msg
+
+    def request(self, method: str, params: dict) -> dict:
+        self.send(method, params)
+        return self.recv()
+
+    def call_params(self) -> dict:
+        return {"name": "add", "arguments": ARGS, "_meta": self.meta}
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(5)
+
+
+def bench_floor(n: int, total: int, conc: int, warmup: int) -> list[Row]:
+    pipe = _Pipe()
+    try:
+        for _ in range(warmup):
+            pipe.request("tools/call", pipe.call_params())
+
+        seq = Row("floor", "sequential", "floor: pipe ping-pong, orjson")
+        lat = seq.latencies
+        t0 = time.perf_counter()
+        for _ in range(n):
+            t = time.perf_counter()
+            pipe.send("tools/call", pipe.call_params())
+            pipe.recv()
+            lat.append(time.perf_counter() - t)
+        seq.seconds, seq.calls = time.perf_counter() - t0, n
+
+        pip = Row("floor", "concurrent", f"floor: pipe, {conc} pipelined")
+        sent_at: dict[int, float] = {}
+        t0 = time.perf_counter()
+        sent = done = 0
+        while sent < min(conc, total):
+            pipe.send("tools/call", pipe.call_params())
+            sent_at[pipe.next_id] = time.perf_counter()
+            sent += 1
+        while done < total:
+            msg = pipe.recv()
+            pip.latencies.append(time.perf_counter() - sent_at.pop(msg["id"]))
+            done += 1
+            if sent < total:
+                pipe.send("tools/call", pipe.call_params())
+                sent_at[pipe.next_id] = time.perf_counter()
+                sent += 1
+        pip.seconds, pip.calls = time.perf_counter() - t0, total
+        return [seq, pip]
+    finally:
+        pipe.close()
+
+
+# --------------------------------------------------------------------------- (b) official mcp
+
+
+def bench_official(n: int, total: int, conc: int, warmup: int) -> list[Row]:
+    seq = Row("official", "sequential", "official mcp 2.3.0: sequential await")
+    par = Row("official", "concurrent", f"official mcp 2.3.0: {conc} anyio tasks")
+    try:
+        import anyio
+        from mcp import Client, StdioServerParameters
+    except ImportError as e:
+        seq.error = par.error = f"not available (ImportError: {e})"
+        return [seq, par]
+
+    async def run() -> None:
+        params = StdioServerParameters(command=sys.executable, args=[FAST_SERVER])
+        async with Client(params, mode="auto") as client:
+            if client.protocol_version != MODERN:
+                raise RuntimeError(f"negotiated {client.protocol_version}, expected {MODERN}")
+            for _ in range(warmup):
+                r = await client.call_tool("add", ARGS)
+            if r.is_error or r.content[0].text != "3":  # type: ignore[union-attr]
+                raise RuntimeError(f"bad result {r!r}")
+
+            lat = seq.latencies
+            t0 = time.perf_counter()
+            for _ in range(n):
+                t = time.perf_counter()
+                await client.call_tool("add", ARGS)
+                lat.append(time.perf_counter() - t)
+            seq.seconds, seq.calls = time.perf_counter() - t0, n
+
+            async def worker(k: int) -> None:
+                for _ in range(k):
+                    t = time.perf_counter()
+                    await client.call_tool("add", ARGS)
+                    par.latencies.append(time.perf_counter() - t)
+
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for k in _split(total, conc):
+                    tg.start_soon(worker, k)
+            par.seconds, par.calls = time.perf_counter() - t0, total
+
+    try:
+        anyio.run(run)
+    except Exception as e:
+        seq.error = par.error = f"failed ({type(e).__name__}: {e})"
+        traceback.print_exc()
+    return [seq, par]
+
+
+# --------------------------------------------------------------------------- (c) conduit-mcp
+
+
+def _threads(call: Callable[[], object], total: int, conc: int, row: Row) -> None:
+    barrier = threading.Barrier(conc + 1)
+    errors: list[BaseException] = []
+    lats: list[list[float]] = []
+
+    def worker(k: int) -> None:
+        mine: list[float] = []
+        lats.append(mine)
+        barrier.wait()
+        try:
+            for _ in range(k):
+                t = time.perf_counter()
+                call()
+                mine.append(time.perf_counter() - t)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in _split(total, conc)]
+    for th in threads:
+        th.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for th in threads:
+        th.join()
+    row.seconds, row.calls = time.perf_counter() - t0, total
+    row.latencies = [x for m in lats for x in m]
+    if errors:
+        raise errors[0]
+
+
+def bench_conduit(n: int, total: int, conc: int, warmup: int) -> list[Row]:
+    rows = [
+        Row("conduit", "sequential", "conduit-mcp: sequential call_tool (blocking)"),
+        Row("conduit", "concurrent", f"conduit-mcp: {conc} threads, call_tool"),
+        Row("conduit", "sequential", "conduit-mcp: sequential await aio.call_tool"),
+        Row("conduit", "concurrent", f"conduit-mcp: {conc} asyncio tasks, aio.call_tool"),
+    ]
+    try:
+        import conduit_mcp as mcp
+        from conduit_mcp import Client, Stdio  # noqa: F401 - the API may not be written yet
+    except Exception as e:  # ImportError, or a half-written package
+        for r in rows:
+            r.error = f"not available ({type(e).__name__}: {e})"
+        return rows
+
+    client = None
+    try:
+        client = mcp.Client.start(mcp.Stdio(sys.executable, [FAST_SERVER]), protocol="auto", max_in_flight=64)
+        client.await_ready(timeout=10)
+        for _ in range(warmup):
+            r = client.call_tool("add", ARGS)
+        if getattr(r, "is_error", False):
+            raise RuntimeError(f"bad result {r!r}")
+
+        def call() -> object:
+            return client.call_tool("add", ARGS)
+
+        seq = rows[0]
+        t0 = time.perf_counter()
+        for _ in range(n):
+            t = time.perf_counter()
+            call()
+            seq.latencies.append(time.perf_counter() - t)
+        seq.seconds, seq.calls = time.perf_counter() - t0, n
+
+        _threads(call, total, conc, rows[1])
+
+        async def aio() -> None:
+            for _ in range(warmup):
+                await client.aio.call_tool("add", ARGS)
+            aseq = rows[2]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                t = time.perf_counter()
+                await client.aio.call_tool("add", ARGS)
+                aseq.latencies.append(time.perf_counter() - t)
+            aseq.seconds, aseq.calls = time.perf_counter() - t0, n
+
+            apar = rows[3]
+
+            async def worker(k: int) -> None:
+                for _ in range(k):
+                    t = time.perf_counter()
+                    await client.aio.call_tool("add", ARGS)
+                    apar.latencies.append(time.perf_counter() - t)
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker(k) for k in _split(total, conc)))
+            apar.seconds, apar.calls = time.perf_counter() - t0, total
+
+        asyncio.run(aio())
+    except Exception as e:
+        for r in rows:
+            if not r.calls:
+                r.error = f"failed ({type(e).__name__}: {e})"
+        traceback.print_exc()
+    finally:
+        if client is not None:
+            try:
+                client.stop()
+            except Exception:
+                traceback.print_exc()
+    return rows
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(rows: list[Row]) -> str:
+    def best(client: str, pattern: str) -> Row | None:
+        ok = [r for r in rows if r.client == client and r.pattern == pattern and r.calls]
+        return ok[0] if ok else None
+
+    def ratio(r: Row, other: Row | None) -> str:
+        if r.client != "conduit" or not r.calls or other is None:
+            return ""
+        return f"{r.rate / other.rate:.2f}x"
+
+    head = f"{'scenario':<52} {'calls':>6} {'calls/s':>9} {'p50 us':>8} {'p99 us':>8} {'/official':>9} {'/floor':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if r.error:
+            lines.append(f"{r.label:<52} {r.error}")
+            continue
+        lines.append(
+            f"{r.label:<52} {r.calls:>6} {r.rate:>9.0f} {r.pct(0.5):>8.0f} {r.pct(0.99):>8.0f}"
+            f" {ratio(r, best('official', r.pattern)):>9} {ratio(r, best('floor', r.pattern)):>7}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=2000, help="sequential calls per client (2000)")
+    p.add_argument("--concurrent-calls", type=int, default=4000, help="calls in total across the concurrent callers (4000)")
+    p.add_argument("--concurrency", type=int, default=32, help="concurrent callers (32)")
+    p.add_argument("--warmup", type=int, default=200, help="untimed calls before timing (200)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per client (fresh server each); best kept (3)")
+    p.add_argument("--only", default="floor,official,conduit", help="comma list of floor,official,conduit")
+    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    a = p.parse_args()
+
+    which = {w.strip() for w in a.only.split(",")}
+    print(
+        f"stdio benchmark: python {platform.python_version()}, {os.cpu_count()} cpus, "
+        f"{a.calls} sequential calls, {a.concurrent_calls} calls over {a.concurrency} callers",
+        flush=True,
+    )
+    rows: list[Row] = []
+    started = time.perf_counter()
+    for name, fn in (("floor", bench_floor), ("official", bench_official), ("conduit", bench_conduit)):
+        if name in which:
+            t = time.perf_counter()
+            best: dict[str, Row] = {}
+            for _ in range(max(1, a.repeat)):
+                for r in fn(a.calls, a.concurrent_calls, a.concurrency, a.warmup):
+                    old = best.get(r.label)
+                    if old is None or (old.error and not r.error) or (not r.error and r.rate > old.rate):
+                        best[r.label] = r
+                if all(r.error for r in best.values()):
+                    break  # not available: no point in repeating
+            rows += best.values()
+            print(f"  {name}: done in {time.perf_counter() - t:.1f} s", flush=True)
+    print()
+    print(report(rows))
+    print(f"\ntotal {time.perf_counter() - started:.1f} s")
+    if a.json:
+        Path(a.json).write_bytes(
+            orjson.dumps(
+                [
+                    {
+                        "client": r.client,
+                        "pattern": r.pattern,
+                        "label": r.label,
+                        "calls": r.calls,
+                        "seconds": r.seconds,
+                        "calls_per_s": r.rate,
+                        "p50_us": r.pct(0.5) if r.latencies else None,
+                        "p99_us": r.pct(0.99) if r.latencies else None,
+                        "error": r.error,
+                    }
+                    for r in rows
+                ],
+                option=orjson.OPT_INDENT_2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

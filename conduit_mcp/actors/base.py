@@ -1,0 +1,236 @@
+"""The base of every conduit actor: a Pykka actor that fails alone and always tells its link.
+
+Two Pykka facts (``reference/stack.md`` §1.2) shape this class:
+
+* A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
+  ``asyncio.CancelledError``, ``GeneratorExit``) escaping a handler makes Pykka call
+  ``ActorRegistry.stop_all()``: every actor of the process dies, the host application's too.
+  :class:`SafeActor` converts such an exception into :class:`ActorCrashed`, an ordinary
+  ``Exception``, so only the actor that raised it fails.
+* Pykka calls neither ``on_failure`` nor ``on_stop`` when ``on_start`` raises. A supervisor
+  would never hear of that death, so :class:`SafeActor` reports it to its :class:`Link` itself.
+
+The Pykka hooks (``on_start``, ``on_receive``, ``on_stop``, ``on_failure``) are final; a subclass
+overrides :meth:`SafeActor.init`, :meth:`SafeActor.receive` and :meth:`SafeActor.terminate`,
+which have one meaning each, as OTP's ``init``/``handle_*``/``terminate`` do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, final
+
+import pykka
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["ActorCrashed", "Link", "SafeActor", "safe_tell"]
+
+logger = logging.getLogger("conduit_mcp.actors")
+
+
+class ActorCrashed(Exception):
+    """A non-``Exception`` ``BaseException`` raised inside one actor, made harmless.
+
+    ``original`` is the exception that was raised (e.g. ``KeyboardInterrupt``). Raising this
+    instead lets Pykka treat the failure like any other: only this actor fails (or, for an ask,
+    the caller gets this exception), and no ``ActorRegistry.stop_all()`` cascade happens.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
+        super().__init__(f"{type(original).__name__} raised inside an actor: {original!r}")
+
+
+class Link:
+    """The channel through which one actor incarnation reports its exit to its supervisor.
+
+    ``notify(urn, reason)`` is called exactly once per incarnation, from the actor's own thread,
+    after the actor is already dead (its ref no longer accepts messages): ``reason`` is ``None``
+    for a normal exit and the exception otherwise. The supervisor creates one Link per
+    incarnation, and its ``notify`` only ``tell``s (a child never asks its supervisor).
+    """
+
+    __slots__ = ("_notify",)
+
+    def __init__(self, notify: Callable[[str, BaseException | None], None]) -> None:
+        self._notify = notify
+
+    def exited(self, urn: str, reason: BaseException | None) -> None:
+        """Report the exit; never raises, because it runs inside Pykka's failure path.
+
+        Even a ``BaseException`` is swallowed (and logged): one escaping from ``on_stop`` would
+        trigger the ``stop_all()`` cascade this module exists to prevent.
+        """
+        try:
+            self._notify(urn, reason)
+        except BaseException:
+            logger.exception("link notification for %s failed", urn)
+
+
+def safe_tell(ref: pykka.ActorRef[Any], message: Any) -> bool:
+    """Tell ``message`` to ``ref``; ``False`` instead of ``ActorDeadError`` if it is dead.
+
+    Timer callbacks, link notifications and I/O callbacks run outside the target actor and
+    must not fail because the target has just stopped or been restarted.
+    """
+    try:
+        ref.tell(message)
+    except pykka.ActorDeadError:
+        return False
+    return True
+
+
+@final
+class _Ping:
+    """The start handshake: answered by every SafeActor once its ``init`` has succeeded."""
+
+    __slots__ = ()
+
+
+#: Sent with ``ask`` right after ``start``; the answer proves ``init`` returned (stack.md §1.2).
+PING: Final = _Ping()
+
+_FINAL_HOOKS: Final = ("on_start", "on_receive", "on_stop", "on_failure", "_handle_receive")
+
+
+class SafeActor(pykka.ThreadingActor):
+    """Base of every conduit actor: fails alone, and always tells its :class:`Link` it exited.
+
+    Lifecycle, with one hook per meaning:
+
+    * :meth:`init` runs in the actor's thread before any message. If it raises, the link hears
+      the exception and the actor is dead (no :meth:`terminate`, as in OTP).
+    * :meth:`receive` handles each message (``tell`` or ``ask``; its return value is the reply).
+    * :meth:`terminate` runs once when the actor exits for any reason after a successful init;
+      then the link hears ``reason``: ``None`` for a normal stop, the exception otherwise.
+
+    Actor threads are daemons: a client that is never closed must not keep the host's
+    interpreter alive at exit (stack.md §1.8).
+    """
+
+    use_daemon_thread: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # The guarantees above hold only if the Pykka hooks are ours; fail at class creation
+        # rather than silently lose the BaseException guard or the link notification.
+        super().__init_subclass__(**kwargs)
+        for name in _FINAL_HOOKS:
+            if name in cls.__dict__:
+                msg = f"{cls.__name__} overrides {name}; override init/receive/terminate instead"
+                raise TypeError(msg)
+
+    def __init__(self, *, link: Link | None = None) -> None:
+        super().__init__()
+        self._link = link
+        self._exited = False
+
+    # -- hooks for subclasses ----------------------------------------------------------------
+
+    def init(self) -> None:
+        """Set up the actor, in its own thread, before it handles any message."""
+
+    def receive(self, message: Any) -> Any:
+        """Handle one message; the return value is the reply to an ``ask``.
+
+        The default logs and ignores the message, like Pykka's ``on_receive``.
+        """
+        logger.warning("unexpected message received by %s: %r", self, message)
+        return None
+
+    def terminate(self, reason: BaseException | None) -> None:
+        """Release what the actor holds; ``reason`` is ``None`` for a normal stop.
+
+        Errors raised here are logged and never propagated: the exit must still be reported.
+        """
+
+    def stop_self(self, reason: BaseException | None = None) -> None:
+        """Stop this actor from inside it (a handler, ``init``, or a proxy call).
+
+        The exit is immediate and the same for both kinds: the actor is marked dead now,
+        :meth:`terminate` runs now, the link hears ``reason`` now, and no later mailbox message
+        is handled (Pykka fails queued asks with ``ActorDeadError``). The current handler still
+        returns normally. With ``None`` the exit is normal; with an exception it is abnormal and
+        the link sees that exception, without it being raised or logged as a crash.
+
+        This does not use ``actor_ref.stop()`` (which would let earlier queued messages run
+        first) nor raise from the handler (which would not stop an actor inside an ``ask``).
+        Call it only from the actor's own thread.
+        """
+        self._finish(reason)
+
+    # -- Pykka hooks (final) -----------------------------------------------------------------
+
+    def on_start(self) -> None:
+        try:
+            self.init()
+        except BaseException as exc:
+            # Pykka calls no on_failure for an on_start error: report it ourselves.
+            self._finish(exc, run_terminate=False)
+            if isinstance(exc, Exception):
+                raise
+            raise ActorCrashed(exc) from exc
+
+    def on_receive(self, message: Any) -> Any:
+        if message is PING:
+            return True
+        try:
+            return self.receive(message)
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise ActorCrashed(exc) from exc
+
+    def _handle_receive(self, message: Any) -> Any:
+        # Pykka's dispatcher (a private name, pinned by pykka 4.5): wrapping it also covers
+        # proxy calls, which never reach on_receive.
+        try:
+            return super()._handle_receive(message)
+        except Exception:
+            raise
+        except BaseException as exc:
+            raise ActorCrashed(exc) from exc
+
+    def on_stop(self) -> None:
+        self._finish(None)
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        reason = exception_value
+        if reason is None and exception_type is not None:
+            reason = exception_type()
+        self._finish(reason)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _release(self) -> None:
+        """Framework cleanup after :meth:`terminate` (Statem cancels its armed timer here)."""
+
+    def _finish(self, reason: BaseException | None, *, run_terminate: bool = True) -> None:
+        """Run the exit sequence once: mark dead, terminate, release, tell the link.
+
+        The ref is dead before the link is told, so a supervisor that hears of the exit never
+        sees the old incarnation accept a message.
+        """
+        if self._exited:
+            return
+        self._exited = True
+        pykka.ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
+        if run_terminate:
+            try:
+                self.terminate(reason)
+            except BaseException:
+                logger.exception("terminate of %s failed", self)
+        try:
+            self._release()
+        except BaseException:
+            logger.exception("release of %s failed", self)
+        if self._link is not None:
+            self._link.exited(self.actor_urn, reason)

@@ -1,0 +1,754 @@
+"""The connection: one client's router to one MCP server (seed 000, line by line).
+
+A gen_statem-style actor. It allocates request ids, keeps the pending map, enforces
+deadlines and limits, and routes responses and progress. It never runs user code: replies go
+through :mod:`conduit_mcp.replies` channels, progress callbacks run in the caller's thread,
+and the only user function it calls is the guarded ``backoff``.
+
+| State          | Does                                              | Leaves to                     |
+|----------------|---------------------------------------------------|-------------------------------|
+| connecting     | starts the transport, bounded by request_timeout  | discovering, initializing     |
+|                |                                                   | (legacy pin / prior), reconn. |
+| discovering    | sends ``server/discover`` (probe_timeout when     | ready (modern), initializing  |
+|                | probing in auto mode), classifies the outcome     | (legacy evidence),            |
+|                |                                                   | reconnecting, closed          |
+| initializing   | legacy ``initialize`` + ``notifications/initialized`` | ready, reconnecting, closed |
+| ready          | sends requests; ``stable_after`` resets attempts; | reconnecting, discovering     |
+|                | the optional health check                         | (-32022 re-negotiation)       |
+| reconnecting   | waits ``backoff(attempt)``                        | connecting, closed            |
+|                |                                                   | (max_reconnects)              |
+| closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
+
+Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
+``await_ready`` waiters) and replayed on entering ``ready``, where the deadline is checked
+again. Every request has an absolute deadline timer; when it fires the server is told to
+cancel and the caller gets ``timeout``. Ids come from a counter never reset, so a late frame
+from an earlier attempt can never match a current request. On losing the transport every
+in-flight request fails with ``transport``; nothing that may have run is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..backoff import GuardedBackoff
+from ..config import Config
+from ..errors import Error
+from ..protocol import messages as msgs
+from ..protocol.jsonrpc import (
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ErrorResponse,
+    Notification,
+    Request,
+    Response,
+    server_error,
+)
+from ..protocol.negotiation import (
+    Close,
+    Legacy,
+    Modern,
+    ProbeError,
+    ProbeExit,
+    ProbeResult,
+    ProbeTimeout,
+    Reconnect,
+    Rediscover,
+    check_initialize,
+    classify_probe,
+)
+from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
+from ..replies import Reply
+from ..status import Shared, Status
+from ..transports.base import FrameProblem, Inbound, TransportDown, TransportUp
+from .statem import NextEvent, Postpone, StateTimeout, Statem, Step, Stop
+
+log = logging.getLogger("conduit_mcp.connection")
+
+_monotonic = time.monotonic
+
+
+# -- messages the client facade tells the connection ----------------------------------------
+
+
+class Call:
+    """One request from the API. ``deadline`` is absolute (``time.monotonic()``)."""
+
+    __slots__ = ("method", "params", "deadline", "reply", "progress", "retried", "queued")
+
+    def __init__(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        deadline: float,
+        reply: Reply,
+        progress: bool = False,
+        retried: bool = False,
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.deadline = deadline
+        self.reply = reply
+        self.progress = progress
+        self.retried = retried
+        self.queued = False  # counted in max_queued while postponed
+
+    def __repr__(self) -> str:
+        # Never the params: they carry tool arguments (README, "Secrets").
+        return f"<Call {self.method} id={self.reply.request_id}>"
+
+
+class AwaitReady:
+    """Answered with the Status once ready; postponed (and counted in max_queued) until then."""
+
+    __slots__ = ("reply", "deadline", "queued")
+
+    def __init__(self, reply: Reply, deadline: float) -> None:
+        self.reply = reply
+        self.deadline = deadline
+        self.queued = False
+
+
+class Abandon:
+    """The caller gave up (its own timeout, task cancelled, exit): cancel at the server."""
+
+    __slots__ = ("reply", "reason")
+
+    def __init__(self, reply: Reply, reason: str = "caller_down") -> None:
+        self.reply = reply
+        self.reason = reason
+
+
+class ReconnectNow:
+    """``Client.reconnect()``: leave ``closed`` (or cut a backoff wait short)."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: Reply | None = None) -> None:
+        self.reply = reply
+
+
+# -- internal events -------------------------------------------------------------------------
+
+_CONNECT = "connect"
+_STATE_TIMEOUT = "state_timeout"
+_STABLE = "stable"
+_HEALTH = "health"
+_HEALTH_TIMEOUT = "health_timeout"
+
+
+class _Deadline:
+    __slots__ = ("item",)
+
+    def __init__(self, item: Call | AwaitReady) -> None:
+        self.item = item
+
+
+def _transport_error(reason: str, detail: str | None = None) -> Error:
+    text = "the connection to the server was lost"
+    if detail:
+        text += f" ({reason} {detail})"
+    return Error("transport", reason, text)
+
+
+class Connection(Statem):
+    """See the module docstring for the state table."""
+
+    def __init__(
+        self,
+        transport_spec: Any,
+        config: Config,
+        shared: Shared,
+        *,
+        transport_factory: Any,
+        link: Any = None,
+    ) -> None:
+        super().__init__(link=link)
+        self._spec = transport_spec
+        self._cfg = config
+        self._shared = shared
+        self._factory = transport_factory
+        self._backoff = GuardedBackoff(config.backoff, config.backoff_base, config.backoff_max)
+        self._transport: Any = None
+        self._gen = 0
+        self._last_id = 0
+        self._pending: dict[int, Call] = {}
+        self._queued = 0  # postponed Calls + AwaitReady
+        self._attempt = 0
+        self._delay = 0.0
+        self._reason: str | None = None
+        self._era: str | None = None
+        self._version: str | None = None
+        self._origin: str | None = None
+        self._sticky_modern = False  # once modern, later handshakes never fall back
+        self._next_legacy = config.prior == "legacy"
+        self._next_origin = "prior" if self._next_legacy else None
+        self._probe_id: int | None = None
+        self._probe_offered = LATEST_MODERN
+        self._probe_retried = False
+        self._probing = False
+        self._init_id: int | None = None
+        self._health_id: int | None = None
+        choice = config.protocol
+        self._mode = choice.mode
+        self._pinned = choice.version
+        # The request hot path reads these on every call: keep them flat.
+        self._client_info = dict(config.client_info)
+        self._capabilities = dict(config.capabilities)
+
+    def __repr__(self) -> str:
+        return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
+
+    # -- statem hooks -------------------------------------------------------------------------
+
+    def init_state(self) -> tuple[str, list[Any]]:
+        return "connecting", [NextEvent(_CONNECT)]
+
+    def terminate(self, reason: BaseException | None) -> None:
+        # A crash fails what was in flight as `transport` (it may have run); a stop as `closed`.
+        err = (
+            Error("closed", "stopped", "the client was stopped")
+            if reason is None
+            else Error("transport", "connection_crashed", "the connection actor crashed")
+        )
+        self._fail_pending(err)
+        for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
+            item.reply.fail(Error("closed", "stopped", "the client was stopped"))
+        self._drop_transport()
+        self._publish("closed", "stopped" if reason is None else "crashed")
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    def enter_connecting(self, old: str) -> list[Any]:
+        self._publish("connecting", self._reason)
+        return [StateTimeout(self._cfg.request_timeout, _STATE_TIMEOUT)]
+
+    def on_connecting(self, kind: str, ev: Any) -> Any:
+        if ev == _CONNECT:
+            self._start_transport()
+            return None
+        if type(ev) is TransportUp:
+            if ev.gen != self._gen:
+                return None
+            return self._handshake_state()
+        if type(ev) is TransportDown:
+            if ev.gen != self._gen:
+                return None
+            return self._lost(ev.reason, ev.detail)
+        if kind == "state_timeout":
+            self._drop_transport()
+            return self._lost("connect_timeout")
+        return self._common(kind, ev)
+
+    def _handshake_state(self) -> str:
+        if self._sticky_modern:
+            return "discovering"
+        if self._mode == "legacy":
+            self._origin = "pinned"
+            return "initializing"
+        if self._mode == "auto" and self._next_legacy:
+            self._next_legacy = False
+            self._origin = self._next_origin or "prior"
+            return "initializing"
+        return "discovering"
+
+    # -- discovering --------------------------------------------------------------------------
+
+    def enter_discovering(self, old: str) -> list[Any]:
+        self._publish("discovering", None)
+        self._probe_retried = False
+        self._probe_offered = (
+            self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
+        )
+        self._probing = self._mode == "auto" and not self._sticky_modern
+        return [StateTimeout(self._send_discover(), _STATE_TIMEOUT)]
+
+    def _send_discover(self) -> float:
+        self._probe_id = self._new_id()
+        self._send_internal(
+            self._probe_id, msgs.DISCOVER, None, era="modern", version=self._probe_offered
+        )
+        return self._cfg.probe_timeout if self._probing else self._cfg.request_timeout
+
+    def on_discovering(self, kind: str, ev: Any) -> Any:
+        if type(ev) is Inbound:
+            return self._route_batch(ev, self._discovering_message)
+        if type(ev) is TransportDown:
+            if ev.gen != self._gen:
+                return None
+            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            return self._classified(ProbeExit(), lost=(ev.reason, ev.detail))
+        if kind == "state_timeout":
+            return self._classified(ProbeTimeout())
+        return self._common(kind, ev)
+
+    def _discovering_message(self, m: Any) -> Any:
+        mid = getattr(m, "id", None)
+        if mid is not None and mid == self._probe_id and type(m) in (Response, ErrorResponse):
+            self._probe_id = None
+            if type(m) is Response:
+                return self._classified(ProbeResult(m.result))
+            return self._classified(ProbeError(m.code, m.message, m.data))
+        return self._route(m)
+
+    def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
+        mode = "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
+        decision = classify_probe(
+            outcome,
+            self._transport.kind if self._transport is not None else "stdio",
+            mode=mode,
+            offered=self._probe_offered,
+            retried=self._probe_retried,
+        )
+        if type(decision) is Modern:
+            self._era, self._version = "modern", decision.version
+            self._origin = "pinned" if self._mode == "modern" else "probe"
+            self._sticky_modern = True
+            info = decision.info
+            self._shared.server_info = info.server_info
+            self._shared.capabilities = info.capabilities
+            self._shared.instructions = info.instructions
+            return "ready"
+        if type(decision) is Rediscover:
+            self._probe_retried = True
+            self._probe_offered = decision.version
+            return Step(None, [StateTimeout(self._send_discover(), _STATE_TIMEOUT)])
+        if type(decision) is Legacy:
+            self._origin = "probe"
+            return "initializing"
+        if type(decision) is Reconnect:
+            if decision.next_legacy and self._mode == "auto" and not self._sticky_modern:
+                self._next_legacy = True
+                self._next_origin = "prior"
+            self._drop_transport()
+            reason, detail = lost or (decision.reason, None)
+            return self._lost(reason, detail)
+        assert type(decision) is Close
+        return self._closed(decision.reason)
+
+    # -- initializing -------------------------------------------------------------------------
+
+    def enter_initializing(self, old: str) -> list[Any]:
+        self._publish("initializing", None)
+        offered = self._pinned if self._pinned and era_of(self._pinned) == "legacy" else None
+        self._init_offered = offered or LATEST_LEGACY
+        self._init_id = self._new_id()
+        params = msgs.initialize_params(self._init_offered, self._capabilities, self._client_info)
+        self._send_raw({"jsonrpc": "2.0", "id": self._init_id, "method": "initialize",
+                        "params": params})
+        return [StateTimeout(self._cfg.request_timeout, _STATE_TIMEOUT)]
+
+    def on_initializing(self, kind: str, ev: Any) -> Any:
+        if type(ev) is Inbound:
+            return self._route_batch(ev, self._initializing_message)
+        if type(ev) is TransportDown:
+            if ev.gen != self._gen:
+                return None
+            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            return self._lost(ev.reason, ev.detail)
+        if kind == "state_timeout":
+            self._drop_transport()
+            return self._lost("initialize_timeout")
+        return self._common(kind, ev)
+
+    def _initializing_message(self, m: Any) -> Any:
+        mid = getattr(m, "id", None)
+        if mid is not None and mid == self._init_id and type(m) in (Response, ErrorResponse):
+            self._init_id = None
+            if type(m) is ErrorResponse:
+                log.warning("server refused initialize (code %s)", m.code)
+                return self._closed("initialize_refused")
+            try:
+                info = check_initialize(m.result, self._init_offered)
+            except Error as exc:
+                log.warning("unusable initialize result: %s", exc.reason)
+                return self._closed(exc.reason)
+            self._era, self._version = "legacy", info.version
+            self._shared.server_info = info.server_info
+            self._shared.capabilities = info.capabilities
+            self._shared.instructions = info.instructions
+            self._send_raw(msgs.initialized())
+            return "ready"
+        return self._route(m)
+
+    # -- ready --------------------------------------------------------------------------------
+
+    def enter_ready(self, old: str) -> list[Any]:
+        self._reason = None
+        self._publish("ready", None)
+        cfg = self._cfg
+        self.set_timeout(_STABLE, cfg.stable_after, _STABLE)
+        if cfg.health_check is not None:
+            self.set_timeout(_HEALTH, cfg.health_check, _HEALTH)
+        return []
+
+    def on_ready(self, kind: str, ev: Any) -> Any:
+        t = type(ev)
+        if t is Call:
+            self._send_call(ev)
+            return None
+        if t is Inbound:
+            if ev.gen != self._gen:
+                return None
+            return self._route_batch(ev, self._route)
+        if t is TransportDown:
+            if ev.gen != self._gen:
+                return None
+            self._leave_ready()
+            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            return self._lost(ev.reason, ev.detail)
+        if t is AwaitReady:
+            self._answer_ready(ev)
+            return None
+        if kind == "timeout":
+            if ev == _STABLE:
+                self._attempt = 0
+                return None
+            if ev == _HEALTH:
+                self._health_id = self._new_id()
+                if self._era == "modern":
+                    self._send_internal(self._health_id, msgs.DISCOVER, None, era="modern",
+                                        version=self._version or LATEST_MODERN)
+                else:
+                    self._send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
+                self.set_timeout(_HEALTH_TIMEOUT, self._cfg.health_timeout, _HEALTH_TIMEOUT)
+                return None
+            if ev == _HEALTH_TIMEOUT:
+                log.warning("health check unanswered within %ss; reconnecting",
+                            self._cfg.health_timeout)
+                self._leave_ready()
+                self._drop_transport()
+                self._fail_pending(_transport_error("health_check"))
+                return self._lost("health_check")
+        return self._common(kind, ev)
+
+    def _leave_ready(self) -> None:
+        self.set_timeout(_STABLE, None, None)
+        self.set_timeout(_HEALTH, None, None)
+        self.set_timeout(_HEALTH_TIMEOUT, None, None)
+        self._health_id = None
+
+    def _answer_ready(self, ev: AwaitReady) -> None:
+        self._queued_done(ev)
+        if not ev.reply.done:
+            ev.reply.ok(self._shared.status)
+
+    # -- reconnecting -------------------------------------------------------------------------
+
+    def enter_reconnecting(self, old: str) -> list[Any]:
+        self._publish("reconnecting", self._reason)
+        return [StateTimeout(self._delay, _STATE_TIMEOUT)]
+
+    def on_reconnecting(self, kind: str, ev: Any) -> Any:
+        if kind == "state_timeout" or type(ev) is ReconnectNow:
+            if type(ev) is ReconnectNow and ev.reply is not None:
+                ev.reply.ok(None)
+            return Step("connecting", [NextEvent(_CONNECT)])
+        return self._common(kind, ev)
+
+    def _lost(self, reason: str, detail: str | None = None) -> Any:
+        """The transport is gone (or unusable): back off and reconnect, or give up."""
+        self._reason = reason
+        if reason in ("exit", "spawn_failed") and detail:
+            log.info("server transport down: %s %s", reason, detail)
+        self._attempt += 1
+        limit = self._cfg.max_reconnects
+        if limit is not None and self._attempt > limit:
+            return self._closed("max_reconnects")
+        self._delay = self._backoff(self._attempt)
+        return "reconnecting"
+
+    # -- closed -------------------------------------------------------------------------------
+
+    def _closed(self, reason: str) -> Any:
+        self._reason = reason
+        self._drop_transport()
+        if self._cfg.on_give_up == "stop" and reason == "max_reconnects":
+            self._fail_pending(Error("closed", reason, "the client gave up reconnecting"))
+            return Step("closed", [Stop(Error("closed", reason, "the client gave up"))])
+        return "closed"
+
+    def enter_closed(self, old: str) -> list[Any]:
+        self._publish("closed", self._reason)
+        err = self._closed_error()
+        self._fail_pending(err)
+        for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
+            item.reply.fail(err)
+        self._queued = 0
+        return []
+
+    def _closed_error(self) -> Error:
+        reason = self._reason or "closed"
+        return Error("closed", reason, f"the client is closed ({reason})")
+
+    def on_closed(self, kind: str, ev: Any) -> Any:
+        t = type(ev)
+        if t is Call or t is AwaitReady:
+            ev.reply.fail(self._closed_error())
+            return None
+        if t is ReconnectNow:
+            self._attempt = 0
+            self._reason = None
+            if ev.reply is not None:
+                ev.reply.ok(None)
+            return Step("connecting", [NextEvent(_CONNECT)])
+        if t is Abandon or kind == "timeout":
+            return None
+        if t in (Inbound, TransportDown, TransportUp, FrameProblem):
+            return None
+        return self._common(kind, ev)
+
+    # -- events every state handles alike -----------------------------------------------------
+
+    def _common(self, kind: str, ev: Any) -> Any:
+        t = type(ev)
+        if t is Call or t is AwaitReady:
+            if not ev.queued:
+                if ev.reply.done:
+                    return None
+                if self._queued >= self._cfg.max_queued:
+                    ev.reply.fail(Error("overloaded", "max_queued",
+                                        f"more than max_queued={self._cfg.max_queued} requests "
+                                        "are waiting for the connection"))
+                    return None
+                self._queued += 1
+                ev.queued = True
+                remaining = ev.deadline - _monotonic()
+                self.set_timeout(ev, remaining, _Deadline(ev))
+            return Step(None, [Postpone()])
+        if t is _Deadline:
+            self._on_deadline(ev.item)
+            return None
+        if t is Abandon:
+            self._on_abandon(ev)
+            return None
+        if t is Inbound:
+            if ev.gen != self._gen:
+                return None
+            return self._route_batch(ev, self._route)
+        if t is FrameProblem:
+            if ev.gen == self._gen:
+                log.warning("dropped an unusable frame from the server: %s", ev.reason)
+            return None
+        if t is TransportUp or t is TransportDown:
+            return None  # a stale generation's news
+        if t is ReconnectNow:
+            if ev.reply is not None:
+                ev.reply.ok(None)
+            return None
+        if kind == "timeout" and ev in (_STABLE, _HEALTH, _HEALTH_TIMEOUT):
+            return None  # armed in ready, fired elsewhere: ready cancels them on leaving
+        log.warning("connection ignored an unexpected %s event of type %s", kind, t.__name__)
+        return None
+
+    def _queued_done(self, item: Any) -> None:
+        if item.queued:
+            item.queued = False
+            self._queued -= 1
+            self.set_timeout(item, None, None)
+
+    def _on_deadline(self, item: Call | AwaitReady) -> None:
+        reply = item.reply
+        rid = reply.request_id
+        if type(item) is Call and rid is not None and self._pending.get(rid) is item:
+            del self._pending[rid]
+            self._cancel_at_server(rid, "timeout")
+            reply.fail(Error("timeout", "deadline",
+                             f"{item.method} got no answer before its deadline"))
+            return
+        removed = self.remove_postponed(lambda e: e is item)
+        if removed:
+            self._queued_done(item)
+            what = item.method if type(item) is Call else "await_ready"
+            reply.fail(Error("timeout", "deadline",
+                             f"{what} waited for the connection past its deadline"))
+
+    def _on_abandon(self, ev: Abandon) -> None:
+        reply = ev.reply
+        rid = reply.request_id
+        if rid is not None:
+            call = self._pending.get(rid)
+            if call is not None and call.reply is reply:
+                del self._pending[rid]
+                self.set_timeout(call, None, None)
+                self._cancel_at_server(rid, ev.reason)
+                reply.done = True
+                return
+        removed = self.remove_postponed(lambda e: getattr(e, "reply", None) is reply)
+        for item in removed:
+            self._queued_done(item)
+        reply.done = True
+
+    def _cancel_at_server(self, rid: int, reason: str) -> None:
+        transport = self._transport
+        if transport is not None:
+            try:
+                transport.cancel(rid, reason)
+            except Exception as exc:  # a dying transport must not take the router down
+                log.debug("cancel not sent: %s", type(exc).__name__)
+
+    # -- the request path (hot) ---------------------------------------------------------------
+
+    def _send_call(self, call: Call) -> None:
+        if call.queued:
+            self._queued_done(call)
+        reply = call.reply
+        if reply.done:
+            return  # the caller gave up while it was queued: never sent
+        remaining = call.deadline - _monotonic()
+        if remaining <= 0:
+            reply.fail(Error("timeout", "deadline",
+                             f"{call.method} waited for the connection past its deadline"))
+            return
+        pending = self._pending
+        if len(pending) >= self._cfg.max_in_flight:
+            reply.fail(Error("overloaded", "max_in_flight",
+                             f"max_in_flight={self._cfg.max_in_flight} requests are already "
+                             "in flight"))
+            return
+        self._last_id += 1
+        rid = self._last_id
+        message = msgs.request(
+            rid,
+            call.method,
+            call.params,
+            era=self._era or "legacy",
+            version=self._version or LATEST_LEGACY,
+            client_info=self._client_info,
+            capabilities=self._capabilities,
+            progress_token=rid if call.progress else None,
+        )
+        try:
+            self._transport.send(message)
+        except Error as exc:
+            reply.fail(exc)
+            return
+        reply.request_id = rid
+        pending[rid] = call
+        self.set_timeout(call, remaining, _Deadline(call))
+
+    def _route_batch(self, ev: Inbound, handle: Any) -> Any:
+        if ev.gen != self._gen:
+            return None
+        messages = ev.messages
+        for i, m in enumerate(messages):
+            step = handle(m)
+            if step is not None:
+                rest = messages[i + 1 :]
+                if not rest:
+                    return step
+                nxt = NextEvent(Inbound(ev.gen, rest))
+                if isinstance(step, str):
+                    return Step(step, [nxt])
+                return Step(step.state, [*step.actions, nxt])
+        return None
+
+    def _route(self, m: Any) -> Any:
+        t = type(m)
+        if t is Response:
+            call = self._pending.pop(m.id, None)
+            if call is None:
+                self._unmatched(m)
+                return None
+            self.set_timeout(call, None, None)
+            call.reply.ok(m.result)
+            return None
+        if t is ErrorResponse:
+            call = self._pending.pop(m.id, None)
+            if call is None:
+                self._unmatched(m)
+                return None
+            self.set_timeout(call, None, None)
+            if (
+                m.code == UNSUPPORTED_PROTOCOL_VERSION
+                and self._era == "modern"
+                and not call.retried
+            ):
+                # seed 000: a ready modern connection re-discovers; the request is retried once
+                retry = Call(call.method, call.params, call.deadline, call.reply,
+                             call.progress, retried=True)
+                call.reply.request_id = None
+                if self.state == "ready":
+                    self._leave_ready()
+                    return Step("discovering", [NextEvent(retry, kind="cast")])
+                return Step(None, [NextEvent(retry, kind="cast")])
+            call.reply.fail(server_error(m, call.method))
+            return None
+        if t is Notification:
+            if m.method == "notifications/progress":
+                params = m.params
+                token = params.get("progressToken") if isinstance(params, dict) else None
+                call = self._pending.get(token) if token is not None else None
+                if call is not None:
+                    call.reply.progress(params)
+            return None
+        if t is Request:
+            self._server_request(m)
+            return None
+        return None
+
+    def _unmatched(self, m: Any) -> None:
+        mid = m.id
+        if mid is not None and mid == self._health_id:
+            self._health_id = None
+            self.set_timeout(_HEALTH_TIMEOUT, None, None)
+            if self._cfg.health_check is not None:
+                self.set_timeout(_HEALTH, self._cfg.health_check, _HEALTH)
+            return
+        # A late answer (timed out, abandoned, or from an earlier attempt): dropped.
+        log.debug("dropped a response for a request no longer pending (id %r)", mid)
+
+    def _server_request(self, m: Any) -> None:
+        if m.method == "ping" and self._era != "modern":
+            self._send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
+            return
+        self._send_raw({"jsonrpc": "2.0", "id": m.id,
+                        "error": {"code": -32601, "message": "Method not found"}})
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        self._last_id += 1
+        return self._last_id
+
+    def _send_internal(
+        self, rid: int, method: str, params: dict[str, Any] | None, *, era: str, version: str
+    ) -> None:
+        self._send_raw(msgs.request(rid, method, params, era=era, version=version,
+                                    client_info=self._client_info,
+                                    capabilities=self._capabilities))
+
+    def _send_raw(self, message: dict[str, Any]) -> None:
+        transport = self._transport
+        if transport is not None:
+            transport.send(message)
+
+    def _start_transport(self) -> None:
+        self._drop_transport()
+        self._gen += 1
+        self._transport = self._factory(self._spec, self.actor_ref, self._gen, self._cfg)
+        self._shared.transport = self._transport
+        self._transport.connect()
+
+    def _drop_transport(self) -> None:
+        transport = self._transport
+        if transport is not None:
+            self._transport = None
+            self._shared.closing.append(transport)
+            try:
+                transport.close()
+            except Exception as exc:
+                log.debug("transport close failed: %s", type(exc).__name__)
+
+    def _fail_pending(self, error: Error) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = {}
+        for call in pending.values():
+            self.set_timeout(call, None, None)
+            call.reply.fail(error)
+
+    def _publish(self, state: str, reason: str | None) -> None:
+        self._shared.status = Status(state, self._era, self._version, reason, self._origin)

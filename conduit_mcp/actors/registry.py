@@ -1,0 +1,62 @@
+"""A per-client name table: siblings find each other by name at send time.
+
+A restarted actor is a new Pykka actor with a new ref (stack.md §1.6), so no actor may keep a
+sibling's ref. The supervisor writes the current incarnation's ref here on every (re)start and
+removes it on stop; senders call :meth:`Registry.get` for every send and treat ``None`` or
+``ActorDeadError`` as "restarting". Pykka's own ``ActorRegistry`` is process-global (other
+clients and the host application share it) and has no names, so it is not used.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+
+__all__ = ["Registry"]
+
+
+class Registry:
+    """Name -> current ``ActorRef``; reads are lock-free, writes are serialised.
+
+    Writes replace the whole dict (copy on write): they happen once per (re)start, while reads
+    happen once per message sent, so a read is one ``dict.get`` with no lock and
+    :meth:`names` is a consistent snapshot.
+    """
+
+    __slots__ = ("_lock", "_refs")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refs: dict[str, pykka.ActorRef[Any]] = {}
+
+    def get(self, name: str) -> pykka.ActorRef[Any] | None:
+        """The current ref registered under ``name``, or ``None``."""
+        return self._refs.get(name)
+
+    def set(self, name: str, ref: pykka.ActorRef[Any]) -> None:
+        """Register ``ref`` under ``name``, replacing any previous incarnation's ref."""
+        with self._lock:
+            refs = dict(self._refs)
+            refs[name] = ref
+            self._refs = refs
+
+    def remove(self, name: str, ref: pykka.ActorRef[Any] | None = None) -> bool:
+        """Remove ``name``; with ``ref``, only if that is still the registered ref.
+
+        The condition keeps a late removal for an old incarnation from erasing its successor.
+        Returns whether something was removed.
+        """
+        with self._lock:
+            current = self._refs.get(name)
+            if current is None or (ref is not None and current.actor_urn != ref.actor_urn):
+                return False
+            refs = dict(self._refs)
+            del refs[name]
+            self._refs = refs
+            return True
+
+    def names(self) -> list[str]:
+        """The registered names, in registration order."""
+        return list(self._refs)

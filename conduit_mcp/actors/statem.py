@@ -1,0 +1,445 @@
+"""The gen_statem idiom on Pykka: state functions, state enter, postpone, inserted events, timers.
+
+The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_functions`` with
+``state_enter``; stack.md §3), so a reader who knows OTP knows this engine:
+
+* **Dispatch.** Each event goes to ``self.on_<state>(kind, event)`` if that method exists, else
+  to :meth:`Statem.handle_event`. ``kind`` is ``"cast"`` (a message told to the actor),
+  ``"internal"`` (a :class:`NextEvent`), ``"state_timeout"`` or ``"timeout"``. A handler returns
+  ``None`` (keep the state, no actions), a state name, or a :class:`Step`.
+* **State enter.** When the state changes, and for the initial state (with ``old_state ==
+  state``), ``self.enter_<state>(old_state)`` (else :meth:`Statem.enter`) is called. It may set
+  timeouts or :class:`Stop`, but may not change state, postpone or insert events.
+* **Same state = keep_state.** Returning the current state's name is OTP's ``next_state`` to
+  the same state: no enter call, no replay of postponed events, the state timeout keeps
+  running. (There is no ``repeat_state``.)
+* **Postpone.** The event is saved; when the state *changes*, the saved events are replayed,
+  oldest first, before any mailbox message.
+* **Event order.** After a transition the internal queue is ``inserted events`` (in the order
+  given) + ``postponed events`` (on a state change) + ``what was queued``; then zero-time
+  timeouts; only then the next mailbox message. That is why inserted events are never told to
+  self: a tell lands behind the mailbox (stack.md §1.8).
+* **Timers.** At most one state timeout, cancelled by a state change; any number of named
+  timeouts, which survive state changes. Setting again replaces, ``None`` cancels. Each arm gets
+  a token, and an event whose token is no longer current is dropped, so a cancelled or replaced
+  timeout is never delivered, even if it had already fired.
+
+Timer cost (one named timer per request is the connection's hot path): each Statem keeps its
+own heap and arms at most one :func:`~conduit_mcp.actors.timers.schedule` for its earliest
+deadline. Arming a later timer does not touch the timer service; cancelling is lazy. The service
+``safe_tell``\\ s a private wake message; the statem then delivers every due, current timer in
+deadline order, each as if it were a mailbox message, and re-arms for the next.
+
+A handler that raises fails the actor (its supervisor restarts it): that is intended.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+from conduit_mcp.actors import timers
+from conduit_mcp.actors.base import Link, SafeActor, safe_tell
+
+__all__ = [
+    "Action",
+    "NextEvent",
+    "Postpone",
+    "StateTimeout",
+    "Statem",
+    "Step",
+    "Stop",
+    "Timeout",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Postpone:
+    """Save the current event; it is replayed after the next state change."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextEvent:
+    """Insert ``event`` to be handled before every queued, postponed and mailbox event."""
+
+    event: Any
+    kind: str = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class StateTimeout:
+    """Deliver ``event`` as ``"state_timeout"`` after ``seconds`` unless the state changes.
+
+    ``None`` cancels; setting it again replaces the previous one.
+    """
+
+    seconds: float | None
+    event: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """Deliver ``event`` as ``"timeout"`` after ``seconds``; one timer per ``name``.
+
+    Survives state changes. ``None`` cancels; setting the same name again replaces it.
+    """
+
+    name: Hashable
+    seconds: float | None
+    event: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the actor after this event (normal with ``None``), through ``stop_self``.
+
+    The state does not change, no enter call runs, and queued or postponed events are dropped.
+    """
+
+    reason: BaseException | None = None
+
+
+Action = Postpone | NextEvent | StateTimeout | Timeout | Stop
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A handler's transition: the next state (``None`` keeps it) and actions, in order."""
+
+    state: str | None
+    actions: Sequence[Action] = ()
+
+
+logger = logging.getLogger("conduit_mcp.actors.statem")
+
+#: The key of the single state timeout in the timer table; no user name can equal it.
+_STATE_TIMEOUT: Final = object()
+
+#: ``on_<state>`` would call a Pykka/SafeActor hook for these names.
+_RESERVED_STATES: Final = frozenset({"start", "stop", "failure", "receive"})
+
+
+class _Wake:
+    """Told by the timer service: some deadline of this statem may be due."""
+
+    __slots__ = ("arm",)
+
+    def __init__(self, arm: int) -> None:
+        self.arm = arm
+
+
+# An entry of the per-statem deadline heap: (when, token, key). Tokens are unique and rising,
+# so they also break ties in arming order and the key is never compared.
+_HeapEntry = tuple[float, int, Hashable]
+
+
+class Statem(SafeActor):
+    """A gen_statem-style actor; subclasses implement :meth:`init_state` and ``on_<state>``.
+
+    Mailbox messages are ``"cast"`` events. The engine is single-threaded (the actor's thread);
+    the public methods below are for the subclass's own handlers, enter calls and ``init``.
+    """
+
+    def __init__(self, *, link: Link | None = None) -> None:
+        super().__init__(link=link)
+        self._state = ""
+        self._queue: deque[tuple[str, Any]] = deque()
+        self._postponed: list[tuple[str, Any]] = []
+        # key -> (token, event, when); ``when`` is None for a zero-time timeout.
+        self._timers: dict[Hashable, tuple[int, Any, float | None]] = {}
+        self._heap: list[_HeapEntry] = []
+        self._t0q: deque[tuple[Hashable, int]] = deque()
+        self._token = 0
+        self._armed: timers.TimerHandle | None = None
+        self._armed_when = 0.0
+        self._arm_id = 0
+        self._stopping = False
+        self._handlers: dict[str, Callable[[str, Any], Any] | None] = {}
+        self._enters: dict[str, Callable[[str], Any]] = {}
+
+    # -- the subclass's interface --------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """The current state's name."""
+        return self._state
+
+    def init_state(self) -> tuple[str, list[Action]]:
+        """Return the initial state and its actions (like OTP's ``init/1``)."""
+        raise NotImplementedError
+
+    def handle_event(self, kind: str, event: Any) -> None | str | Step:
+        """Handle an event of a state that has no ``on_<state>``; the default ignores it."""
+        logger.warning("%s: unhandled %s event in state %r: %r", self, kind, self._state, event)
+        return None
+
+    def enter(self, old_state: str) -> list[Action] | None:
+        """State enter call of a state that has no ``enter_<state>``; the default does nothing."""
+        return None
+
+    def postponed(self) -> Sequence[Any]:
+        """The postponed events' payloads, oldest first."""
+        return [event for _, event in self._postponed]
+
+    def remove_postponed(self, pred: Callable[[Any], bool]) -> list[Any]:
+        """Remove and return the postponed payloads for which ``pred`` is true, oldest first.
+
+        For instance, a request whose caller gave up while it waited for a state change.
+        """
+        kept: list[tuple[str, Any]] = []
+        removed: list[Any] = []
+        for item in self._postponed:
+            if pred(item[1]):
+                removed.append(item[1])
+            else:
+                kept.append(item)
+        self._postponed = kept
+        return removed
+
+    def set_timeout(self, name: Hashable, seconds: float | None, event: Any) -> None:
+        """Arm (or, with ``None``, cancel) the named timeout, as a :class:`Timeout` action would.
+
+        For code that runs in the actor but not as a handler's return value, e.g. a helper
+        called by a handler. A zero or negative time is delivered at the end of the current
+        drain of the internal queue, before the next mailbox message.
+        """
+        self._set_timer(name, seconds, event)
+
+    # -- SafeActor hooks -----------------------------------------------------------------------
+
+    def init(self) -> None:
+        """Enter the initial state, run its actions and inserted events, before any message."""
+        state, actions = self.init_state()
+        self._check_state(state)
+        self._state = state
+        inserts, stop = self._apply(actions, None, in_enter=False)
+        if stop is not None:
+            self._stop_with(stop)
+            return
+        if self._run_enter(state):
+            return
+        if inserts:
+            self._queue.extendleft(reversed(inserts))
+        self._drain()
+
+    def receive(self, message: Any) -> None:
+        if message.__class__ is _Wake:
+            self._on_wake(message)
+            return None
+        if self._stopping:
+            return None
+        if self._queue or self._t0q:
+            # Left over by a handler that raised inside an ask: keep OTP order.
+            self._drain()
+        self._dispatch("cast", message)
+        self._drain()
+        return None
+
+    def _release(self) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+            self._armed = None
+
+    # -- the engine ----------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Handle internal events, then zero-time timeouts, until both queues are empty."""
+        queue, t0q, timers_ = self._queue, self._t0q, self._timers
+        while not self._stopping:
+            if queue:
+                kind, event = queue.popleft()
+                self._dispatch(kind, event)
+            elif t0q:
+                key, token = t0q.popleft()
+                entry = timers_.get(key)
+                if entry is not None and entry[0] == token:
+                    del timers_[key]
+                    self._dispatch(self._kind_of(key), entry[1])
+            else:
+                return
+
+    def _dispatch(self, kind: str, event: Any) -> None:
+        state = self._state
+        try:
+            handler = self._handlers[state]
+        except KeyError:
+            handler = self._handlers[state] = getattr(self, "on_" + state, None)
+        result = handler(kind, event) if handler is not None else self.handle_event(kind, event)
+        if result is None:
+            return
+        if result.__class__ is str:
+            self._transition(kind, event, result, ())
+        elif isinstance(result, Step):
+            self._transition(kind, event, result.state, result.actions)
+        else:
+            msg = f"state handler for {state!r} returned {result!r}; want None, a state or Step"
+            raise TypeError(msg)
+
+    def _transition(
+        self, kind: str, event: Any, next_state: str | None, actions: Sequence[Action]
+    ) -> None:
+        changed = next_state is not None and next_state != self._state
+        if changed:
+            self._check_state(next_state)  # type: ignore[arg-type]
+            # Before the actions: a StateTimeout in this step belongs to the new state.
+            self._timers.pop(_STATE_TIMEOUT, None)
+        inserts, stop = self._apply(actions, (kind, event), in_enter=False)
+        if stop is not None:
+            self._stop_with(stop)
+            return
+        if changed:
+            old, self._state = self._state, next_state  # type: ignore[assignment]
+            if self._postponed:
+                self._queue.extendleft(reversed(self._postponed))
+                self._postponed = []
+            if self._run_enter(old):
+                return
+        if inserts:
+            self._queue.extendleft(reversed(inserts))
+
+    def _apply(
+        self, actions: Sequence[Action], current: tuple[str, Any] | None, *, in_enter: bool
+    ) -> tuple[list[tuple[str, Any]] | None, Stop | None]:
+        """Apply actions in order; return the inserted events and the Stop, if any."""
+        inserts: list[tuple[str, Any]] | None = None
+        stop: Stop | None = None
+        for action in actions:
+            cls = action.__class__
+            if cls is Timeout:
+                self._set_timer(action.name, action.seconds, action.event)  # type: ignore[union-attr]
+            elif cls is StateTimeout:
+                self._set_timer(_STATE_TIMEOUT, action.seconds, action.event)  # type: ignore[union-attr]
+            elif cls is Stop:
+                stop = action  # type: ignore[assignment]
+            elif cls is Postpone or cls is NextEvent:
+                if in_enter:
+                    msg = f"enter of state {self._state!r} returned {action!r}, not allowed there"
+                    raise RuntimeError(msg)
+                if cls is NextEvent:
+                    if inserts is None:
+                        inserts = []
+                    inserts.append((action.kind, action.event))  # type: ignore[union-attr]
+                elif current is None:
+                    raise RuntimeError("Postpone returned by init_state: there is no event")
+                else:
+                    self._postponed.append(current)
+            else:
+                raise TypeError(f"not a statem action: {action!r}")
+        return inserts, stop
+
+    def _run_enter(self, old_state: str) -> bool:
+        """Call the state enter function; True if it stopped the actor."""
+        state = self._state
+        try:
+            enter = self._enters[state]
+        except KeyError:
+            enter = self._enters[state] = getattr(self, "enter_" + state, self.enter)
+        result = enter(old_state)
+        if result is None:
+            return False
+        if isinstance(result, str | Step):
+            msg = f"enter of state {state!r} returned {result!r}: enter may not change state"
+            raise RuntimeError(msg)
+        _, stop = self._apply(result, None, in_enter=True)
+        if stop is not None:
+            self._stop_with(stop)
+            return True
+        return False
+
+    def _check_state(self, state: str) -> None:
+        if state.__class__ is not str or not state:
+            raise TypeError(f"a state is a non-empty str, got {state!r}")
+        if state in _RESERVED_STATES:
+            raise RuntimeError(f"state name {state!r} is reserved (on_{state} is a Pykka hook)")
+
+    def _stop_with(self, stop: Stop) -> None:
+        self._stopping = True
+        self._queue.clear()
+        self._t0q.clear()
+        self._postponed = []
+        self.stop_self(stop.reason)
+
+    # -- timers ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _kind_of(key: Hashable) -> str:
+        return "state_timeout" if key is _STATE_TIMEOUT else "timeout"
+
+    def _set_timer(self, key: Hashable, seconds: float | None, event: Any) -> None:
+        if seconds is None:
+            # Lazy cancel: the heap entry (and any armed wake) becomes stale.
+            self._timers.pop(key, None)
+            return
+        self._token += 1
+        token = self._token
+        if seconds <= 0:
+            self._timers[key] = (token, event, None)
+            self._t0q.append((key, token))
+            return
+        when = time.monotonic() + seconds
+        self._timers[key] = (token, event, when)
+        heap = self._heap
+        heapq.heappush(heap, (when, token, key))
+        if self._armed is None or when < self._armed_when:
+            self._arm(when)
+        elif len(heap) > 64 and len(heap) > 4 * len(self._timers):
+            # Mostly stale (requests that finished before their deadline): rebuild, O(n) once
+            # per n/2 cancels. Due entries in delivery are safe: delivery removes them.
+            self._heap = [(w, t, k) for k, (t, _, w) in self._timers.items() if w is not None]
+            heapq.heapify(self._heap)
+
+    def _arm(self, when: float) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+        self._arm_id += 1
+        self._armed_when = when
+        self._armed = timers.schedule(when, partial(safe_tell, self.actor_ref, _Wake(self._arm_id)))
+
+    def _on_wake(self, wake: _Wake) -> None:
+        if wake.arm == self._arm_id:
+            self._armed = None
+        if self._stopping:
+            return
+        now = time.monotonic()
+        heap, timers_ = self._heap, self._timers
+        due: list[tuple[Hashable, int]] = []
+        while heap and heap[0][0] <= now:
+            _, token, key = heapq.heappop(heap)
+            entry = timers_.get(key)
+            if entry is not None and entry[0] == token:
+                due.append((key, token))
+        # Each due timeout is handled like one mailbox message: fully drained before the next,
+        # and re-checked, since an earlier one may have cancelled or replaced it.
+        for key, token in due:
+            entry = timers_.get(key)
+            if entry is None or entry[0] != token:
+                continue
+            del timers_[key]
+            self._dispatch(self._kind_of(key), entry[1])
+            self._drain()
+            if self._stopping:
+                return
+        self._rearm()
+
+    def _rearm(self) -> None:
+        heap, timers_ = self._heap, self._timers
+        while heap:
+            _, token, key = heap[0]
+            entry = timers_.get(key)
+            if entry is not None and entry[0] == token:
+                break
+            heapq.heappop(heap)
+        if not heap:
+            if self._armed is not None:
+                self._armed.cancel()
+                self._armed = None
+            return
+        when = heap[0][0]
+        if self._armed is None or when < self._armed_when:
+            self._arm(when)

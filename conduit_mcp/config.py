@@ -1,0 +1,139 @@
+"""Client options, validated once at start into a frozen value (like aiohttp's ClientTimeout).
+
+Every problem is an ``Error("config", <option name>, ...)`` raised by ``Client.start`` in the
+caller's thread, before any actor or process exists: a typo never surfaces later as a
+mysterious failure inside the connection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import Error
+from .protocol.versions import ProtocolChoice, parse_protocol_option
+
+_VERSION = "0.1.0"
+
+DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "conduit-mcp", "version": _VERSION}
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The validated options of one client. See the README, "Options", for each one."""
+
+    protocol: ProtocolChoice
+    prior: str | None = None
+    request_timeout: float = 30.0
+    probe_timeout: float = 5.0
+    max_in_flight: int = 100
+    max_queued: int = 100
+    max_reconnects: int | None = 10
+    backoff: Callable[[int], float] | None = field(default=None, repr=False)
+    backoff_base: float = 0.1
+    backoff_max: float = 30.0
+    on_give_up: str = "close"
+    stable_after: float = 10.0
+    health_check: float | None = None
+    health_timeout: float = 5.0
+    max_frame: int = 16 * 1024 * 1024
+    client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    shutdown_timeout: float = 5.0
+
+
+_NUMBERS = {
+    # option: (allow None, strictly positive)
+    "request_timeout": (False, True),
+    "probe_timeout": (False, True),
+    "backoff_base": (False, True),
+    "backoff_max": (False, True),
+    "stable_after": (False, False),
+    "health_check": (True, True),
+    "health_timeout": (False, True),
+    "shutdown_timeout": (False, True),
+}
+_INTS = {
+    # option: (allow None, minimum)
+    "max_in_flight": (False, 1),
+    "max_queued": (False, 0),
+    "max_reconnects": (True, 0),
+    "max_frame": (False, 1024),
+}
+OPTION_NAMES = frozenset(Config.__dataclass_fields__)
+
+
+def _number(name: str, value: Any, allow_none: bool, positive: bool) -> float | None:
+    if value is None and allow_none:
+        return None
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        need = "a positive number of seconds" if positive else "a number of seconds >= 0"
+        raise Error("config", name, f"option {name!r} must be {need}" + (" or None" * allow_none))
+    return float(value)
+
+
+def _int(name: str, value: Any, allow_none: bool, minimum: int) -> int | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise Error(
+            "config",
+            name,
+            f"option {name!r} must be an integer >= {minimum}" + (" or None" * allow_none),
+        )
+    return value
+
+
+def _json_object(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise Error("config", name, f"option {name!r} must be a mapping with string keys")
+    return dict(value)
+
+
+def build_config(options: Mapping[str, Any]) -> Config:
+    """Validate keyword options into a :class:`Config`.
+
+    >>> build_config({"protocol": "legacy", "max_in_flight": 8}).max_in_flight
+    8
+    >>> build_config({"max_in_flight": 0})
+    Traceback (most recent call last):
+    ...
+    conduit_mcp.errors.Error: config (max_in_flight): option 'max_in_flight' must be an integer >= 1
+    """
+    unknown = sorted(set(options) - OPTION_NAMES)
+    if unknown:
+        raise Error("config", "unknown_option", f"unknown option(s): {', '.join(unknown)}")
+    values: dict[str, Any] = dict(options)
+    values["protocol"] = parse_protocol_option(values.get("protocol", "auto"))
+    for name, (allow_none, positive) in _NUMBERS.items():
+        if name in values:
+            values[name] = _number(name, values[name], allow_none, positive)
+    for name, (allow_none, minimum) in _INTS.items():
+        if name in values:
+            values[name] = _int(name, values[name], allow_none, minimum)
+    prior = values.get("prior")
+    if prior not in (None, "legacy"):
+        raise Error("config", "prior", "option 'prior' must be None or 'legacy'")
+    if values.get("on_give_up", "close") not in ("close", "stop"):
+        raise Error("config", "on_give_up", "option 'on_give_up' must be 'close' or 'stop'")
+    backoff = values.get("backoff")
+    if backoff is not None and not callable(backoff):
+        raise Error("config", "backoff", "option 'backoff' must be a function attempt -> seconds")
+    if "client_info" in values:
+        info = _json_object("client_info", values["client_info"])
+        if not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
+            raise Error(
+                "config", "client_info", "option 'client_info' needs string 'name' and 'version'"
+            )
+        values["client_info"] = info
+    if "capabilities" in values:
+        values["capabilities"] = _json_object("capabilities", values["capabilities"])
+    return Config(**values)

@@ -1,0 +1,78 @@
+"""The one exception type of conduit-mcp.
+
+Every failure a user can observe is a :class:`Error` with a ``kind`` from a closed set, so
+callers can branch on ``e.kind`` instead of on exception classes or message text. ``reason``
+is a short, stable, machine-readable string (``"deadline"``, ``"max_in_flight"``, ...);
+``message`` is for people. Neither ever carries a secret: no tool argument, header value,
+token or session id is ever put into an Error (see README, "Secrets").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+#: The documented kinds. A new kind is an API change: document it in the README.
+KINDS: Final = frozenset(
+    {
+        "config",  # an option given at start is invalid (reason names the option)
+        "argument",  # an argument to a call is invalid (reason names the argument)
+        "closed",  # the client is closed (stopped, gave up, or a fatal negotiation outcome)
+        "timeout",  # the request's deadline passed; the server was told to cancel it
+        "transport",  # the connection broke while the request was pending; never retried
+        "overloaded",  # a limit was hit (max_in_flight, max_queued) or the server said 429
+        "auth",  # the server refused the credentials (HTTP 401/403)
+        "unavailable",  # the thing asked for cannot be reached right now (e.g. cache_gone)
+        "protocol",  # the server broke the protocol (malformed frame, bad result shape)
+        "server",  # the server answered with a JSON-RPC error: see ``code`` and ``data``
+        "cancelled",  # the caller cancelled the request itself
+    }
+)
+
+
+class Error(Exception):
+    """A conduit-mcp failure: ``kind`` (one of :data:`KINDS`), ``reason`` and ``message``.
+
+    >>> e = Error("timeout", "deadline", "tools/call did not answer within 0.5 s")
+    >>> e.kind, e.reason
+    ('timeout', 'deadline')
+    >>> str(e)
+    'timeout (deadline): tools/call did not answer within 0.5 s'
+
+    For kind ``server`` the JSON-RPC error ``code`` and ``data`` of the server's answer are
+    kept (``data`` is the server's own payload, shown only on request, never in ``repr``).
+    """
+
+    __slots__ = ("kind", "reason", "message", "code", "data")
+
+    def __init__(
+        self,
+        kind: str,
+        reason: str,
+        message: str | None = None,
+        *,
+        code: int | None = None,
+        data: Any = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown error kind {kind!r}")
+        self.kind = kind
+        self.reason = reason
+        self.message = message or reason
+        self.code = code
+        self.data = data
+        super().__init__(kind, reason, self.message)
+
+    def __str__(self) -> str:
+        code = f" [{self.code}]" if self.code is not None else ""
+        return f"{self.kind} ({self.reason}){code}: {self.message}"
+
+    def __repr__(self) -> str:
+        code = f", code={self.code}" if self.code is not None else ""
+        return f"Error(kind={self.kind!r}, reason={self.reason!r}{code})"
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (self.kind, self.reason, self.message, self.code, self.data))
+
+
+def _rebuild(kind: str, reason: str, message: str, code: int | None, data: Any) -> Error:
+    return Error(kind, reason, message, code=code, data=data)

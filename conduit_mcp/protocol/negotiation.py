@@ -1,0 +1,404 @@
+"""Era negotiation as pure decisions: what the ``server/discover`` probe's outcome means.
+
+The connection sends the probe, turns whatever happened into one outcome value
+(:class:`ProbeResult`, :class:`ProbeError`, :class:`ProbeTimeout`, :class:`ProbeExit`, or on
+HTTP :class:`HttpProbe`), and acts on the :data:`Decision` that :func:`classify_probe`
+returns. The rules are seed 000's "Era discovery", with the spec's detail:
+
+* a ``DiscoverResult`` is modern (mcp-spec §2, §8);
+* ``-32022`` naming a mutual modern version is discovered once more with it, never a
+  fallback; a second refusal, or no version in common, closes (seed 000; mcp-spec §3);
+* legacy evidence, i.e. any other error or a timeout, falls back to ``initialize`` in auto
+  mode; the fallback is not keyed to one code (mcp-spec §8 "MUST NOT be keyed to one
+  specific error code"); in modern mode it closes instead (seed 000);
+* the server exiting during the probe reconnects, and the next attempt starts with
+  ``initialize`` (seed 000);
+* a recognised modern error naming no common version, or a missing client capability,
+  closes.
+
+Only the final modern codes -32020/-32021/-32022 prove a modern peer; the retired draft
+numbers -32001/-32003/-32004 are ordinary "other errors", i.e. legacy evidence (see
+``jsonrpc.RETIRED_*`` for why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from ..errors import Error
+from .jsonrpc import (
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    MODERN_ERROR_CODES,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from .meta import META_SERVER_INFO
+from .versions import era_of, mutual_version
+
+# -- probe outcomes (inputs) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The probe was answered with a JSON-RPC result (the ``result`` member)."""
+
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeError:
+    """The probe was answered with a JSON-RPC error."""
+
+    code: int
+    message: str = ""
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTimeout:
+    """The probe got no answer within ``probe_timeout``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeExit:
+    """The server process exited, or the transport closed, while the probe was pending."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpProbe:
+    """An HTTP answer to the probe POST that the transport did not turn into a JSON-RPC
+    result or error itself: the status and the raw body (None or ``b""`` when empty).
+    """
+
+    status: int
+    body: bytes | None = field(default=None, repr=False)
+
+
+ProbeOutcome = ProbeResult | ProbeError | ProbeTimeout | ProbeExit | HttpProbe
+
+# -- decisions (outputs) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoverInfo:
+    """A parsed ``DiscoverResult`` (mcp-spec §2). ``raw`` is the result (do not mutate)."""
+
+    versions: tuple[str, ...]
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any] | None
+    instructions: str | None
+    raw: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InitInfo:
+    """A checked legacy ``InitializeResult`` (mcp-spec §10). ``raw`` is the result."""
+
+    version: str
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any] | None
+    instructions: str | None
+    raw: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Modern:
+    """Modern: use ``version`` on every request from now on; ``info`` is what discover said."""
+
+    version: str
+    info: DiscoverInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Rediscover:
+    """The server refused our version with -32022 but supports ``version``: probe again."""
+
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Legacy:
+    """Run the ``initialize`` handshake. ``version`` is the one to offer, when the server
+    named one (else the newest legacy version, or the user's pin).
+    """
+
+    reason: str
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """The probe could not be judged: reconnect after the backoff. With ``next_legacy``
+    the next attempt skips the probe once and starts with ``initialize``.
+    """
+
+    reason: str
+    next_legacy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Negotiation failed for good: the connection closes with ``Error("closed", reason)``.
+
+    ``message`` is for people; ``data`` is the server's error data when there was one
+    (``requiredCapabilities`` for -32021, ``supported``/``requested`` for -32022).
+    """
+
+    reason: str
+    message: str = ""
+    data: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequired:
+    """HTTP 401/403: not era evidence. The connection authorizes (seed 000: discovering to
+    authorizing on 401) and probes again, or fails with kind ``auth`` without OAuth.
+    """
+
+    status: int
+
+
+Decision = Modern | Rediscover | Legacy | Reconnect | Close | AuthRequired
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def parse_discover(result: Any) -> DiscoverInfo:
+    """Read a ``DiscoverResult`` leniently (mcp-spec §13.3).
+
+    Its mark is a ``supportedVersions`` list: without one the answer is not a
+    DiscoverResult and this raises ``Error("protocol", "bad_discover_result")`` (the
+    classifier reads that as legacy evidence: a legacy server may answer anything).
+    ``resultType``/``ttlMs``/``cacheScope`` are not required (older modern servers omit
+    them); they stay in ``raw``. Identity comes from ``_meta[serverInfo]``, falling back
+    to the pre-GA top-level ``serverInfo`` some SDKs and conformance mocks still send.
+    """
+    if type(result) is not dict or type(result.get("supportedVersions")) is not list:
+        raise Error("protocol", "bad_discover_result", "not a DiscoverResult")
+    versions = tuple(v for v in result["supportedVersions"] if type(v) is str)
+    capabilities = result.get("capabilities")
+    if capabilities is None:
+        capabilities = {}
+    elif type(capabilities) is not dict:
+        raise Error("protocol", "bad_discover_result", "capabilities is not an object")
+    meta = result.get("_meta")
+    server_info = meta.get(META_SERVER_INFO) if type(meta) is dict else None
+    if type(server_info) is not dict:
+        server_info = result.get("serverInfo")
+        if type(server_info) is not dict:
+            server_info = None
+    instructions = result.get("instructions")
+    return DiscoverInfo(
+        versions,
+        capabilities,
+        server_info,
+        instructions if type(instructions) is str else None,
+        result,
+    )
+
+
+def check_initialize(result: Any, offered: str) -> InitInfo:
+    """Check a legacy ``InitializeResult`` against the version we offered.
+
+    The server answers ``offered`` or another version it supports (legacy lifecycle). "If
+    the client does not support the version in the server's response, it SHOULD
+    disconnect": any version that is not one of our *legacy* versions raises
+    ``Error("protocol", "unsupported_version")`` (a modern version has no handshake, so it
+    is not acceptable here either). A result that is not an object, lacks a string
+    ``protocolVersion``, or has ``capabilities``/``serverInfo`` that are not objects raises
+    ``Error("protocol", "bad_initialize_result")``; absent ones default to ``{}``/None.
+    """
+    if type(result) is not dict:
+        raise Error("protocol", "bad_initialize_result", "initialize result is not an object")
+    version = result.get("protocolVersion")
+    if type(version) is not str:
+        raise Error("protocol", "bad_initialize_result", "initialize result has no protocolVersion")
+    if era_of(version) != "legacy":
+        raise Error(
+            "protocol",
+            "unsupported_version",
+            f"offered protocol version {offered}, the server answered {version[:40]!r}, "
+            "which this client does not support",
+        )
+    capabilities = result.get("capabilities")
+    if capabilities is None:
+        capabilities = {}
+    elif type(capabilities) is not dict:
+        raise Error("protocol", "bad_initialize_result", "capabilities is not an object")
+    server_info = result.get("serverInfo")
+    if server_info is not None and type(server_info) is not dict:
+        raise Error("protocol", "bad_initialize_result", "serverInfo is not an object")
+    instructions = result.get("instructions")
+    return InitInfo(
+        version,
+        capabilities,
+        server_info,
+        instructions if type(instructions) is str else None,
+        result,
+    )
+
+
+# -- the classifier ------------------------------------------------------------------------
+
+
+def classify_probe(
+    outcome: ProbeOutcome,
+    transport_kind: Literal["stdio", "http"],
+    *,
+    mode: Literal["auto", "modern"],
+    offered: str,
+    retried: bool,
+) -> Decision:
+    """What the probe's ``outcome`` means (seed 000, "Era discovery"; module docstring).
+
+    ``offered`` is the version the probe carried in ``_meta``; ``retried`` is True when
+    this probe is already the one :class:`Rediscover` asked for. ``mode="legacy"`` never
+    probes, so it is an argument error here.
+    """
+    if mode != "auto" and mode != "modern":
+        raise Error("argument", "mode", "classify_probe needs mode 'auto' or 'modern'")
+    if transport_kind != "stdio" and transport_kind != "http":
+        raise Error("argument", "transport_kind", "transport_kind must be 'stdio' or 'http'")
+    if isinstance(outcome, ProbeResult):
+        return _on_result(outcome.result, mode, offered)
+    if isinstance(outcome, ProbeError):
+        return _on_error(outcome.code, outcome.message, outcome.data, mode, offered, retried)
+    if isinstance(outcome, ProbeTimeout):
+        # mcp-spec §8: "Any other error, or a timeout, means legacy" (legacy servers may
+        # stay silent). Kept for HTTP too: a server that never answers an unknown method
+        # would otherwise be reconnected to forever.
+        return _legacy_evidence("probe_timeout", mode)
+    if isinstance(outcome, ProbeExit):
+        # seed 000: reconnect, and the next attempt starts with initialize (a legacy server
+        # may die on an unknown method). Modern mode never falls back, so it just retries.
+        return Reconnect("server_exited", next_legacy=mode == "auto")
+    if isinstance(outcome, HttpProbe):
+        return _on_http(outcome, mode, offered, retried)
+    raise Error("argument", "outcome", f"not a probe outcome: {type(outcome).__name__}")
+
+
+def _legacy_evidence(reason: str, mode: str, version: str | None = None) -> Decision:
+    if mode == "modern":
+        # seed 000: "protocol: :modern ... legacy evidence closes the connection instead
+        # of falling back".
+        return Close("legacy_server", f"the server does not speak the modern protocol ({reason})")
+    return Legacy(reason, version)
+
+
+def _on_result(result: Any, mode: str, offered: str) -> Decision:
+    try:
+        info = parse_discover(result)
+    except Error:
+        # Not a DiscoverResult (e.g. ``{}``): an unrecognised answer is legacy evidence.
+        return _legacy_evidence("not_discover_result", mode)
+    if offered in info.versions:
+        return Modern(offered, info)
+    version = mutual_version(info.versions, "modern")
+    if version is not None:
+        return Modern(version, info)
+    return _no_modern_version(info.versions, mode, None)
+
+
+def _no_modern_version(supported: Any, mode: str, data: Any) -> Decision:
+    """The server speaks modern but has no modern version in common with us.
+
+    mcp-spec §3/§13.5: ``supported`` "may contain legacy versions ... Switching to one of
+    them means switching to the initialize flow". That is negotiation, not a fallback on
+    evidence, so in auto mode a mutual legacy version leads to ``initialize`` with it. In
+    modern mode (the user excluded legacy) there is no version in common: close.
+    """
+    legacy = mutual_version(supported, "legacy")
+    if legacy is not None and mode == "auto":
+        return Legacy("server_prefers_legacy", legacy)
+    return Close("no_mutual_version", "the server supports no protocol version we do", data)
+
+
+def _on_error(
+    code: int, message: str, data: Any, mode: str, offered: str, retried: bool
+) -> Decision:
+    if code == UNSUPPORTED_PROTOCOL_VERSION:
+        if retried:
+            # seed 000: "a second refusal ... closes" (no ping-pong between versions).
+            return Close("version_refused", "the server refused the version it proposed", data)
+        listed = data.get("supported") if type(data) is dict else None
+        if not isinstance(listed, (list, tuple)):
+            listed = []
+        # Re-offering the version just refused could only be refused again.
+        others = [v for v in listed if v != offered]
+        version = mutual_version(others, "modern")
+        if version is not None:
+            return Rediscover(version)
+        decision = _no_modern_version(others, mode, data)
+        if isinstance(decision, Close) and offered in listed:
+            # The server lists the very version it refused: it contradicts itself.
+            return Close("version_refused", "the server refused a version it lists", data)
+        return decision
+    if code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return Close(
+            "missing_client_capability",
+            f"the server requires a client capability we lack: {message[:200]}",
+            data,
+        )
+    if code == HEADER_MISMATCH:
+        # A modern server that rejects our HTTP headers: never a fallback (mcp-spec §7),
+        # and re-sending the same request cannot help.
+        return Close("header_mismatch", f"the server rejected the headers: {message[:200]}", data)
+    return _legacy_evidence("probe_error", mode)
+
+
+def _on_http(probe: HttpProbe, mode: str, offered: str, retried: bool) -> Decision:
+    """mcp-spec §7 "Detecting the era on HTTP", plus what real legacy servers answer.
+
+    * A body holding a recognised modern error (-32020/-32021/-32022), on any status:
+      handled exactly like the same error over stdio (never a fallback).
+    * 2xx with a JSON-RPC result: like :class:`ProbeResult`.
+    * 401/403: :class:`AuthRequired`, not evidence either way.
+    * 429, or 5xx without a JSON-RPC error body: the server (or a proxy) is overloaded or
+      down, which says nothing about its era: :class:`Reconnect` after the backoff.
+    * Anything else (400 with an empty or unrecognised body, 404, 405, other 4xx, any
+      other JSON-RPC error, a 2xx that is not a DiscoverResult) is legacy evidence. This
+      covers peers.md §3: 400 -32000 "Server not initialized" with id null, 400 -32600
+      "Missing session ID" with id "server-error".
+    """
+    status = probe.status
+    if status in (401, 403):
+        return AuthRequired(status)
+    body = _json_body(probe.body)
+    error = _error_member(body)
+    if error is not None and error[0] in MODERN_ERROR_CODES:
+        return _on_error(*error, mode, offered, retried)
+    if status == 429:
+        return Reconnect("http_429")
+    if 500 <= status <= 599 and error is None:
+        return Reconnect(f"http_{status}")
+    if 200 <= status <= 299 and error is None and type(body) is dict and "result" in body:
+        return _on_result(body["result"], mode, offered)
+    return _legacy_evidence("probe_error" if error is not None else f"http_{status}", mode)
+
+
+def _json_body(body: bytes | None) -> Any:
+    if not body:
+        return None
+    try:
+        return orjson.loads(body)
+    except ValueError:
+        return None
+
+
+def _error_member(body: Any) -> tuple[int, str, Any] | None:
+    """The JSON-RPC error in an HTTP body: ``{"error": {...}}``, or a bare error object
+    ``{"code": ..., "message": ...}`` as some servers write it. None if there is none.
+    """
+    if type(body) is not dict:
+        return None
+    error = body.get("error")
+    if type(error) is not dict:
+        error = body
+    code = error.get("code")
+    if type(code) is not int:
+        return None
+    message = error.get("message")
+    return code, message if type(message) is str else "", error.get("data")

@@ -1,0 +1,144 @@
+"""One client's actor tree, and the directory of running clients by name.
+
+``ClientSupervisor`` (one_for_one, 3 restarts in 5 s) supervises the ``Connection`` today;
+the refresher, handler, listen and OAuth actors of later issues join it as lazy children.
+The connection is ``transient``: a crash restarts it (its callers get ``transport``), a
+normal exit does not. With ``on_give_up="stop"`` it is also *significant*: giving up ends
+the whole client, so an application supervisor above it starts a fresh one.
+
+A :class:`Client` handle finds the current incarnation by name at every call (an
+application supervisor may have replaced it), and the connection by name in the tree's
+registry (the supervisor may have restarted it): refs are never kept across restarts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any
+
+import pykka
+
+from .actors.connection import Connection
+from .actors.registry import Registry
+from .actors.supervisor import ChildSpec, Supervisor
+from .config import Config
+from .errors import Error
+from .status import Shared
+from .transports.stdio import StdioTransport
+from .transports.stdio_spec import Stdio
+
+_counter = itertools.count(1)
+_lock = threading.Lock()
+_directory: dict[str, Runtime] = {}
+
+
+def make_transport(spec: Any, owner: pykka.ActorRef[Any], gen: int, cfg: Config) -> Any:
+    """The transport for one connection attempt (a reconnect builds a new one)."""
+    if isinstance(spec, Stdio):
+        return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame)
+    raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
+
+
+def check_transport(spec: Any) -> None:
+    if not isinstance(spec, Stdio):
+        raise Error(
+            "config", "transport", "transport must be conduit_mcp.Stdio(...) (HTTP comes later)"
+        )
+
+
+def unique_name() -> str:
+    return f"client-{next(_counter)}"
+
+
+class Runtime:
+    """One incarnation of a client's tree: its supervisor, registry and published values."""
+
+    def __init__(self, name: str, spec: Any, config: Config) -> None:
+        self.name = name
+        self.spec = spec
+        self.config = config
+        self.shared = Shared()
+        self.registry = Registry()
+        self.supervisor: pykka.ActorRef[Any] | None = None
+        self.stopped = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"<Runtime {self.name!r}>"
+
+    def children(self) -> list[ChildSpec]:
+        spec, cfg, shared = self.spec, self.config, self.shared
+
+        def start_connection(link: Any) -> pykka.ActorRef[Any]:
+            return Connection.start(
+                spec, cfg, shared, transport_factory=make_transport, link=link
+            )
+
+        return [
+            ChildSpec(
+                "connection",
+                start_connection,
+                restart="transient",
+                shutdown=cfg.shutdown_timeout,
+                significant=cfg.on_give_up == "stop",
+            )
+        ]
+
+    def start(self, link: Any = None) -> pykka.ActorRef[Any]:
+        def gave_up(reason: BaseException | None) -> None:
+            self.stopped.set()
+
+        self.supervisor = Supervisor.start(
+            self.children(),
+            strategy="one_for_one",
+            max_restarts=3,
+            max_seconds=5.0,
+            registry=self.registry,
+            on_give_up=gave_up,
+            link=link,
+        )
+        return self.supervisor
+
+    def connection(self) -> pykka.ActorRef[Any]:
+        ref = self.registry.get("connection")
+        if ref is None:
+            raise Error("closed", "stopped", f"client {self.name!r} is not running")
+        return ref
+
+    def alive(self) -> bool:
+        sup = self.supervisor
+        return sup is not None and sup.is_alive()
+
+    def stop(self, timeout: float) -> None:
+        """Stop the tree, then wait (bounded) for server processes to be gone."""
+        deadline = time.monotonic() + timeout
+        sup = self.supervisor
+        if sup is not None:
+            try:
+                sup.stop(block=True, timeout=timeout)
+            except (pykka.Timeout, pykka.ActorDeadError):
+                pass
+        self.stopped.set()
+        for transport in [*self.shared.closing, self.shared.transport]:
+            wait = getattr(transport, "wait_closed", None)
+            if wait is not None:
+                wait(max(0.0, deadline - time.monotonic()))
+
+
+def register(runtime: Runtime, *, replace: bool) -> None:
+    with _lock:
+        current = _directory.get(runtime.name)
+        if current is not None and current is not runtime and not replace and current.alive():
+            raise Error("config", "name", f"a client named {runtime.name!r} is already running")
+        _directory[runtime.name] = runtime
+
+
+def unregister(runtime: Runtime) -> None:
+    with _lock:
+        if _directory.get(runtime.name) is runtime:
+            del _directory[runtime.name]
+
+
+def lookup(name: str) -> Runtime | None:
+    return _directory.get(name)

@@ -1,0 +1,72 @@
+"""The library's I/O loop: one asyncio loop on one daemon thread, shared by every client.
+
+Why one shared loop and not one per client: the target is a thousand connected clients in
+one process, and a loop thread per client would double the thread count for nothing — the
+loop only moves bytes. No user code ever runs here (DESIGN, "Threads and I/O"), and actors
+never block on it: they submit work with ``call_soon_threadsafe`` and hear back by ``tell``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+log = logging.getLogger("conduit_mcp.io")
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def _run(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    loop.set_exception_handler(_log_exception)
+    loop.call_soon(started.set)
+    loop.run_forever()
+
+
+def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    # Only the exception's type and the context message: a raw context may hold frames
+    # or buffers with tool arguments in them (README, "Secrets").
+    exc = context.get("exception")
+    log.error("I/O loop error: %s (%s)", context.get("message"), type(exc).__name__)
+
+
+def io_loop() -> asyncio.AbstractEventLoop:
+    """The shared loop, started on first use."""
+    global _loop, _thread
+    loop = _loop
+    if loop is not None and not loop.is_closed():
+        return loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+            thread = threading.Thread(
+                target=_run, args=(loop, started), name="conduit-mcp-io", daemon=True
+            )
+            thread.start()
+            started.wait()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def in_io_thread() -> bool:
+    """True on the I/O loop's own thread (where nothing may block)."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
+def call_soon(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` on the I/O loop; thread-safe, never blocks."""
+    io_loop().call_soon_threadsafe(fn, *args)
+
+
+def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
+    """Run a coroutine on the I/O loop; the returned future is safe to poll from any thread."""
+    return asyncio.run_coroutine_threadsafe(coro, io_loop())

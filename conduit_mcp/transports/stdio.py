@@ -1,0 +1,297 @@
+"""The stdio transport: a server subprocess speaking newline-delimited JSON-RPC.
+
+Everything here runs on the shared I/O loop except ``send``/``cancel``/``close``/``connect``,
+which the connection calls from its own thread and which only hand work to the loop. Reads
+are decoded on the loop (one ``tell`` per read, carrying every frame of that read) so the
+connection never parses bytes. The server's stderr goes to a bounded buffer, never into
+results (seed 000). Exit is seen through ``process_exited`` the moment the child dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections import deque
+from typing import Any
+
+import pykka
+
+from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
+from ..protocol.messages import cancelled
+from . import loop as io
+from .base import FrameProblem, Inbound, TransportDown, TransportUp
+from .stdio_spec import Stdio
+
+log = logging.getLogger("conduit_mcp.stdio")
+
+__all__ = ["Stdio", "StdioTransport"]
+
+# How long an exited server's stdout may take to close before the exit is reported anyway.
+_EXIT_DRAIN = 0.2
+
+
+def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
+    try:
+        owner.tell(message)
+    except pykka.ActorDeadError:
+        pass
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    """Turns pipe events into connection events; lives on the I/O loop."""
+
+    def __init__(self, transport: StdioTransport) -> None:
+        self._t = transport
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        t = self._t
+        if fd == 1:
+            t._on_stdout(data)
+        elif fd == 2:
+            t._on_stderr(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._t._on_stdout_closed()
+
+    def process_exited(self) -> None:
+        self._t._on_exit()
+
+
+class StdioTransport:
+    """One incarnation of a stdio server process (a reconnect spawns a new one)."""
+
+    kind = "stdio"
+
+    def __init__(
+        self, spec: Stdio, owner: pykka.ActorRef[Any], gen: int, *, max_frame: int
+    ) -> None:
+        self._spec = spec
+        self._owner = owner
+        self._gen = gen
+        self._decoder = LineDecoder(max_frame)
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self._proc: asyncio.SubprocessTransport | None = None
+        self._out: deque[bytes] = deque()
+        self._flush_pending = False
+        self._down = False
+        self._closing = False
+        self._exited = False
+        self._stdout_closed = False
+        self._gone = threading.Event()
+        self._spawning = False
+        self.pid: int | None = None
+
+    def __repr__(self) -> str:
+        # Never the spec's env (it may hold tokens) nor any buffered frame.
+        return f"<StdioTransport gen={self._gen} pid={self.pid} command={self._spec.command!r}>"
+
+    # -- called from the connection's thread ------------------------------------------------
+
+    def connect(self) -> None:
+        io.submit(self._spawn())
+
+    def send(self, message: dict[str, Any]) -> None:
+        # encode raises Error("argument", ...) on unserialisable input, before anything queues
+        self.send_bytes(encode(message))
+
+    def send_bytes(self, data: bytes) -> None:
+        # Batch writes: many sends between two loop turns cost one wake-up of the loop.
+        # Safe without a lock: the flag is cleared *before* the loop drains the deque, so a
+        # frame appended after the drain always sees the flag clear and schedules a flush.
+        self._out.append(data)
+        if not self._flush_pending:
+            self._flush_pending = True
+            io.call_soon(self._flush)
+
+    def cancel(self, request_id: int | str, reason: str) -> None:
+        self.send(cancelled(request_id, reason))
+
+    def close(self) -> None:
+        self._closing = True
+        io.submit(self._close())
+
+    def stderr(self) -> bytes:
+        return b"".join(self._stderr)
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Block (a caller's thread, never an actor's) until the process is gone."""
+        return self._gone.wait(timeout)
+
+    # -- I/O loop ---------------------------------------------------------------------------
+
+    async def _spawn(self) -> None:
+        spec = self._spec
+        loop = asyncio.get_running_loop()
+        self._spawning = True
+        try:
+            proc, _ = await loop.subprocess_exec(
+                lambda: _Protocol(self),
+                spec.command,
+                *spec.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=spec.environment(),
+                cwd=spec.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._spawning = False
+            self._report_down("spawn_failed", type(exc).__name__)
+            return
+        self._spawning = False
+        self._proc = proc
+        self.pid = proc.get_pid()
+        if self._closing:
+            await self._close()
+            return
+        if proc.get_returncode() is None:
+            _tell(self._owner, TransportUp(self._gen))
+        if self._out:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        out = self._out
+        if not out:
+            return
+        parts = []
+        try:
+            while True:
+                parts.append(out.popleft())
+        except IndexError:
+            pass
+        proc = self._proc
+        if proc is None:
+            # Not spawned yet: keep the frames for _spawn to flush.
+            out.extendleft(reversed(parts))
+            return
+        pipe = proc.get_pipe_transport(0)
+        if pipe is None or pipe.is_closing():
+            return
+        pipe.write(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _on_stdout(self, data: bytes) -> None:
+        messages: list[Any] = []
+        for frame in self._decoder.feed(data):
+            if isinstance(frame, FrameError):
+                _tell(self._owner, FrameProblem(self._gen, frame.reason, frame.detail))
+                continue
+            msg = decode(frame)
+            if isinstance(msg, Invalid):
+                _tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
+                continue
+            messages.append(msg)
+        if messages:
+            _tell(self._owner, Inbound(self._gen, messages))
+
+    def _on_stderr(self, data: bytes) -> None:
+        limit = self._spec.stderr_limit
+        if limit <= 0:
+            return
+        if len(data) > limit:
+            data = data[-limit:]
+        self._stderr.append(data)
+        self._stderr_size += len(data)
+        while self._stderr_size > limit and self._stderr:
+            head = self._stderr[0]
+            excess = self._stderr_size - limit
+            if len(head) <= excess:
+                self._stderr.popleft()
+                self._stderr_size -= len(head)
+            else:
+                self._stderr[0] = head[excess:]
+                self._stderr_size -= excess
+
+    def _on_stdout_closed(self) -> None:
+        self._stdout_closed = True
+        if self._exited:
+            self._report_exit()
+
+    def _on_exit(self) -> None:
+        # The exit can be seen before the last bytes of stdout are read: wait for stdout to
+        # close so a response written just before exiting is delivered first, but not for
+        # long — a grandchild holding stdout open must not hide the exit.
+        self._exited = True
+        if self._stdout_closed:
+            self._report_exit()
+        else:
+            asyncio.get_running_loop().call_later(_EXIT_DRAIN, self._report_exit)
+
+    def _report_exit(self) -> None:
+        proc = self._proc
+        code = proc.get_returncode() if proc is not None else None
+        self._report_down("closed" if self._closing else "exit", None if code is None else str(code))
+
+    def _report_down(self, reason: str, detail: str | None) -> None:
+        if reason != "exit" or self._proc is None or self._proc.get_returncode() is not None:
+            self._gone.set()
+        if self._down:
+            return
+        self._down = True
+        _tell(self._owner, TransportDown(self._gen, reason, detail))
+
+    async def _close(self) -> None:
+        """Close stdin, then SIGTERM, then SIGKILL, each after ``close_grace`` (spec §8)."""
+        proc = self._proc
+        if proc is None:
+            if not self._spawning:  # never spawned; a spawn under way closes on completion
+                self._gone.set()
+            return
+        grace = self._spec.close_grace
+        try:
+            if self._out:
+                self._flush()
+            stdin = proc.get_pipe_transport(0)
+            if stdin is not None:
+                stdin.close()
+            if await self._exited_within(grace):
+                return
+            self._signal(signal.SIGTERM)
+            if await self._exited_within(grace):
+                return
+            self._signal(signal.SIGKILL)
+            await self._exited_within(grace)
+        finally:
+            proc.close()
+            self._report_down("closed", None)
+
+    def _signal(self, sig: int) -> None:
+        proc = self._proc
+        if proc is None or proc.get_returncode() is not None:
+            return
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    async def _exited_within(self, seconds: float) -> bool:
+        proc = self._proc
+        assert proc is not None
+        deadline = asyncio.get_running_loop().time() + seconds
+        # Event-driven: _ProcessExit resolves when process_exited fires.
+        waiter = _exit_waiter(proc)
+        if waiter is None:
+            return True
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), max(0.0, remaining))
+            return True
+        except TimeoutError:
+            return False
+
+
+def _exit_waiter(proc: asyncio.SubprocessTransport) -> asyncio.Future[Any] | None:
+    """A future resolved when the process exits (None if it already has)."""
+    if proc.get_returncode() is not None:
+        return None
+    # BaseSubprocessTransport._wait() is the loop's own exit waiter; it is stable across
+    # CPython 3.11-3.13 and avoids polling the return code.
+    wait = getattr(proc, "_wait", None)
+    if wait is None:  # pragma: no cover - other loop implementations
+        return None
+    return asyncio.ensure_future(wait())
