@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import threading
@@ -83,12 +82,21 @@ class _Pipe:
         self.next_id = 0
         self.meta = {"io.modelcontextprotocol/protocolVersion": MODERN}
         self.request(
-            "server/discover", {"_meta": {**self.meta, "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"}}}
+            "server/discover",
+            {
+                "_meta": {
+                    **self.meta,
+                    "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"},
+                }
+            },
         )
 
     def send(self, method: str, params: dict) -> None:
         self.next_id += 1
-        self.w(orjson.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + b"\n")
+        self.w(
+            orjson.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+            + b"\n"
+        )
 
     def recv(self) -> dict:
         msg = orjson.loads(self.r())
@@ -247,7 +255,9 @@ def bench_conduit(n: int, total: int, conc: int, warmup: int) -> list[Row]:
 
     client = None
     try:
-        client = mcp.Client.start(mcp.Stdio(sys.executable, [FAST_SERVER]), protocol="auto", max_in_flight=64)
+        client = mcp.Client.start(
+            mcp.Stdio(sys.executable, [FAST_SERVER]), protocol="auto", max_in_flight=64
+        )
         client.await_ready(timeout=10)
         for _ in range(warmup):
             r = client.call_tool("add", ARGS)
@@ -334,11 +344,20 @@ def report(rows: list[Row]) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=2000, help="sequential calls per client (2000)")
-    p.add_argument("--concurrent-calls", type=int, default=4000, help="calls in total across the concurrent callers (4000)")
+    p.add_argument(
+        "--concurrent-calls",
+        type=int,
+        default=4000,
+        help="calls in total across the concurrent callers (4000)",
+    )
     p.add_argument("--concurrency", type=int, default=32, help="concurrent callers (32)")
     p.add_argument("--warmup", type=int, default=200, help="untimed calls before timing (200)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per client (fresh server each); best kept (3)")
-    p.add_argument("--only", default="floor,official,conduit", help="comma list of floor,official,conduit")
+    p.add_argument(
+        "--repeat", type=int, default=3, help="runs per client (fresh server each); best kept (3)"
+    )
+    p.add_argument(
+        "--only", default="floor,official,conduit", help="comma list of floor,official,conduit"
+    )
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     a = p.parse_args()
 
@@ -350,14 +369,22 @@ def main() -> int:
     )
     rows: list[Row] = []
     started = time.perf_counter()
-    for name, fn in (("floor", bench_floor), ("official", bench_official), ("conduit", bench_conduit)):
+    for name, fn in (
+        ("floor", bench_floor),
+        ("official", bench_official),
+        ("conduit", bench_conduit),
+    ):
         if name in which:
             t = time.perf_counter()
             best: dict[str, Row] = {}
             for _ in range(max(1, a.repeat)):
                 for r in fn(a.calls, a.concurrent_calls, a.concurrency, a.warmup):
                     old = best.get(r.label)
-                    if old is None or (old.error and not r.error) or (not r.error and r.rate > old.rate):
+                    if (
+                        old is None
+                        or (old.error and not r.error)
+                        or (not r.error and r.rate > old.rate)
+                    ):
                         best[r.label] = r
                 if all(r.error for r in best.values()):
                     break  # not available: no point in repeating

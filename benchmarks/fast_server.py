@@ -50,8 +50,7 @@ TOOLS_LIST = {"tools": [ADD_TOOL], "resultType": "complete", "ttlMs": 0, "cacheS
 # Pre-encoded pieces: a response is HEAD + id + tail.
 HEAD = b'{"jsonrpc":"2.0","id":'
 CALL_TAIL = (
-    b',"result":{"content":[{"type":"text","text":"3"}],"isError":false,'
-    b'"resultType":"complete"}}\n'
+    b',"result":{"content":[{"type":"text","text":"3"}],"isError":false,"resultType":"complete"}}\n'
 )
 TOOLS_TAIL = b',"result":' + orjson.dumps(TOOLS_LIST) + b"}\n"
 DISCOVER_TAIL = b',"result":' + orjson.dumps(DISCOVER) + b"}\n"

@@ -10,7 +10,7 @@ The whole public surface is named here; nothing else needs importing.
 from .actors.base import Link, SafeActor
 from .actors.registry import Registry
 from .actors.statem import Statem
-from .actors.supervisor import ChildSpec, ChildExited, Supervisor
+from .actors.supervisor import ChildExited, ChildSpec, Supervisor
 from .backoff import full_jitter
 from .client import AsyncClient, Client, FutureClient
 from .config import Config

@@ -388,6 +388,17 @@ class Client(_Front[Any]):
 
     # -- waiting ------------------------------------------------------------------------------
 
+    def wait_for_state(self, state: str | Callable[[Status], bool], timeout: float = 5.0) -> Status:
+        """Block until the status is in ``state`` (or ``state(status)`` is true), without
+        messaging the connection: for supervisors, dashboards and tests. ``Error("timeout")``
+        if it does not happen in time."""
+        seconds = _timeout(timeout, timeout)
+        predicate = state if callable(state) else (lambda s: s.state == state)
+        status = self._runtime().shared.wait(predicate, seconds)
+        if status is None:
+            raise Error("timeout", "deadline", f"state {state!r} not reached in {seconds} s")
+        return status
+
     def await_ready(self, timeout: float = 30.0) -> Status:
         """Block until the connection is ready; ``Error("timeout")`` or ``Error("closed")``."""
         timeout = _timeout(timeout, timeout)

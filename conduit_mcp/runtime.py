@@ -22,7 +22,7 @@ import pykka
 
 from .actors.connection import Connection
 from .actors.registry import Registry
-from .actors.supervisor import ChildSpec, Supervisor
+from .actors.supervisor import ChildSpec, Supervisor, WhichChildren
 from .config import Config
 from .errors import Error
 from .status import Shared
@@ -98,6 +98,14 @@ class Runtime:
             on_give_up=gave_up,
             link=link,
         )
+        # Synchronous-start handshake (stack.md §1.2): wait for the supervisor's init to
+        # have started the connection actor (milliseconds: threads, not connecting), so a
+        # call made right after start finds it. Connecting itself never blocks start.
+        try:
+            self.supervisor.ask(WhichChildren(), timeout=30.0)
+        except pykka.ActorDeadError as exc:
+            raise Error("unavailable", "start_failed", "the client's actors failed to start") \
+                from exc
         return self.supervisor
 
     def connection(self) -> pykka.ActorRef[Any]:

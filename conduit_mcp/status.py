@@ -7,6 +7,9 @@ never a mix, and never waits on the connection's mailbox.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +37,36 @@ class Status:
 class Shared:
     """The per-client values the connection publishes for lock-free reads."""
 
-    __slots__ = ("status", "server_info", "capabilities", "instructions", "transport", "closing")
+    __slots__ = (
+        "status", "server_info", "capabilities", "instructions", "transport", "closing",
+        "_changed", "transitions",
+    )
 
     def __init__(self) -> None:
         self.status = Status("connecting")
+        self._changed = threading.Condition()
+        self.transitions = 0
         self.server_info: Any = None
         self.capabilities: dict[str, Any] | None = None
         self.instructions: str | None = None
         self.transport: Any = None
         self.closing: list[Any] = []
+
+    def publish(self, status: Status) -> None:
+        """Replace the status and wake the threads waiting in :meth:`wait` (transitions
+        only: never on the request path)."""
+        with self._changed:
+            self.status = status
+            self.transitions += 1
+            self._changed.notify_all()
+
+    def wait(self, predicate: Callable[[Status], bool], timeout: float) -> Status | None:
+        """Block (a caller's thread) until ``predicate(status)`` holds; None on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.status):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+            return self.status

@@ -166,12 +166,14 @@ class SafeActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         try:
             self.init()
-        except BaseException as exc:
+        except Exception as exc:
             # Pykka calls no on_failure for an on_start error: report it ourselves.
             self._finish(exc, run_terminate=False)
-            if isinstance(exc, Exception):
-                raise
-            raise ActorCrashed(exc) from exc
+            raise
+        except BaseException as exc:
+            crashed = ActorCrashed(exc)
+            self._finish(crashed, run_terminate=False)
+            raise crashed from exc
 
     def on_receive(self, message: Any) -> Any:
         if message is PING:
@@ -209,6 +211,13 @@ class SafeActor(pykka.ThreadingActor):
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _collect_unhandled(self) -> None:
+        """Framework hook, run once the ref is dead and before :meth:`terminate`.
+
+        Statem moves the casts still in the mailbox to its postponed events here, so that
+        ``terminate`` can answer them instead of Pykka dropping them silently.
+        """
+
     def _release(self) -> None:
         """Framework cleanup after :meth:`terminate` (Statem cancels its armed timer here)."""
 
@@ -224,6 +233,10 @@ class SafeActor(pykka.ThreadingActor):
         pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
         if run_terminate:
+            try:
+                self._collect_unhandled()
+            except BaseException:
+                logger.exception("collecting unhandled messages of %s failed", self)
             try:
                 self.terminate(reason)
             except BaseException:

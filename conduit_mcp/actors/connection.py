@@ -62,7 +62,7 @@ from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..replies import Reply
 from ..status import Shared, Status
 from ..transports.base import FrameProblem, Inbound, TransportDown, TransportUp
-from .statem import NextEvent, Postpone, StateTimeout, Statem, Step, Stop
+from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
 log = logging.getLogger("conduit_mcp.connection")
 
@@ -751,4 +751,4 @@ class Connection(Statem):
             call.reply.fail(error)
 
     def _publish(self, state: str, reason: str | None) -> None:
-        self._shared.status = Status(state, self._era, self._version, reason, self._origin)
+        self._shared.publish(Status(state, self._era, self._version, reason, self._origin))

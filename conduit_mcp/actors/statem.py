@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import heapq
 import logging
+import queue
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
+
+from pykka import messages as pykka_messages
 
 from conduit_mcp.actors import timers
 from conduit_mcp.actors.base import Link, SafeActor, safe_tell
@@ -99,7 +102,8 @@ class Timeout:
 class Stop:
     """Stop the actor after this event (normal with ``None``), through ``stop_self``.
 
-    The state does not change, no enter call runs, and queued or postponed events are dropped.
+    The state does not change and no enter call runs (OTP's ``{stop, Reason}``). Casts not yet
+    handled stay in :meth:`Statem.postponed` for ``terminate`` to answer; nothing else runs.
     """
 
     reason: BaseException | None = None
@@ -132,6 +136,16 @@ class _Wake:
 
     def __init__(self, arm: int) -> None:
         self.arm = arm
+
+
+#: Mailbox messages that are not casts: Pykka's own (stop, proxy calls) and our wake-ups.
+_NOT_CASTS: Final = (
+    _Wake,
+    pykka_messages._ActorStop,
+    pykka_messages.ProxyCall,
+    pykka_messages.ProxyGetAttr,
+    pykka_messages.ProxySetAttr,
+)
 
 
 # An entry of the per-statem deadline heap: (when, token, key). Tokens are unique and rising,
@@ -174,7 +188,7 @@ class Statem(SafeActor):
         """Return the initial state and its actions (like OTP's ``init/1``)."""
         raise NotImplementedError
 
-    def handle_event(self, kind: str, event: Any) -> None | str | Step:
+    def handle_event(self, kind: str, event: Any) -> str | Step | None:
         """Handle an event of a state that has no ``on_<state>``; the default ignores it."""
         logger.warning("%s: unhandled %s event in state %r: %r", self, kind, self._state, event)
         return None
@@ -241,6 +255,29 @@ class Statem(SafeActor):
         self._drain()
         return None
 
+    def _collect_unhandled(self) -> None:
+        # The ref is already dead, so no new message can arrive (bar Pykka's own check-then-put
+        # race). Tells become postponed casts; asks and Pykka's messages stay for its teardown.
+        inbox = self.actor_inbox
+        kept: list[Any] = []
+        while True:
+            try:
+                envelope = inbox.get_nowait()  # type: ignore[attr-defined]
+            except queue.Empty:
+                break
+            message = envelope.message
+            if envelope.reply_to is None and not isinstance(message, _NOT_CASTS):
+                self._postponed.append(("cast", message))
+            else:
+                kept.append(envelope)
+        for envelope in kept:
+            inbox.put(envelope)
+        if self._queue:
+            # Stopped by an exception mid-drain: casts queued internally were not handled either.
+            casts = [item for item in self._queue if item[0] == "cast"]
+            self._postponed[:0] = casts
+            self._queue.clear()
+
     def _release(self) -> None:
         if self._armed is not None:
             self._armed.cancel()
@@ -250,10 +287,10 @@ class Statem(SafeActor):
 
     def _drain(self) -> None:
         """Handle internal events, then zero-time timeouts, until both queues are empty."""
-        queue, t0q, timers_ = self._queue, self._t0q, self._timers
+        q, t0q, timers_ = self._queue, self._t0q, self._timers
         while not self._stopping:
-            if queue:
-                kind, event = queue.popleft()
+            if q:
+                kind, event = q.popleft()
                 self._dispatch(kind, event)
             elif t0q:
                 key, token = t0q.popleft()
@@ -360,9 +397,12 @@ class Statem(SafeActor):
 
     def _stop_with(self, stop: Stop) -> None:
         self._stopping = True
+        # Casts not handled yet (e.g. replayed postponed requests) join the postponed ones, so
+        # terminate() can still answer them through postponed()/remove_postponed().
+        unhandled = [item for item in self._queue if item[0] == "cast"]
+        self._postponed = unhandled + self._postponed
         self._queue.clear()
         self._t0q.clear()
-        self._postponed = []
         self.stop_self(stop.reason)
 
     # -- timers ----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 * :mod:`.jsonrpc`: stdio framing (``encode``, ``LineDecoder``) and message classification
   (``decode``), error codes, and the ``Error`` for a server's JSON-RPC error.
 * :mod:`.meta` and :mod:`.messages`: the ``_meta`` keys and the requests we send.
-* :mod:`.negotiation`: the ``server/discover`` probe classifier and the handshake checks.
+* :mod:`.negotiation`: the ``server/discover`` probe classifier; :mod:`.handshake` parses
+  ``DiscoverResult`` and checks ``InitializeResult``.
 * :mod:`.results`: typed results (``conduit_mcp.types``) from result objects.
 
 Actors and transports call these; every rule here is testable without a thread or socket.

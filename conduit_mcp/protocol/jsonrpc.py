@@ -129,7 +129,7 @@ class LineDecoder:
     The verdict on each line depends only on its content, never on how it was chunked.
     """
 
-    __slots__ = ("_max", "_buf", "_discarding")
+    __slots__ = ("_buf", "_discarding", "_max")
 
     def __init__(self, max_frame: int) -> None:
         if type(max_frame) is not int or max_frame < 1:
@@ -150,6 +150,8 @@ class LineDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | FrameError]:
         """Consume one chunk; return the frames (and oversize errors) it completed, in order."""
+        if not data:
+            return []
         if type(data) is not bytes:
             data = bytes(data)  # bytearray.split would yield bytearrays, not frames
         if self._discarding:
@@ -190,7 +192,8 @@ class LineDecoder:
         ``max_frame + 1`` whose last is not the ``\\r`` a CRLF terminator would strip.
         """
         limit = self._max
-        if total > limit + 1 or (total == limit + 1 and not tail.endswith(b"\r")):
+        last = tail[-1] if tail else self._buf[-1]
+        if total > limit + 1 or (total == limit + 1 and last != 13):  # 13 == ord("\r")
             self._buf.clear()
             self._discarding = True
             return [FrameError("oversize", total)]
@@ -303,7 +306,8 @@ def decode(line: bytes | bytearray | memoryview | str) -> Inbound:
         if result is not _MISSING:
             if "error" in msg:
                 return _new(Invalid, ("result_and_error", mid if _id_ok(mid) else None))
-            if not _id_ok(mid):
+            # Our ids are ints: test that first and skip the call for the common case.
+            if type(mid) is not int and not _id_ok(mid):
                 return _new(Invalid, ("bad_id", None))
             return _new(Response, (mid, result))
         error = get("error", _MISSING)
@@ -360,9 +364,13 @@ def server_error(resp: ErrorResponse, method: str) -> Error:
     code = resp.code
     reason = _REASONS.get(code, "other")
     data = resp.data
-    if code == INVALID_PARAMS and method == "resources/read" and type(data) is dict:
-        if "uri" in data:
-            reason = "resource_not_found"
+    if (
+        code == INVALID_PARAMS
+        and method == "resources/read"
+        and type(data) is dict
+        and "uri" in data
+    ):
+        reason = "resource_not_found"
     message = resp.message
     if len(message) > MAX_SERVER_MESSAGE:
         message = message[: MAX_SERVER_MESSAGE - 1] + "\u2026"

@@ -83,7 +83,11 @@ def request(
     ``params`` (and of its ``_meta``) is copied; nested values are shared.
     """
     if era == "modern":
-        meta = {META_VERSION: version, META_CLIENT_INFO: client_info, META_CLIENT_CAPS: capabilities}
+        meta = {
+            META_VERSION: version,
+            META_CLIENT_INFO: client_info,
+            META_CLIENT_CAPS: capabilities,
+        }
         if params is None:
             p: dict[str, Any] = {"_meta": meta}
         else:

@@ -44,9 +44,13 @@ async def probe(target: StdioServerParameters | str, mode: str, listen: bool) ->
         print(f"tools ({len(names)}): {names}")
         if "add" in names:
             r = await c.call_tool("add", {"a": 1, "b": 2})
-            print(f"add -> content={[b.text for b in r.content]} structured={r.structured_content} isError={r.is_error}")
+            print(
+                f"add -> content={[b.text for b in r.content]} structured={r.structured_content} isError={r.is_error}"
+            )
         if "slow_count" in names:
-            r = await c.call_tool("slow_count", {"steps": 3, "delay": 0.05}, progress_callback=on_progress)
+            r = await c.call_tool(
+                "slow_count", {"steps": 3, "delay": 0.05}, progress_callback=on_progress
+            )
             print(f"slow_count -> {[b.text for b in r.content]} progress={progress}")
         if "add_dynamic_tool" in names:
             tool = f"dyn_{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,235 @@
+"""The stdio front of the scripted MCP server: newline-delimited JSON-RPC on stdin/stdout.
+
+stdout carries nothing but JSON-RPC (and the deliberate garbage lines of ``garbage``);
+diagnostics go to stderr. Writes are synchronous ``os.write`` calls, so everything sent before
+an ``exit``/``crash`` has reached the pipe when the process ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from .server import Config, ConfigError, ScriptedMcpServer, config_from_args
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["EventLog", "bump_start_counter", "main", "serve"]
+
+_DUMPS = orjson.dumps
+_NL = orjson.OPT_APPEND_NEWLINE
+
+
+class EventLog:
+    """Appends one JSON line per record to a file, each with a single unbuffered write."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: dict[str, Any]) -> None:
+        try:
+            os.write(self._fd, _DUMPS(record, option=_NL | orjson.OPT_NON_STR_KEYS))
+        except (OSError, TypeError):
+            pass
+
+
+def bump_start_counter(path: str) -> int:
+    """Increment the integer in ``path`` (created at 0) under a lock; return the new value."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        data = os.read(fd, 64).strip()
+        count = (int(data) if data.isdigit() else 0) + 1
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(count).encode())
+        return count
+    finally:
+        os.close(fd)  # releases the lock
+
+
+class _Stdout:
+    """Synchronous writes to fd 1; survives a closed pipe (the data is dropped)."""
+
+    def __init__(self, on_broken: Callable[[], None]) -> None:
+        self._dead = False
+        self._on_broken = on_broken
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.raw(_DUMPS(msg, option=_NL))
+
+    def raw(self, data: bytes) -> None:
+        if self._dead:
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(1, view)
+            except BlockingIOError:  # stdout shares a non-blocking file description with stdin
+                select.select([], [1], [])
+                continue
+            except OSError:
+                self._dead = True
+                self._on_broken()
+                return
+            view = view[n:]
+
+    def close(self) -> None:
+        """Close the stdout pipe (the reader sees EOF) while the process keeps running."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self._dead = True
+
+
+class _LineProtocol(asyncio.Protocol):
+    def __init__(self, on_line: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+        self._on_line = on_line
+        self._on_eof = on_eof
+        self._buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self._buf:
+            data = self._buf + data
+            self._buf = b""
+        start = 0
+        on_line = self._on_line
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            if nl > start:
+                on_line(data[start:nl])
+            start = nl + 1
+        if start < len(data):
+            self._buf = data[start:]
+
+    def eof_received(self) -> bool:
+        self._finish()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._buf:
+            line, self._buf = self._buf, b""
+            self._on_line(line)
+        on_eof, self._on_eof = self._on_eof, None
+        if on_eof is not None:
+            on_eof()
+
+
+async def _read_stdin(protocol: _LineProtocol) -> None:
+    loop = asyncio.get_running_loop()
+    stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - owned by the transport
+    try:
+        await loop.connect_read_pipe(lambda: protocol, stdin)
+        return
+    except (ValueError, OSError):  # a regular file or something else epoll cannot watch
+        stdin.close()
+
+    def pump() -> None:
+        while True:
+            try:
+                chunk = os.read(0, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                loop.call_soon_threadsafe(protocol.eof_received)
+                return
+            loop.call_soon_threadsafe(protocol.data_received, chunk)
+
+    threading.Thread(target=pump, name="stdin-reader", daemon=True).start()
+
+
+async def serve(config: Config) -> int:
+    """Serve one stdio connection until stdin closes; return the exit code."""
+    loop = asyncio.get_running_loop()
+    pid = os.getpid()
+    log = EventLog(config.log_path) if config.log_path else None
+    start = bump_start_counter(config.script_path + ".starts") if config.script_path else 1
+
+    def event(name: str, **fields: Any) -> None:
+        if log is not None:
+            log.write({"t": time.monotonic(), "pid": pid, "event": name, **fields})
+
+    event(
+        "started",
+        start=start,
+        era=config.era,
+        modern_versions=list(config.modern_versions),
+        legacy_versions=list(config.legacy_versions),
+        argv=sys.argv[1:],
+        cwd=os.getcwd(),
+    )
+    if config.stderr_noise:
+        noise = b"".join(
+            b"conduit_mcp.testing noise line %d: lorem ipsum dolor sit amet\n" % i
+            for i in range(config.stderr_noise)
+        )
+        try:
+            os.write(2, noise)
+        except OSError:
+            pass
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if config.ignore_sigterm:
+            event("sigterm", ignored=True)
+            return
+        event("sigterm", ignored=False)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    def exit_now(code: int) -> None:
+        os._exit(code)
+
+    stdout = _Stdout(lambda: event("stdout_broken"))
+    server = ScriptedMcpServer(
+        config,
+        stdout.send,
+        emit_raw=stdout.raw,
+        close_output=stdout.close,
+        exit=exit_now,
+        log=log.write if log is not None else None,
+        start_number=start,
+    )
+    if config.startup_delay > 0:
+        await asyncio.sleep(config.startup_delay)
+    done: asyncio.Future[None] = loop.create_future()
+
+    def on_eof() -> None:
+        event("eof", ignored=config.ignore_eof)
+        if not config.ignore_eof and not done.done():
+            done.set_result(None)
+
+    await _read_stdin(_LineProtocol(server.receive_line, on_eof))
+    await done
+    server.cancel_all()
+    event("exit", code=0, reason="eof")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m conduit_mcp.testing``."""
+    try:
+        config = config_from_args(argv)
+    except ConfigError as e:
+        print(f"conduit_mcp.testing: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(config))

@@ -1,0 +1,366 @@
+"""Supervisor: start/stop order, strategies, restart types, intensity, escalation, lazy and
+significant children, the registry, and a child that ignores its stop.
+
+Workers log ``("start", id, urn)`` and ``("stop", id, urn, reason)``; the tests compare those
+sequences, so "which incarnation, in which order" is checked by URN.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import pykka
+import pytest
+
+from conduit_mcp.actors import (
+    ChildExited,
+    ChildSpec,
+    Link,
+    Registry,
+    SafeActor,
+    StartChild,
+    Supervisor,
+    WhichChildren,
+    child_spec_for,
+)
+from conduit_mcp.errors import Error
+
+if TYPE_CHECKING:
+    from conftest import Events
+
+pytestmark = pytest.mark.timeout(20)
+
+
+class Worker(SafeActor):
+    def __init__(self, name: str, log: Events, *, fail_init: BaseException | None = None,
+                 link: Link | None = None) -> None:
+        super().__init__(link=link)
+        self.name = name
+        self.log = log
+        self.fail_init = fail_init
+
+    def init(self) -> None:
+        if self.fail_init is not None:
+            raise self.fail_init
+        self.log.put(("start", self.name, self.actor_urn))
+
+    def receive(self, message: Any) -> Any:
+        if message == "crash":
+            raise ValueError(f"{self.name} crashed")
+        if message == "exit":
+            self.stop_self()
+            return None
+        if isinstance(message, threading.Event):
+            message.wait(10)  # deliberately ignores stop until the test releases it
+            return None
+        return self.actor_urn
+
+    def terminate(self, reason: BaseException | None) -> None:
+        self.log.put(("stop", self.name, self.actor_urn, reason))
+
+
+def spec(name: str, log: Events, **kw: Any) -> ChildSpec:
+    worker_kw = {k: kw.pop(k) for k in ("fail_init",) if k in kw}
+    return child_spec_for(Worker, name, log, id=name, **worker_kw, **kw)
+
+
+def starts(items: list[Any]) -> list[str]:
+    return [e[1] for e in items if e[0] == "start"]
+
+
+def stops(items: list[Any]) -> list[str]:
+    return [e[1] for e in items if e[0] == "stop"]
+
+
+def children(sup: pykka.ActorRef[Any]) -> dict[str, Any]:
+    return dict(sup.ask(WhichChildren(), timeout=5))
+
+
+def start_sup(log: Events, names: str, **kw: Any) -> pykka.ActorRef[Any]:
+    sup = Supervisor.start([spec(n, log) for n in names], **kw)
+    log.wait_for(len(names))
+    return sup
+
+
+def crash_and_wait(sup: pykka.ActorRef[Any], log: Events, name: str, n_new: int) -> list[Any]:
+    """Crash ``name``; wait until ``n_new`` more events were logged."""
+    before = len(log.items)
+    children(sup)[name].tell("crash")
+    return log.wait_for(before + n_new)[before:]
+
+
+# -- start and shutdown -----------------------------------------------------------------------
+
+
+def test_children_start_in_order_and_stop_in_reverse(events: Events) -> None:
+    registry = Registry()
+    sup = start_sup(events, "abc", registry=registry)
+    assert starts(events.items) == ["a", "b", "c"]
+    assert registry.names() == ["a", "b", "c"]
+    sup.stop(timeout=5)
+    assert stops(events.items) == ["c", "b", "a"]
+    assert registry.names() == []
+
+
+def test_child_init_failure_fails_the_supervisor_start(events: Events, exits: Events,
+                                                       link: Link) -> None:
+    bad = spec("b", events, fail_init=ValueError("no config"))
+    sup = Supervisor.start([spec("a", events), bad, spec("c", events)], link=link)
+    urn, reason = exits.wait_for(1)[0]
+    assert urn == sup.actor_urn
+    assert isinstance(reason, Error) and reason.reason == "child_start"
+    assert isinstance(reason.__cause__, ValueError)
+    assert starts(events.items) == ["a"] and stops(events.items) == ["a"]
+    with pytest.raises(pykka.ActorDeadError):
+        sup.ask(WhichChildren(), timeout=5)
+
+
+def test_child_init_error_of_kind_error_propagates_unchanged(exits: Events, events: Events,
+                                                            link: Link) -> None:
+    auth = Error("auth", "refused")
+    Supervisor.start([spec("a", events, fail_init=auth)], link=link)
+    assert exits.wait_for(1)[0][1] is auth
+
+
+def test_invalid_tree_fails_start_in_the_callers_thread(events: Events) -> None:
+    with pytest.raises(Error) as info:
+        Supervisor.start([spec("a", events), spec("a", events)])
+    assert info.value.kind == "config"
+    with pytest.raises(Error):
+        Supervisor.start([spec("a", events, significant=True)])
+
+
+# -- strategies -------------------------------------------------------------------------------
+
+
+def test_one_for_one_restarts_only_the_failed_child(events: Events) -> None:
+    sup = start_sup(events, "abc")
+    before = children(sup)
+    new = crash_and_wait(sup, events, "b", 2)
+    assert [e[:2] for e in new] == [("stop", "b"), ("start", "b")]
+    after = children(sup)
+    assert after["a"] is before["a"] and after["c"] is before["c"]
+    assert after["b"].actor_urn == new[1][2] != before["b"].actor_urn
+
+
+def test_rest_for_one_restarts_the_failed_child_and_younger_siblings(events: Events) -> None:
+    sup = start_sup(events, "abcd", strategy="rest_for_one")
+    before = children(sup)
+    new = crash_and_wait(sup, events, "b", 6)
+    assert [e[:2] for e in new] == [
+        ("stop", "b"), ("stop", "d"), ("stop", "c"),
+        ("start", "b"), ("start", "c"), ("start", "d"),
+    ]
+    # Siblings stopped by the supervisor exit normally; only b crashed.
+    assert [e[3] is None for e in new[:3]] == [False, True, True]
+    after = children(sup)
+    assert after["a"] is before["a"]
+    assert all(after[n].actor_urn != before[n].actor_urn for n in "bcd")
+
+
+def test_one_for_all_restarts_everyone_in_start_order(events: Events) -> None:
+    sup = start_sup(events, "abc", strategy="one_for_all")
+    before = children(sup)
+    new = crash_and_wait(sup, events, "b", 6)
+    assert [e[:2] for e in new] == [
+        ("stop", "b"), ("stop", "c"), ("stop", "a"),
+        ("start", "a"), ("start", "b"), ("start", "c"),
+    ]
+    after = children(sup)
+    assert all(after[n].actor_urn != before[n].actor_urn for n in "abc")
+
+
+def test_strategy_restart_leaves_never_started_lazy_children_down(events: Events) -> None:
+    sup = Supervisor.start([spec("a", events), spec("lazy", events, lazy=True),
+                            spec("c", events)], strategy="one_for_all")
+    events.wait_for(2)
+    new = crash_and_wait(sup, events, "c", 4)
+    assert starts(new) == ["a", "c"]
+    assert children(sup)["lazy"] is None
+
+
+# -- restart types ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("restart", "message", "restarted"),
+    [
+        ("permanent", "exit", True),
+        ("permanent", "crash", True),
+        ("transient", "exit", False),
+        ("transient", "crash", True),
+        ("temporary", "crash", False),
+        ("temporary", "exit", False),
+    ],
+)
+def test_restart_types(events: Events, restart: str, message: str, restarted: bool) -> None:
+    registry = Registry()
+    sup = Supervisor.start([spec("w", events, restart=restart), spec("marker", events)],
+                           registry=registry)
+    events.wait_for(2)
+    first = children(sup)["w"]
+    first.tell(message)
+    events.wait_until(lambda items: ("stop", "w") in [e[:2] for e in items])
+    if restarted:
+        events.wait_until(lambda items: starts(items).count("w") == 2)
+        assert registry.get("w") is children(sup)["w"] is not first
+    else:
+        # The exit notice is handled before this ask: the supervisor handles messages in order.
+        assert children(sup)["w"] is None
+        assert registry.get("w") is None
+        assert starts(events.items).count("w") == 1
+
+
+def test_stale_exit_notice_is_ignored(events: Events) -> None:
+    sup = start_sup(events, "a")
+    sup.tell(ChildExited("a", "urn:uuid:not-the-current-one", ValueError("old")))
+    assert children(sup)["a"] is not None
+    assert starts(events.items) == ["a"]
+
+
+# -- intensity and escalation -----------------------------------------------------------------
+
+
+def test_intensity_exceeded_gives_up(events: Events, exits: Events, link: Link) -> None:
+    gave_up: list[BaseException | None] = []
+    sup = Supervisor.start([spec("a", events), spec("b", events)], max_restarts=2,
+                           max_seconds=30, on_give_up=gave_up.append, link=link)
+    events.wait_for(2)
+    for _ in range(2):
+        crash_and_wait(sup, events, "a", 2)
+    children(sup)["a"].tell("crash")
+    urn, reason = exits.wait_for(1)[0]
+    assert urn == sup.actor_urn
+    assert isinstance(reason, Error) and (reason.kind, reason.reason) == (
+        "unavailable", "max_restarts")
+    assert gave_up == [reason]
+    assert stops(events.items)[-2:] == ["a", "b"] or stops(events.items)[-1] == "b"
+    assert starts(events.items).count("a") == 3
+    assert not sup.is_alive()
+
+
+def test_escalation_to_a_parent_supervisor(events: Events, exits: Events, link: Link) -> None:
+    gave_up: list[BaseException | None] = []
+    registry = Registry()
+    inner = child_spec_for(Supervisor, [spec("w", events)], id="inner", max_restarts=0,
+                           registry=registry)
+    parent = Supervisor.start([inner], max_restarts=1, max_seconds=30,
+                              on_give_up=gave_up.append, link=link)
+    events.wait_for(1)
+    first_inner = children(parent)["inner"]
+
+    # 1st crash: inner gives up (0 restarts allowed), parent restarts inner, which restarts w.
+    registry.get("w").tell("crash")
+    events.wait_until(lambda items: starts(items).count("w") == 2)
+    second_inner = children(parent)["inner"]
+    assert second_inner is not first_inner and not first_inner.is_alive()
+    assert gave_up == []
+
+    # 2nd crash: inner gives up again; the parent's second restart exceeds its intensity.
+    registry.get("w").tell("crash")
+    urn, reason = exits.wait_for(1)[0]
+    assert urn == parent.actor_urn
+    assert isinstance(reason, Error) and reason.reason == "max_restarts"
+    assert gave_up == [reason]
+    assert not second_inner.is_alive()
+    assert starts(events.items).count("w") == 2
+
+
+# -- lazy and significant children, registry --------------------------------------------------
+
+
+def test_lazy_child_starts_on_request_idempotently(events: Events) -> None:
+    registry = Registry()
+    sup = Supervisor.start([spec("a", events), spec("lazy", events, lazy=True)],
+                           registry=registry)
+    events.wait_for(1)
+    assert children(sup)["lazy"] is None and registry.get("lazy") is None
+    ref = sup.ask(StartChild("lazy"), timeout=5)
+    assert sup.ask(StartChild("lazy"), timeout=5) is ref
+    assert registry.get("lazy") is ref
+    events.wait_until(lambda items: starts(items) == ["a", "lazy"])
+    with pytest.raises(Error) as info:
+        sup.ask(StartChild("nope"), timeout=5)
+    assert info.value.kind == "argument"
+
+
+@pytest.mark.parametrize(("message", "expected"), [("exit", None), ("crash", ValueError)])
+def test_significant_child_shuts_the_supervisor_down(events: Events, exits: Events,
+                                                     link: Link, message: str,
+                                                     expected: type | None) -> None:
+    gave_up: list[BaseException | None] = []
+    sup = Supervisor.start([spec("a", events),
+                            spec("job", events, restart="temporary", significant=True),
+                            spec("c", events)], on_give_up=gave_up.append, link=link)
+    events.wait_for(3)
+    children(sup)["job"].tell(message)
+    urn, reason = exits.wait_for(1)[0]
+    assert urn == sup.actor_urn
+    if expected is None:
+        assert reason is None
+    else:
+        assert isinstance(reason, expected)
+    assert gave_up == [reason]
+    assert stops(events.items) == ["job", "c", "a"]
+
+
+def test_transient_significant_child_is_restarted_after_a_crash(events: Events) -> None:
+    sup = Supervisor.start([spec("job", events, restart="transient", significant=True)])
+    events.wait_for(1)
+    new = crash_and_wait(sup, events, "job", 2)
+    assert [e[:2] for e in new] == [("stop", "job"), ("start", "job")]
+    assert sup.is_alive()
+
+
+def test_registry_follows_restarts(events: Events) -> None:
+    registry = Registry()
+    sup = start_sup(events, "ab", registry=registry)
+    old = registry.get("a")
+    new = crash_and_wait(sup, events, "a", 2)
+    current = registry.get("a")
+    assert current is not None and current is not old and current.actor_urn == new[1][2]
+    # A late removal for the old incarnation must not erase the new one.
+    assert registry.remove("a", old) is False and registry.get("a") is current
+
+
+def test_failed_start_during_restart_is_retried_within_intensity(events: Events,
+                                                                 exits: Events,
+                                                                 link: Link) -> None:
+    attempts: list[int] = []
+
+    def start(child_link: Link) -> pykka.ActorRef[Any]:
+        attempts.append(1)
+        if len(attempts) > 1:
+            raise OSError("cannot start again")
+        return Worker.start("w", events, link=child_link)
+
+    sup = Supervisor.start([ChildSpec("w", start)], max_restarts=3, link=link)
+    events.wait_for(1)
+    children(sup)["w"].tell("crash")
+    assert isinstance(exits.wait_for(1)[0][1], Error)
+    assert len(attempts) == 1 + 4  # the first start, then 3 restarts allowed + the 4th
+
+
+# -- shutdown of a child that ignores its stop ------------------------------------------------
+
+
+def test_blocked_child_does_not_hang_shutdown(events: Events, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.actors.supervisor")
+    sup = Supervisor.start([spec("a", events), spec("stuck", events, shutdown=0.3)])
+    events.wait_for(2)
+    release = threading.Event()
+    stuck = children(sup)["stuck"]
+    stuck.tell(release)
+    try:
+        t0 = time.monotonic()
+        assert sup.stop(timeout=5) is True
+        elapsed = time.monotonic() - t0
+        assert 0.3 <= elapsed < 2.0
+        assert "did not stop within 0.3" in caplog.text
+        assert stops(events.items) == ["a"]  # shutdown went on to the next child
+    finally:
+        release.set()
+    assert stuck.actor_stopped.wait(5)

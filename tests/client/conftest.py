@@ -1,0 +1,41 @@
+"""Fixtures for driving real clients against real scripted server subprocesses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import conduit_mcp as mcp
+from conduit_mcp.testing import ScriptedServer
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Callable[..., ScriptedServer]:
+    count = 0
+
+    def make(**kw: Any) -> ScriptedServer:
+        nonlocal count
+        count += 1
+        workdir = tmp_path / f"server{count}"
+        workdir.mkdir()
+        return ScriptedServer(workdir, **kw)
+
+    return make
+
+
+@pytest.fixture
+def start_client() -> Iterator[Callable[..., mcp.Client]]:
+    clients: list[mcp.Client] = []
+
+    def start(transport: Any, **options: Any) -> mcp.Client:
+        options.setdefault("backoff", lambda attempt: 0.01)
+        client = mcp.Client.start(transport, **options)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        client.stop()
