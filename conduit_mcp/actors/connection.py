@@ -189,6 +189,8 @@ class Connection(Statem):
         self._probe_retried = False
         self._probing = False
         self._init_id: int | None = None
+        self._init_offered = LATEST_LEGACY
+        self._legacy_offer: str | None = None
         self._health_id: int | None = None
         choice = config.protocol
         self._mode = choice.mode
@@ -316,6 +318,7 @@ class Connection(Statem):
             return Step(None, [StateTimeout(self._send_discover(), _STATE_TIMEOUT)])
         if type(decision) is Legacy:
             self._origin = "probe"
+            self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
             return "initializing"
         if type(decision) is Reconnect:
             if decision.next_legacy and self._mode == "auto" and not self._sticky_modern:
@@ -324,15 +327,18 @@ class Connection(Statem):
             self._drop_transport()
             reason, detail = lost or (decision.reason, None)
             return self._lost(reason, detail)
-        assert type(decision) is Close
-        return self._closed(decision.reason)
+        if type(decision) is Close:
+            return self._closed(decision.reason)
+        # AuthRequired: credentials are the OAuth issue's work; until then a refusal closes.
+        return self._closed("auth_required")
 
     # -- initializing -------------------------------------------------------------------------
 
     def enter_initializing(self, old: str) -> list[Any]:
         self._publish("initializing", None)
         offered = self._pinned if self._pinned and era_of(self._pinned) == "legacy" else None
-        self._init_offered = offered or LATEST_LEGACY
+        self._init_offered = offered or self._legacy_offer or LATEST_LEGACY
+        self._legacy_offer = None
         self._init_id = self._new_id()
         params = msgs.initialize_params(self._init_offered, self._capabilities, self._client_info)
         self._send_raw({"jsonrpc": "2.0", "id": self._init_id, "method": "initialize",

@@ -24,27 +24,27 @@ The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_fu
   a token, and an event whose token is no longer current is dropped, so a cancelled or replaced
   timeout is never delivered, even if it had already fired.
 
-Timer cost (one named timer per request is the connection's hot path): each Statem keeps its
-own heap and arms at most one :func:`~conduit_mcp.actors.timers.schedule` for its earliest
-deadline. Arming a later timer does not touch the timer service; cancelling is lazy. The service
-``safe_tell``\\ s a private wake message; the statem then delivers every due, current timer in
-deadline order, each as if it were a mailbox message, and re-arms for the next.
+Timer cost (one named timer per request is the connection's hot path): each Statem keeps a
+:class:`~conduit_mcp.actors.timers.TimerTable`, its own heap with at most one entry in the
+process timer service, for its earliest deadline; arming a later timer does not touch the
+service, and cancelling is lazy. The service ``safe_tell``-s a private wake message; the statem
+then delivers every due, current timer in deadline order, each as if it were a mailbox message
+(fully handled before the next), and re-arms for the next deadline.
 
 A handler that raises fails the actor (its supervisor restarts it): that is intended.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 import queue
-import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+import pykka
 from pykka import messages as pykka_messages
 
 from conduit_mcp.actors import timers
@@ -138,6 +138,15 @@ class _Wake:
         self.arm = arm
 
 
+def _wake(ref: pykka.ActorRef[Any], arm: int) -> None:
+    # Runs on the timer thread: only a tell (stack.md §1.5).
+    safe_tell(ref, _Wake(arm))
+
+
+def _kind_of(key: Hashable) -> str:
+    return "state_timeout" if key is _STATE_TIMEOUT else "timeout"
+
+
 #: Mailbox messages that are not casts: Pykka's own (stop, proxy calls) and our wake-ups.
 _NOT_CASTS: Final = (
     _Wake,
@@ -146,11 +155,6 @@ _NOT_CASTS: Final = (
     pykka_messages.ProxyGetAttr,
     pykka_messages.ProxySetAttr,
 )
-
-
-# An entry of the per-statem deadline heap: (when, token, key). Tokens are unique and rising,
-# so they also break ties in arming order and the key is never compared.
-_HeapEntry = tuple[float, int, Hashable]
 
 
 class Statem(SafeActor):
@@ -165,14 +169,7 @@ class Statem(SafeActor):
         self._state = ""
         self._queue: deque[tuple[str, Any]] = deque()
         self._postponed: list[tuple[str, Any]] = []
-        # key -> (token, event, when); ``when`` is None for a zero-time timeout.
-        self._timers: dict[Hashable, tuple[int, Any, float | None]] = {}
-        self._heap: list[_HeapEntry] = []
-        self._t0q: deque[tuple[Hashable, int]] = deque()
-        self._token = 0
-        self._armed: timers.TimerHandle | None = None
-        self._armed_when = 0.0
-        self._arm_id = 0
+        self._timers = timers.TimerTable(partial(_wake, self.actor_ref))
         self._stopping = False
         self._handlers: dict[str, Callable[[str, Any], Any] | None] = {}
         self._enters: dict[str, Callable[[str], Any]] = {}
@@ -223,7 +220,7 @@ class Statem(SafeActor):
         called by a handler. A zero or negative time is delivered at the end of the current
         drain of the internal queue, before the next mailbox message.
         """
-        self._set_timer(name, seconds, event)
+        self._timers.set(name, seconds, event)
 
     # -- SafeActor hooks -----------------------------------------------------------------------
 
@@ -248,7 +245,7 @@ class Statem(SafeActor):
             return None
         if self._stopping:
             return None
-        if self._queue or self._t0q:
+        if self._queue or self._timers.has_zero:
             # Left over by a handler that raised inside an ask: keep OTP order.
             self._drain()
         self._dispatch("cast", message)
@@ -279,25 +276,21 @@ class Statem(SafeActor):
             self._queue.clear()
 
     def _release(self) -> None:
-        if self._armed is not None:
-            self._armed.cancel()
-            self._armed = None
+        self._timers.close()
 
     # -- the engine ----------------------------------------------------------------------------
 
     def _drain(self) -> None:
         """Handle internal events, then zero-time timeouts, until both queues are empty."""
-        q, t0q, timers_ = self._queue, self._t0q, self._timers
+        q, timers_ = self._queue, self._timers
         while not self._stopping:
             if q:
                 kind, event = q.popleft()
                 self._dispatch(kind, event)
-            elif t0q:
-                key, token = t0q.popleft()
-                entry = timers_.get(key)
-                if entry is not None and entry[0] == token:
-                    del timers_[key]
-                    self._dispatch(self._kind_of(key), entry[1])
+            elif timers_.has_zero:
+                item = timers_.pop_zero()
+                if item is not None:
+                    self._dispatch(_kind_of(item[0]), item[1])
             else:
                 return
 
@@ -321,11 +314,11 @@ class Statem(SafeActor):
     def _transition(
         self, kind: str, event: Any, next_state: str | None, actions: Sequence[Action]
     ) -> None:
-        changed = next_state is not None and next_state != self._state
+        changed = next_state is not None
         if changed:
             self._check_state(next_state)  # type: ignore[arg-type]
             # Before the actions: a StateTimeout in this step belongs to the new state.
-            self._timers.pop(_STATE_TIMEOUT, None)
+            self._timers.cancel(_STATE_TIMEOUT)
         inserts, stop = self._apply(actions, (kind, event), in_enter=False)
         if stop is not None:
             self._stop_with(stop)
@@ -349,9 +342,9 @@ class Statem(SafeActor):
         for action in actions:
             cls = action.__class__
             if cls is Timeout:
-                self._set_timer(action.name, action.seconds, action.event)  # type: ignore[union-attr]
+                self._timers.set(action.name, action.seconds, action.event)  # type: ignore[union-attr]
             elif cls is StateTimeout:
-                self._set_timer(_STATE_TIMEOUT, action.seconds, action.event)  # type: ignore[union-attr]
+                self._timers.set(_STATE_TIMEOUT, action.seconds, action.event)  # type: ignore[union-attr]
             elif cls is Stop:
                 stop = action  # type: ignore[assignment]
             elif cls is Postpone or cls is NextEvent:
@@ -402,84 +395,19 @@ class Statem(SafeActor):
         unhandled = [item for item in self._queue if item[0] == "cast"]
         self._postponed = unhandled + self._postponed
         self._queue.clear()
-        self._t0q.clear()
         self.stop_self(stop.reason)
 
-    # -- timers ----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _kind_of(key: Hashable) -> str:
-        return "state_timeout" if key is _STATE_TIMEOUT else "timeout"
-
-    def _set_timer(self, key: Hashable, seconds: float | None, event: Any) -> None:
-        if seconds is None:
-            # Lazy cancel: the heap entry (and any armed wake) becomes stale.
-            self._timers.pop(key, None)
-            return
-        self._token += 1
-        token = self._token
-        if seconds <= 0:
-            self._timers[key] = (token, event, None)
-            self._t0q.append((key, token))
-            return
-        when = time.monotonic() + seconds
-        self._timers[key] = (token, event, when)
-        heap = self._heap
-        heapq.heappush(heap, (when, token, key))
-        if self._armed is None or when < self._armed_when:
-            self._arm(when)
-        elif len(heap) > 64 and len(heap) > 4 * len(self._timers):
-            # Mostly stale (requests that finished before their deadline): rebuild, O(n) once
-            # per n/2 cancels. Due entries in delivery are safe: delivery removes them.
-            self._heap = [(w, t, k) for k, (t, _, w) in self._timers.items() if w is not None]
-            heapq.heapify(self._heap)
-
-    def _arm(self, when: float) -> None:
-        if self._armed is not None:
-            self._armed.cancel()
-        self._arm_id += 1
-        self._armed_when = when
-        self._armed = timers.schedule(when, partial(safe_tell, self.actor_ref, _Wake(self._arm_id)))
-
     def _on_wake(self, wake: _Wake) -> None:
-        if wake.arm == self._arm_id:
-            self._armed = None
+        timers_ = self._timers
+        timers_.woke(wake.arm)
         if self._stopping:
             return
-        now = time.monotonic()
-        heap, timers_ = self._heap, self._timers
-        due: list[tuple[Hashable, int]] = []
-        while heap and heap[0][0] <= now:
-            _, token, key = heapq.heappop(heap)
-            entry = timers_.get(key)
-            if entry is not None and entry[0] == token:
-                due.append((key, token))
-        # Each due timeout is handled like one mailbox message: fully drained before the next,
-        # and re-checked, since an earlier one may have cancelled or replaced it.
-        for key, token in due:
-            entry = timers_.get(key)
-            if entry is None or entry[0] != token:
+        for key, token in timers_.due():
+            current, event = timers_.take(key, token)
+            if not current:
                 continue
-            del timers_[key]
-            self._dispatch(self._kind_of(key), entry[1])
+            self._dispatch(_kind_of(key), event)
             self._drain()
             if self._stopping:
                 return
-        self._rearm()
-
-    def _rearm(self) -> None:
-        heap, timers_ = self._heap, self._timers
-        while heap:
-            _, token, key = heap[0]
-            entry = timers_.get(key)
-            if entry is not None and entry[0] == token:
-                break
-            heapq.heappop(heap)
-        if not heap:
-            if self._armed is not None:
-                self._armed.cancel()
-                self._armed = None
-            return
-        when = heap[0][0]
-        if self._armed is None or when < self._armed_when:
-            self._arm(when)
+        timers_.rearm()

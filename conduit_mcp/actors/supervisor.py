@@ -142,7 +142,10 @@ class _ExitBox:
 
 
 def _notify(
-    sup: pykka.ActorRef[Any], child_id: str, box: _ExitBox | None, urn: str,
+    sup: pykka.ActorRef[Any],
+    child_id: str,
+    box: _ExitBox | None,
+    urn: str,
     reason: BaseException | None,
 ) -> None:
     if box is not None:
@@ -183,8 +186,11 @@ class Supervisor(SafeActor):
             if spec.restart not in ("permanent", "transient", "temporary"):
                 raise Error("config", "restart", f"child {spec.id!r}: bad restart type")
             if spec.significant and spec.restart == "permanent":
-                raise Error("config", "significant", f"child {spec.id!r}: permanent cannot be "
-                            "significant (it is always restarted)")
+                raise Error(
+                    "config",
+                    "significant",
+                    f"child {spec.id!r}: permanent cannot be significant (it is always restarted)",
+                )
         super().__init__(link=link)
         self._children = [_Child(spec, i) for i, spec in enumerate(children)]
         self._by_id = {child.spec.id: child for child in self._children}
@@ -296,7 +302,9 @@ class Supervisor(SafeActor):
         except pykka.Timeout:
             logger.warning(
                 "%s: child %r did not stop within %s s; leaving its thread behind",
-                self, child.spec.id, child.spec.shutdown,
+                self,
+                child.spec.id,
+                child.spec.shutdown,
             )
 
     def _stop_all(self) -> None:
@@ -325,8 +333,9 @@ class Supervisor(SafeActor):
                 "max_restarts",
                 f"more than {self._max_restarts} restarts within {self._max_seconds} s",
             )
-            logger.error("%s: %s; giving up (last exit of %r: %r)", self, reason, spec.id,
-                         msg.reason)
+            logger.error(
+                "%s: %s; giving up (last exit of %r: %r)", self, reason, spec.id, msg.reason
+            )
             self._exit_on_own(reason)
             return
         if self._strategy == "one_for_one":
@@ -338,9 +347,7 @@ class Supervisor(SafeActor):
             affected = [c for c in self._children if c is not child and c.ref is not None]
         for sibling in reversed(affected):
             self._stop_child(sibling)
-        restart_set = {child.index} | {
-            c.index for c in affected if c.spec.restart != "temporary"
-        }
+        restart_set = {child.index} | {c.index for c in affected if c.spec.restart != "temporary"}
         for c in self._children:
             if c.index in restart_set:
                 self._start_or_report(c)

@@ -11,7 +11,8 @@ A callback's error is logged and never stops the thread. Cancellation is lazy (a
 thread skips cancelled entries, and the heap is rebuilt when most of it is cancelled, so a
 thousand actors that arm and cancel a timer per request do not grow it without bound.
 
-The statem (``statem.py``) arms at most one timer here per actor, for its earliest deadline.
+:class:`TimerTable` is the per-actor side (used by the statem): any number of tokened timers,
+and at most one entry here, for the earliest deadline.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Final
+from collections import deque
+from collections.abc import Callable, Hashable
+from functools import partial
+from typing import Any, Final
 
-__all__ = ["TimerHandle", "TimerService", "schedule"]
+__all__ = ["TimerHandle", "TimerService", "TimerTable", "schedule"]
 
 logger = logging.getLogger("conduit_mcp.actors.timers")
 
@@ -177,3 +180,129 @@ def schedule(when: float, callback: Callable[[], None]) -> TimerHandle:
     The callback must only ``tell``; see the module docstring.
     """
     return _service.schedule(when, callback)
+
+
+class TimerTable:
+    """The timers of one actor, keyed by name, each arm carrying a fresh token.
+
+    Single-threaded: only the owning actor's thread calls it. The table keeps its own heap of
+    ``(when, token, key)`` and holds at most one :func:`schedule` entry, for its earliest
+    deadline: arming a later timer does not touch the service, and cancelling is lazy (the
+    token is forgotten; the heap entry goes stale). When that entry fires, ``wake(arm)`` runs on
+    the timer thread and must only tell the actor, which then calls :meth:`woke`, takes the
+    :meth:`due` timers with :meth:`take`, and calls :meth:`rearm`. An entry whose token is no
+    longer current is never returned: that is what makes cancel and replace race-free.
+
+    A zero or negative time is not scheduled: it waits in a FIFO for :meth:`pop_zero`.
+    """
+
+    def __init__(self, wake: Callable[[int], None]) -> None:
+        self._wake = wake
+        # key -> (token, event, when); ``when`` is None for a zero-time timer.
+        self._current: dict[Hashable, tuple[int, Any, float | None]] = {}
+        # (when, token, key): tokens are unique and rising, so keys are never compared.
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._zero: deque[tuple[Hashable, int]] = deque()
+        self._token = 0
+        self._armed: TimerHandle | None = None
+        self._armed_when = 0.0
+        self._arm_id = 0
+
+    def set(self, key: Hashable, seconds: float | None, event: Any) -> None:
+        """Arm ``key`` to yield ``event`` after ``seconds``, replacing it; ``None`` cancels."""
+        if seconds is None:
+            self._current.pop(key, None)
+            return
+        self._token += 1
+        token = self._token
+        if seconds <= 0:
+            self._current[key] = (token, event, None)
+            self._zero.append((key, token))
+            return
+        when = time.monotonic() + seconds
+        self._current[key] = (token, event, when)
+        heap = self._heap
+        heapq.heappush(heap, (when, token, key))
+        if self._armed is None or when < self._armed_when:
+            self._arm(when)
+        elif len(heap) > 64 and len(heap) > 4 * len(self._current):
+            # Mostly stale (requests that ended before their deadline): rebuild, O(n) once per
+            # n/2 cancels. Entries being delivered are safe: take() forgets them.
+            self._heap = [(w, t, k) for k, (t, _, w) in self._current.items() if w is not None]
+            heapq.heapify(self._heap)
+
+    def cancel(self, key: Hashable) -> None:
+        """Forget ``key``; a late firing of it will never be returned."""
+        self._current.pop(key, None)
+
+    @property
+    def has_zero(self) -> bool:
+        """Whether zero-time timers wait (some may be stale)."""
+        return bool(self._zero)
+
+    def pop_zero(self) -> tuple[Hashable, Any] | None:
+        """The oldest current zero-time timer as ``(key, event)``, forgotten; else ``None``."""
+        zero, current = self._zero, self._current
+        while zero:
+            key, token = zero.popleft()
+            entry = current.get(key)
+            if entry is not None and entry[0] == token:
+                del current[key]
+                return key, entry[1]
+        return None
+
+    def woke(self, arm: int) -> None:
+        """Note that the wake for ``arm`` arrived: if it was the armed one, it is spent."""
+        if arm == self._arm_id:
+            self._armed = None
+
+    def due(self) -> list[tuple[Hashable, int]]:
+        """Pop the current timers whose deadline passed, in deadline order, as (key, token)."""
+        now = time.monotonic()
+        heap, current = self._heap, self._current
+        due: list[tuple[Hashable, int]] = []
+        while heap and heap[0][0] <= now:
+            _, token, key = heapq.heappop(heap)
+            entry = current.get(key)
+            if entry is not None and entry[0] == token:
+                due.append((key, token))
+        return due
+
+    def take(self, key: Hashable, token: int) -> tuple[bool, Any]:
+        """``(True, event)`` and forget it, if ``token`` is still current; else ``(False, None)``.
+
+        Checked again at delivery because an earlier due timer's handler may have cancelled or
+        replaced this one.
+        """
+        entry = self._current.get(key)
+        if entry is None or entry[0] != token:
+            return False, None
+        del self._current[key]
+        return True, entry[1]
+
+    def rearm(self) -> None:
+        """Arm the service for the earliest current deadline, if not armed early enough."""
+        heap, current = self._heap, self._current
+        while heap:
+            _, token, key = heap[0]
+            entry = current.get(key)
+            if entry is not None and entry[0] == token:
+                break
+            heapq.heappop(heap)
+        if not heap:
+            self.close()
+        elif self._armed is None or heap[0][0] < self._armed_when:
+            self._arm(heap[0][0])
+
+    def close(self) -> None:
+        """Cancel the armed service entry (the actor is exiting, or nothing is pending)."""
+        if self._armed is not None:
+            self._armed.cancel()
+            self._armed = None
+
+    def _arm(self, when: float) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+        self._arm_id += 1
+        self._armed_when = when
+        self._armed = schedule(when, partial(self._wake, self._arm_id))

@@ -251,16 +251,13 @@ def _on_error(
         listed = data.get("supported") if type(data) is dict else None
         if not isinstance(listed, (list, tuple)):
             listed = []
-        # Re-offering the version just refused could only be refused again.
-        others = [v for v in listed if v != offered]
-        version = mutual_version(others, "modern")
+        # seed 000: "-32022 with a mutual version -> discover once more with that version".
+        # That includes the version just offered: a server can refuse it transiently (a
+        # rolling upgrade) and list it; the `retried` rule above bounds it to one retry.
+        version = mutual_version(listed, "modern")
         if version is not None:
             return Rediscover(version)
-        decision = _no_modern_version(others, mode, data)
-        if isinstance(decision, Close) and offered in listed:
-            # The server lists the very version it refused: it contradicts itself.
-            return Close("version_refused", "the server refused a version it lists", data)
-        return decision
+        return _no_modern_version(listed, mode, data)
     if code == MISSING_REQUIRED_CLIENT_CAPABILITY:
         return Close(
             "missing_client_capability",

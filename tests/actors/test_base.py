@@ -36,8 +36,9 @@ class _Call:
 class Probe(SafeActor):
     """Raises what it is told to raise; logs its lifecycle."""
 
-    def __init__(self, log: Events, *, fail_init: BaseException | None = None,
-                 link: Link | None = None) -> None:
+    def __init__(
+        self, log: Events, *, fail_init: BaseException | None = None, link: Link | None = None
+    ) -> None:
         super().__init__(link=link)
         self.log = log
         self.fail_init = fail_init
@@ -78,8 +79,9 @@ class BadTerminate(Probe):
 @pytest.mark.parametrize(
     "exc", [KeyboardInterrupt(), asyncio.CancelledError(), SystemExit(3), GeneratorExit()]
 )
-def test_base_exception_in_tell_fails_only_that_actor(events: Events, exits: Events,
-                                                     link: Link, exc: BaseException) -> None:
+def test_base_exception_in_tell_fails_only_that_actor(
+    events: Events, exits: Events, link: Link, exc: BaseException
+) -> None:
     victim = Probe.start(events, link=link)
     bystander = Probe.start(events)
     victim.tell(exc)
@@ -93,8 +95,9 @@ def test_base_exception_in_tell_fails_only_that_actor(events: Events, exits: Eve
     assert bystander.ask("hello", timeout=5) == ("echo", "hello")
 
 
-def test_base_exception_in_proxy_call_fails_only_that_actor(events: Events, exits: Events,
-                                                            link: Link) -> None:
+def test_base_exception_in_proxy_call_fails_only_that_actor(
+    events: Events, exits: Events, link: Link
+) -> None:
     victim = Probe.start(events, link=link)
     bystander = Probe.start(events)
     victim.proxy().raise_in_proxy.defer(asyncio.CancelledError())
@@ -111,8 +114,9 @@ def test_base_exception_in_ask_goes_to_the_caller_and_actor_survives(events: Eve
     assert ref.ask("after", timeout=5) == ("echo", "after")
 
 
-def test_plain_exception_in_tell_reaches_terminate_and_link(events: Events, exits: Events,
-                                                            link: Link) -> None:
+def test_plain_exception_in_tell_reaches_terminate_and_link(
+    events: Events, exits: Events, link: Link
+) -> None:
     boom = ValueError("boom")
     ref = Probe.start(events, link=link)
     ref.tell(boom)
@@ -121,8 +125,9 @@ def test_plain_exception_in_tell_reaches_terminate_and_link(events: Events, exit
 
 
 @pytest.mark.parametrize("exc", [ValueError("bad init"), KeyboardInterrupt()])
-def test_init_failure_reaches_link(events: Events, exits: Events, link: Link,
-                                   exc: BaseException) -> None:
+def test_init_failure_reaches_link(
+    events: Events, exits: Events, link: Link, exc: BaseException
+) -> None:
     ref = Probe.start(events, fail_init=exc, link=link)
     urn, reason = exits.wait_for(1)[0]
     assert urn == ref.actor_urn
@@ -165,8 +170,9 @@ def test_stop_self_normal_is_immediate(events: Events, exits: Events, link: Link
     assert not safe_tell(ref, "late")
 
 
-def test_stop_self_with_reason_is_abnormal_without_raising(events: Events, exits: Events,
-                                                           link: Link, caplog) -> None:
+def test_stop_self_with_reason_is_abnormal_without_raising(
+    events: Events, exits: Events, link: Link, caplog
+) -> None:
     why = RuntimeError("gave up")
     ref = Probe.start(events, link=link)
     assert ref.ask(("stop-with", why), timeout=5) == "stopping"
@@ -175,8 +181,9 @@ def test_stop_self_with_reason_is_abnormal_without_raising(events: Events, exits
     assert "Unhandled exception" not in caplog.text
 
 
-def test_terminate_errors_are_logged_and_link_still_hears(events: Events, exits: Events,
-                                                          link: Link, caplog) -> None:
+def test_terminate_errors_are_logged_and_link_still_hears(
+    events: Events, exits: Events, link: Link, caplog
+) -> None:
     caplog.set_level(logging.ERROR, logger="conduit_mcp.actors")
     ref = BadTerminate.start(events, link=link)
     ref.stop(timeout=5)
@@ -202,7 +209,7 @@ def test_safe_tell_on_a_dead_actor_returns_false(events: Events) -> None:
 def test_pykka_hooks_are_final() -> None:
     with pytest.raises(TypeError, match="on_receive"):
 
-        class Bad(SafeActor):  # noqa: F841 - the class statement is the test
+        class Bad(SafeActor):
             def on_receive(self, message: Any) -> Any:
                 return None
 

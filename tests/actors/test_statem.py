@@ -17,8 +17,8 @@ from conduit_mcp.actors import (
     Link,
     NextEvent,
     Postpone,
-    StateTimeout,
     Statem,
+    StateTimeout,
     Step,
     Stop,
     Timeout,
@@ -133,8 +133,11 @@ def test_state_functions_are_preferred_to_handle_event(events: Events) -> None:
     ref = WithStateFunctions.start(events)
     ref.tell("a")
     ref.tell("b")
-    assert events.wait_for(3) == [("on_idle", "a"), ("enter_busy", "idle"),
-                                  ("handle_event", "busy", "b")]
+    assert events.wait_for(3) == [
+        ("on_idle", "a"),
+        ("enter_busy", "idle"),
+        ("handle_event", "busy", "b"),
+    ]
 
 
 def test_reserved_state_name_is_rejected(events: Events, exits: Events, link: Link) -> None:
@@ -146,22 +149,36 @@ def test_reserved_state_name_is_rejected(events: Events, exits: Events, link: Li
 
 
 def test_postponed_events_replay_oldest_first_before_later_mailbox(events: Events) -> None:
-    ref = start(events, rules={("idle", "a"): Step(None, [Postpone()]),
-                               ("idle", "b"): Step(None, [Postpone()]),
-                               ("idle", "go"): "ready"})
+    ref = start(
+        events,
+        rules={
+            ("idle", "a"): Step(None, [Postpone()]),
+            ("idle", "b"): Step(None, [Postpone()]),
+            ("idle", "go"): "ready",
+        },
+    )
     told(ref, "a", "b", "go", "c")
     assert events.wait_for(8)[1:] == [
-        ("idle", "cast", "a"), ("idle", "cast", "b"), ("idle", "cast", "go"),
+        ("idle", "cast", "a"),
+        ("idle", "cast", "b"),
+        ("idle", "cast", "go"),
         ("enter", "ready", "idle"),
-        ("ready", "cast", "a"), ("ready", "cast", "b"), ("ready", "cast", "c"),
+        ("ready", "cast", "a"),
+        ("ready", "cast", "b"),
+        ("ready", "cast", "c"),
     ]
 
 
 def test_same_state_is_keep_state_no_replay_no_enter(events: Events) -> None:
-    ref = start(events, rules={("idle", "a"): Step(None, [Postpone()]),
-                               ("idle", "same"): "idle",
-                               ("idle", "go"): "ready"},
-                enters={"idle": [StateTimeout(0.05, "st")]})
+    ref = start(
+        events,
+        rules={
+            ("idle", "a"): Step(None, [Postpone()]),
+            ("idle", "same"): "idle",
+            ("idle", "go"): "ready",
+        },
+        enters={"idle": [StateTimeout(0.05, "st")]},
+    )
     told(ref, "a", "same", "m")
     # The state timeout armed by the initial enter survives the "same state" transition.
     got = events.wait_item(("idle", "state_timeout", "st"))
@@ -172,15 +189,20 @@ def test_same_state_is_keep_state_no_replay_no_enter(events: Events) -> None:
 
 
 def test_inserted_events_run_before_replayed_postponed_and_mailbox(events: Events) -> None:
-    ref = start(events, rules={
-        ("idle", "a"): Step(None, [Postpone()]),
-        ("idle", "go"): Step("ready", [NextEvent("i1"), NextEvent("i2")]),
-    })
+    ref = start(
+        events,
+        rules={
+            ("idle", "a"): Step(None, [Postpone()]),
+            ("idle", "go"): Step("ready", [NextEvent("i1"), NextEvent("i2")]),
+        },
+    )
     told(ref, "a", "go", "c")
     assert events.wait_for(8)[3:] == [
         ("enter", "ready", "idle"),
-        ("ready", "internal", "i1"), ("ready", "internal", "i2"),
-        ("ready", "cast", "a"), ("ready", "cast", "c"),
+        ("ready", "internal", "i1"),
+        ("ready", "internal", "i2"),
+        ("ready", "cast", "a"),
+        ("ready", "cast", "c"),
     ]
 
 
@@ -190,9 +212,16 @@ def test_postponed_and_remove_postponed(events: Events) -> None:
         actor.log.put(("removed", removed, list(actor.postponed())))
 
     postpone = Step(None, [Postpone()])
-    ref = start(events, rules={("idle", "p1"): postpone, ("idle", "p2"): postpone,
-                               ("idle", "p3"): postpone, ("idle", "remove"): remove,
-                               ("idle", "go"): "ready"})
+    ref = start(
+        events,
+        rules={
+            ("idle", "p1"): postpone,
+            ("idle", "p2"): postpone,
+            ("idle", "p3"): postpone,
+            ("idle", "remove"): remove,
+            ("idle", "go"): "ready",
+        },
+    )
     told(ref, "p1", "p2", "p3", "remove", "go")
     got = events.wait_item(("ready", "cast", "p3"))
     assert ("removed", ["p2"], ["p1", "p3"]) in got
@@ -209,10 +238,13 @@ def test_state_timeout_fires(events: Events) -> None:
 
 
 def test_state_timeout_is_cancelled_by_a_state_change(events: Events) -> None:
-    ref = start(events, rules={
-        ("idle", "arm"): Step(None, [StateTimeout(0.03, "st"), Timeout("m", 0.15, "marker")]),
-        ("idle", "leave"): "other",
-    })
+    ref = start(
+        events,
+        rules={
+            ("idle", "arm"): Step(None, [StateTimeout(0.03, "st"), Timeout("m", 0.15, "marker")]),
+            ("idle", "leave"): "other",
+        },
+    )
     told(ref, "arm", "leave")
     got = events.wait_item(("other", "timeout", "marker"))
     assert only(got, {"state_timeout"}) == []
@@ -225,8 +257,13 @@ def test_state_timeout_set_with_a_state_change_belongs_to_the_new_state(events: 
 
 
 def test_state_timeout_replaced(events: Events) -> None:
-    ref = start(events, rules={("idle", "arm"): Step(None, [StateTimeout(0.03, "old")]),
-                               ("idle", "rearm"): Step(None, [StateTimeout(0.08, "new")])})
+    ref = start(
+        events,
+        rules={
+            ("idle", "arm"): Step(None, [StateTimeout(0.03, "old")]),
+            ("idle", "rearm"): Step(None, [StateTimeout(0.08, "new")]),
+        },
+    )
     told(ref, "arm", "rearm")
     got = events.wait_item(("idle", "state_timeout", "new"))
     assert only(got, {"state_timeout"}) == [("idle", "state_timeout", "new")]
@@ -236,18 +273,26 @@ def test_state_timeout_replaced(events: Events) -> None:
 
 
 def test_cancelled_named_timer_is_never_delivered(events: Events) -> None:
-    ref = start(events, rules={
-        ("idle", "arm"): Step(None, [Timeout("x", 0.05, "X")]),
-        ("idle", "cancel"): Step(None, [Timeout("x", None, None), Timeout("y", 0.2, "Y")]),
-    })
+    ref = start(
+        events,
+        rules={
+            ("idle", "arm"): Step(None, [Timeout("x", 0.05, "X")]),
+            ("idle", "cancel"): Step(None, [Timeout("x", None, None), Timeout("y", 0.2, "Y")]),
+        },
+    )
     told(ref, "arm", "cancel")
     got = events.wait_item(("idle", "timeout", "Y"))
     assert only(got, {"timeout"}) == [("idle", "timeout", "Y")]
 
 
 def test_replaced_named_timer_delivers_only_the_new_one(events: Events) -> None:
-    ref = start(events, rules={("idle", "arm1"): Step(None, [Timeout("x", 0.03, "X1")]),
-                               ("idle", "arm2"): Step(None, [Timeout("x", 0.1, "X2")])})
+    ref = start(
+        events,
+        rules={
+            ("idle", "arm1"): Step(None, [Timeout("x", 0.03, "X1")]),
+            ("idle", "arm2"): Step(None, [Timeout("x", 0.1, "X2")]),
+        },
+    )
     told(ref, "arm1", "arm2")
     got = events.wait_item(("idle", "timeout", "X2"))
     assert only(got, {"timeout"}) == [("idle", "timeout", "X2")]
@@ -292,12 +337,22 @@ def test_timers_fire_in_deadline_order_with_one_service_arm_per_earlier_deadline
     def count(actor: Rec, kind: str, event: Any) -> None:
         actor.log.put(("arms", len(arms)))
 
-    ref = start(events, rules={
-        ("idle", "arm"): Step(None, [Timeout("c", 0.09, "C"), Timeout("b", 0.06, "B"),
-                                     Timeout("a", 0.03, "A"), Timeout("d", 0.12, "D"),
-                                     Timeout("e", 0.15, "E")]),
-        ("idle", "count"): count,
-    })
+    ref = start(
+        events,
+        rules={
+            ("idle", "arm"): Step(
+                None,
+                [
+                    Timeout("c", 0.09, "C"),
+                    Timeout("b", 0.06, "B"),
+                    Timeout("a", 0.03, "A"),
+                    Timeout("d", 0.12, "D"),
+                    Timeout("e", 0.15, "E"),
+                ],
+            ),
+            ("idle", "count"): count,
+        },
+    )
     told(ref, "arm", "count")
     got = events.wait_item(("idle", "timeout", "E"))
     # c, then b and a (each earlier); d and e are later and do not touch the service.
@@ -324,8 +379,14 @@ def test_many_timers_half_cancelled(events: Events) -> None:
 
 
 def test_zero_timeout_runs_after_inserted_events_and_before_the_mailbox(events: Events) -> None:
-    ref = start(events, rules={("idle", "zero"): Step(None, [
-        Timeout("z", 0, "Z"), StateTimeout(-1, "S"), NextEvent("i")])})
+    ref = start(
+        events,
+        rules={
+            ("idle", "zero"): Step(
+                None, [Timeout("z", 0, "Z"), StateTimeout(-1, "S"), NextEvent("i")]
+            )
+        },
+    )
     told(ref, "zero", "ext")
     assert events.wait_for(6)[1:] == [
         ("idle", "cast", "zero"),
@@ -337,11 +398,15 @@ def test_zero_timeout_runs_after_inserted_events_and_before_the_mailbox(events: 
 
 
 def test_zero_timeout_cancelled_before_delivery_is_dropped(events: Events) -> None:
-    ref = start(events, rules={
-        ("idle", "zero"): Step(None, [Timeout("z", 0, "Z"), StateTimeout(0, "S"),
-                                      NextEvent("cancel")]),
-        ("idle", "cancel"): Step("other", [Timeout("z", None, None)]),
-    })
+    ref = start(
+        events,
+        rules={
+            ("idle", "zero"): Step(
+                None, [Timeout("z", 0, "Z"), StateTimeout(0, "S"), NextEvent("cancel")]
+            ),
+            ("idle", "cancel"): Step("other", [Timeout("z", None, None)]),
+        },
+    )
     told(ref, "zero", "marker")
     got = events.wait_item(("other", "cast", "marker"))
     assert only(got, {"timeout", "state_timeout"}) == []
@@ -353,8 +418,9 @@ def test_zero_timeout_cancelled_before_delivery_is_dropped(events: Events) -> No
 @pytest.mark.parametrize(
     "returned", [[Postpone()], [NextEvent("x")], "elsewhere", Step("elsewhere", [])]
 )
-def test_enter_rejects_illegal_results(events: Events, exits: Events, link: Link,
-                                       returned: Any) -> None:
+def test_enter_rejects_illegal_results(
+    events: Events, exits: Events, link: Link, returned: Any
+) -> None:
     ref = start(events, rules={("idle", "go"): "bad"}, enters={"bad": returned}, link=link)
     ref.tell("go")
     urn, reason = exits.wait_for(1)[0]
@@ -363,8 +429,14 @@ def test_enter_rejects_illegal_results(events: Events, exits: Events, link: Link
 
 
 def test_stop_normal(events: Events, exits: Events, link: Link) -> None:
-    ref = start(events, rules={("idle", "p"): Step(None, [Postpone()]),
-                               ("idle", "stop"): Step("ignored", [Stop()])}, link=link)
+    ref = start(
+        events,
+        rules={
+            ("idle", "p"): Step(None, [Postpone()]),
+            ("idle", "stop"): Step("ignored", [Stop()]),
+        },
+        link=link,
+    )
     told(ref, "p", "stop", "c1", "c2")
     assert exits.wait_for(1) == [(ref.actor_urn, None)]
     # Casts never handled (postponed, or still in the mailbox) are left for terminate.

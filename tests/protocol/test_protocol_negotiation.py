@@ -144,8 +144,11 @@ def test_32022_without_common_version_closes(mode: str, data: object) -> None:
     assert decision.data == data
 
 
-def test_32022_listing_only_the_refused_version_is_a_refusal() -> None:
-    decision = classify(unsupported(V))
+def test_32022_listing_the_refused_version_is_retried_once() -> None:
+    # seed 000: "-32022 with a mutual version -> discover once more with that version";
+    # a transient refusal (rolling upgrade) gets its one retry, a second one closes.
+    assert classify(unsupported(V)) == Rediscover(V)
+    decision = classify(unsupported(V), retried=True)
     assert isinstance(decision, Close) and decision.reason == "version_refused"
 
 
