@@ -314,7 +314,7 @@ class Statem(SafeActor):
     def _transition(
         self, kind: str, event: Any, next_state: str | None, actions: Sequence[Action]
     ) -> None:
-        changed = next_state is not None
+        changed = next_state is not None and next_state != self._state
         if changed:
             self._check_state(next_state)  # type: ignore[arg-type]
             # Before the actions: a StateTimeout in this step belongs to the new state.
@@ -326,7 +326,7 @@ class Statem(SafeActor):
         if changed:
             old, self._state = self._state, next_state  # type: ignore[assignment]
             if self._postponed:
-                self._queue.extendleft(reversed(self._postponed))
+                self._queue.extend(self._postponed)
                 self._postponed = []
             if self._run_enter(old):
                 return

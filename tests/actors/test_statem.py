@@ -206,6 +206,28 @@ def test_inserted_events_run_before_replayed_postponed_and_mailbox(events: Event
     ]
 
 
+def test_state_change_mid_queue_replays_postponed_before_the_rest_of_the_queue(
+    events: Events,
+) -> None:
+    """OTP: after a state change the queue is [postponed] + [what was still queued]."""
+    ref = start(
+        events,
+        rules={
+            ("idle", "p"): Step(None, [Postpone()]),
+            ("idle", "go"): Step(None, [NextEvent("i1"), NextEvent("i2")]),
+            ("idle", "i1"): "ready",
+        },
+    )
+    told(ref, "p", "go")
+    assert events.wait_for(7)[2:] == [
+        ("idle", "cast", "go"),
+        ("idle", "internal", "i1"),
+        ("enter", "ready", "idle"),
+        ("ready", "cast", "p"),
+        ("ready", "internal", "i2"),
+    ]
+
+
 def test_postponed_and_remove_postponed(events: Events) -> None:
     def remove(actor: Rec, kind: str, event: Any) -> None:
         removed = actor.remove_postponed(lambda e: e == "p2")
@@ -314,6 +336,30 @@ def test_a_fired_then_cancelled_timer_is_dropped(events: Events) -> None:
     ref.tell("go")
     got = events.wait_item(("idle", "timeout", "Y"))
     assert only(got, {"timeout"}) == [("idle", "timeout", "Y")]
+
+
+def test_timer_replaced_by_an_earlier_due_timer_in_the_same_wake_is_not_delivered_early(
+    events: Events,
+) -> None:
+    """a and b are due in the same wake; a's handler re-arms b: the old b must be dropped."""
+
+    def arm_both_and_block(actor: Rec, kind: str, event: Any) -> None:
+        actor.set_timeout("a", 0.01, "A")
+        actor.set_timeout("b", 0.02, "B")
+        gate = threading.Event()
+        timers.schedule(time.monotonic() + 0.1, gate.set)
+        assert gate.wait(5)
+
+    ref = start(
+        events,
+        rules={
+            ("idle", "go"): arm_both_and_block,
+            ("idle", "A"): Step(None, [Timeout("b", 0.2, "B2"), Timeout("m", 0.05, "M")]),
+        },
+    )
+    ref.tell("go")
+    got = events.wait_item(("idle", "timeout", "B2"))
+    assert [e[2] for e in only(got, {"timeout"})] == ["A", "M", "B2"]
 
 
 def test_named_timer_survives_state_change(events: Events) -> None:

@@ -1,0 +1,149 @@
+"""The client as a supervised tree: what a user sees when an actor dies, and a client run
+under an application's own supervisor."""
+
+from __future__ import annotations
+
+import os
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import conduit_mcp as mcp
+from conduit_mcp.actors.connection import Connection
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class _Boom:
+    """A message the patched connection crashes on (fault injection)."""
+
+
+@pytest.fixture
+def crashable(monkeypatch):
+    original = Connection._common
+
+    def common(self, kind, ev):
+        if isinstance(ev, _Boom):
+            raise RuntimeError("injected connection crash")
+        return original(self, kind, ev)
+
+    monkeypatch.setattr(Connection, "_common", common)
+    original_ready = Connection.on_ready
+
+    def on_ready(self, kind, ev):
+        if isinstance(ev, _Boom):
+            raise RuntimeError("injected connection crash")
+        return original_ready(self, kind, ev)
+
+    monkeypatch.setattr(Connection, "on_ready", on_ready)
+
+
+def test_a_crashed_connection_fails_its_calls_and_comes_back(
+    crashable, make_server, start_client
+):
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    first_pid = server.pids()[-1]
+    runtime = client._runtime()
+    old = runtime.registry.get("connection")
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(client.call_tool, "never", {}, timeout=10)
+        server.wait_for("tools/call", timeout=5)
+        old.tell(_Boom())
+        with pytest.raises(mcp.Error) as err:
+            call.result(timeout=5)
+    assert (err.value.kind, err.value.reason) == ("transport", "connection_crashed")
+    # The supervisor started a new connection (a new actor), which spawned a new server.
+    status = client.wait_for_state(
+        lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+    assert status.state == "ready"
+    assert runtime.registry.get("connection") is not old
+    assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
+    # The crashed incarnation's server was closed (its stdin reached EOF), not leaked.
+    assert server.wait_for(lambda e: e.get("event") == "eof" and e.get("pid") == first_pid,
+                           timeout=5)
+
+
+def test_too_many_crashes_close_the_client(crashable, make_server, start_client):
+    server = make_server()
+    client = start_client(server.stdio())
+    runtime = client._runtime()
+    for n in range(4):  # max_restarts=3 in 5 s: the fourth crash gives up
+        client.await_ready(timeout=10)
+        runtime.registry.get("connection").tell(_Boom())
+        if n < 3:
+            client.wait_for_state(lambda s, n=n: server.starts() == n + 2, timeout=10)
+    assert runtime.stopped.wait(10)
+    assert client.status().state == "closed"
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 1, "b": 1})
+    assert err.value.kind == "closed"
+
+
+def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make_server):
+    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": "exit",
+                                 "first_process_only": True}])
+    spec = mcp.Client.child_spec(server.stdio(), name="app-child", max_reconnects=0,
+                                 on_give_up="stop")
+    app = mcp.Supervisor.start([spec], strategy="one_for_one")
+    try:
+        server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2,
+                        timeout=10)
+        client = mcp.Client.whereis("app-child")
+        status = client.await_ready(timeout=10)
+        assert status.state == "ready"
+        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    finally:
+        app.stop()
+    assert mcp.Client.whereis("app-child").status().state == "closed"
+
+
+def test_on_give_up_close_keeps_the_client_to_show_why(make_server, start_client):
+    server = make_server()
+    client = start_client(server.stdio(), max_reconnects=0)
+    client.await_ready(timeout=10)
+    os.kill(server.pids()[-1], signal.SIGKILL)
+    status = client.wait_for_state("closed", timeout=10)
+    assert status.reason == "max_reconnects"
+    assert client._runtime().alive()
+
+
+def test_start_refuses_a_duplicate_name(make_server, start_client):
+    server = make_server()
+    start_client(server.stdio(), name="dup")
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start(server.stdio(), name="dup")
+    assert (err.value.kind, err.value.reason) == ("config", "name")
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"max_in_flight": 0}, "max_in_flight"),
+        ({"max_queued": -1}, "max_queued"),
+        ({"request_timeout": 0}, "request_timeout"),
+        ({"protocol": "2019-01-01"}, "protocol"),
+        ({"prior": "modern"}, "prior"),
+        ({"on_give_up": "explode"}, "on_give_up"),
+        ({"backoff": 3}, "backoff"),
+        ({"max_reconnects": 1.5}, "max_reconnects"),
+        ({"health_check": -1}, "health_check"),
+        ({"client_info": {"name": 1}}, "client_info"),
+        ({"bogus": 1}, "unknown_option"),
+    ],
+)
+def test_every_option_is_validated_at_start(options, name):
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start(mcp.Stdio("true"), **options)
+    assert (err.value.kind, err.value.reason) == ("config", name)
+
+
+def test_the_transport_is_validated_at_start():
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start("python -m server")
+    assert (err.value.kind, err.value.reason) == ("config", "transport")
+    with pytest.raises(mcp.Error) as err:
+        mcp.Stdio("")
+    assert err.value.kind == "config"
