@@ -326,7 +326,7 @@ class Statem(SafeActor):
         if changed:
             old, self._state = self._state, next_state  # type: ignore[assignment]
             if self._postponed:
-                self._queue.extend(self._postponed)
+                self._queue.extendleft(reversed(self._postponed))
                 self._postponed = []
             if self._run_enter(old):
                 return

@@ -16,6 +16,8 @@ class Stdio:
     >>> spec = Stdio("python", ["-m", "my_server"], env={"TOKEN": "s3cret"})
     >>> "s3cret" in repr(spec)
     False
+    >>> Stdio("server", ["--token=s3cret"])
+    Stdio(command='server', cwd=None, inherit_env=True, stderr_limit=65536, close_grace=2.0)
 
     ``env`` is added to the parent's environment unless ``inherit_env=False`` (then it is the
     whole environment, plus ``PATH`` when ``env`` has none). ``stderr_limit`` bounds the
@@ -25,7 +27,7 @@ class Stdio:
     """
 
     command: str
-    args: Sequence[str] = ()
+    args: Sequence[str] = field(default=(), repr=False)  # may carry a --token=...
     env: Mapping[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
     inherit_env: bool = True

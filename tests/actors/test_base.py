@@ -114,6 +114,13 @@ def test_base_exception_in_ask_goes_to_the_caller_and_actor_survives(events: Eve
     assert ref.ask("after", timeout=5) == ("echo", "after")
 
 
+def test_on_receive_itself_converts_base_exceptions(events: Events) -> None:
+    # Proxy calls bypass on_receive (the dispatcher is wrapped too); this checks on_receive's
+    # own guard, called directly on an actor that was never started.
+    with pytest.raises(ActorCrashed):
+        Probe(events).on_receive(KeyboardInterrupt())
+
+
 def test_plain_exception_in_tell_reaches_terminate_and_link(
     events: Events, exits: Events, link: Link
 ) -> None:

@@ -219,15 +219,38 @@ def test_one_for_all_restarts_everyone_in_start_order(events: Events) -> None:
     assert all(after[n].actor_urn != before[n].actor_urn for n in "abc")
 
 
-def test_strategy_restart_leaves_never_started_lazy_children_down(events: Events) -> None:
+@pytest.mark.parametrize("strategy", ["rest_for_one", "one_for_all"])
+def test_strategy_restart_leaves_never_started_lazy_children_down(
+    events: Events, strategy: str
+) -> None:
     sup = Supervisor.start(
         [spec("a", events), spec("lazy", events, lazy=True), spec("c", events)],
-        strategy="one_for_all",
+        strategy=strategy,
     )
     events.wait_for(2)
-    new = crash_and_wait(sup, events, "c", 2)
+    new = crash_and_wait(sup, events, "a", 2)
     assert starts(new) == ["a", "c"]
     assert children(sup)["lazy"] is None
+
+
+@pytest.mark.parametrize("strategy", ["rest_for_one", "one_for_all"])
+def test_temporary_sibling_stopped_by_a_strategy_is_not_restarted(
+    events: Events, strategy: str
+) -> None:
+    sup = Supervisor.start(
+        [spec("a", events), spec("temp", events, restart="temporary"), spec("c", events)],
+        strategy=strategy,
+    )
+    events.wait_for(3)
+    new = crash_and_wait(sup, events, "a", 2)
+    assert lifecycle(new) == [
+        ("stop", "a"),
+        ("stop", "c"),
+        ("stop", "temp"),
+        ("start", "a"),
+        ("start", "c"),
+    ]
+    assert children(sup)["temp"] is None
 
 
 # -- restart types ----------------------------------------------------------------------------
