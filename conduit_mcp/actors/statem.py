@@ -195,7 +195,12 @@ class Statem(SafeActor):
         return None
 
     def postponed(self) -> Sequence[Any]:
-        """The postponed events' payloads, oldest first."""
+        """The postponed events' payloads, oldest first.
+
+        Inside ``terminate`` this also holds the casts the actor never handled: those queued
+        internally when it stopped and those still in its mailbox, so that a subclass can answer
+        every request it was sent instead of leaving its caller waiting.
+        """
         return [event for _, event in self._postponed]
 
     def remove_postponed(self, pred: Callable[[Any], bool]) -> list[Any]:
@@ -217,8 +222,8 @@ class Statem(SafeActor):
         """Arm (or, with ``None``, cancel) the named timeout, as a :class:`Timeout` action would.
 
         For code that runs in the actor but not as a handler's return value, e.g. a helper
-        called by a handler. A zero or negative time is delivered at the end of the current
-        drain of the internal queue, before the next mailbox message.
+        called by a handler or an enter call. A zero or negative time is delivered once the
+        internal queue is empty, before the next mailbox message.
         """
         self._timers.set(name, seconds, event)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 from collections import deque
@@ -75,8 +76,11 @@ class StdioTransport:
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._proc: asyncio.SubprocessTransport | None = None
-        self._out: deque[bytes] = deque()
-        self._flush_pending = False
+        self._wlock = threading.Lock()
+        self._backlog: deque[bytes] = deque()
+        self._drain_scheduled = False
+        self._writer_added = False
+        self._fd: int | None = None
         self._down = False
         self._closing = False
         self._exited = False
@@ -99,13 +103,31 @@ class StdioTransport:
         self.send_bytes(encode(message))
 
     def send_bytes(self, data: bytes) -> None:
-        # Batch writes: many sends between two loop turns cost one wake-up of the loop.
-        # Safe without a lock: the flag is cleared *before* the loop drains the deque, so a
-        # frame appended after the drain always sees the flag clear and schedules a flush.
-        self._out.append(data)
-        if not self._flush_pending:
-            self._flush_pending = True
-            io.call_soon(self._flush)
+        # Measured: handing each frame to the loop (call_soon_threadsafe, a self-pipe wake,
+        # one loop turn) cost ~25% of a sequential call. So the connection writes straight to
+        # the non-blocking stdin pipe, and only what the pipe cannot take now (it is full)
+        # goes to a backlog the loop drains when the pipe is writable. The lock keeps the
+        # byte order: no direct write while a backlog exists. A write never blocks.
+        with self._wlock:
+            if self._backlog or self._fd is None:
+                self._backlog.append(data)
+                self._schedule_drain()
+                return
+            try:
+                n = os.write(self._fd, data)
+            except BlockingIOError:
+                n = 0
+            except OSError:
+                return  # the pipe is broken: the exit is reported by process_exited
+            if n < len(data):
+                self._backlog.append(data[n:])
+                self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        # Called with _wlock held.
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            io.call_soon(self._watch_writable)
 
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
@@ -149,31 +171,51 @@ class StdioTransport:
         if self._closing:
             await self._close()
             return
+        pipe = proc.get_pipe_transport(0)
+        stdin = pipe.get_extra_info("pipe") if pipe is not None else None
+        with self._wlock:
+            self._fd = stdin.fileno() if stdin is not None else None
         if proc.get_returncode() is None:
             _tell(self._owner, TransportUp(self._gen))
-        if self._out:
-            self._flush()
+        if self._backlog:
+            self._watch_writable()
 
-    def _flush(self) -> None:
-        self._flush_pending = False
-        out = self._out
-        if not out:
+    def _watch_writable(self) -> None:
+        """Loop: drain the backlog when the pipe can take more."""
+        fd = self._fd
+        if fd is None:
+            if self._proc is None and not self._closing:
+                # not spawned yet: _spawn calls this again once the pipe exists
+                with self._wlock:
+                    self._drain_scheduled = False
             return
-        parts = []
-        try:
-            while True:
-                parts.append(out.popleft())
-        except IndexError:
-            pass
-        proc = self._proc
-        if proc is None:
-            # Not spawned yet: keep the frames for _spawn to flush.
-            out.extendleft(reversed(parts))
-            return
-        pipe = proc.get_pipe_transport(0)
-        if pipe is None or pipe.is_closing():
-            return
-        pipe.write(parts[0] if len(parts) == 1 else b"".join(parts))
+        loop = asyncio.get_running_loop()
+        if not self._writer_added:
+            self._writer_added = True
+            loop.add_writer(fd, self._drain)
+        self._drain()
+
+    def _drain(self) -> None:
+        fd = self._fd
+        with self._wlock:
+            backlog = self._backlog
+            while backlog and fd is not None:
+                data = backlog[0]
+                try:
+                    n = os.write(fd, data)
+                except BlockingIOError:
+                    return  # still full: the writer callback fires again
+                except OSError:
+                    backlog.clear()
+                    break
+                if n < len(data):
+                    backlog[0] = data[n:]
+                    return
+                backlog.popleft()
+            self._drain_scheduled = False
+            if self._writer_added and fd is not None:
+                self._writer_added = False
+                asyncio.get_running_loop().remove_writer(fd)
 
     def _on_stdout(self, data: bytes) -> None:
         messages: list[Any] = []
@@ -244,8 +286,14 @@ class StdioTransport:
             return
         grace = self._spec.close_grace
         try:
-            if self._out:
-                self._flush()
+            if self._backlog:
+                self._drain()
+            with self._wlock:
+                fd, self._fd = self._fd, None
+                self._backlog.clear()
+            if fd is not None and self._writer_added:
+                self._writer_added = False
+                asyncio.get_running_loop().remove_writer(fd)
             stdin = proc.get_pipe_transport(0)
             if stdin is not None:
                 stdin.close()
