@@ -148,7 +148,7 @@ def test_initialize_refused_closes(make_server, start_client):
 def test_initialize_timeout_reconnects(make_server, start_client):
     server = make_server(rules=[{"match": {"method": "initialize"}, "action": "drop",
                                  "first_process_only": True}])
-    client = start_client(server.stdio(), protocol="legacy", request_timeout=0.3)
+    client = start_client(server.stdio(), protocol="legacy", request_timeout=1.5)
     status = client.await_ready(timeout=10)
     assert status.state == "ready"
     assert server.starts() == 2
