@@ -322,3 +322,13 @@ def test_generic_request_and_ping(make_server, start_client):
     assert client.ping() is None
     legacy = start_client(make_server().stdio(), protocol="legacy")
     assert legacy.ping() is None
+
+
+def test_a_legacy_server_ping_is_answered_and_unknown_requests_refused(
+    make_server, start_client
+):
+    client = start_client(make_server().stdio(), protocol="legacy")
+    pong = client.call_tool("client_request", {"method": "ping"})
+    assert pong.is_error is False and "{}" in pong.text
+    refused = client.call_tool("client_request", {"method": "vendor/unknown"})
+    assert "-32601" in refused.text  # the client answered Method not found
