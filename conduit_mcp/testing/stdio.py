@@ -11,6 +11,7 @@ import asyncio
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -135,12 +136,18 @@ class _LineProtocol(asyncio.Protocol):
 
 async def _read_stdin(protocol: _LineProtocol) -> None:
     loop = asyncio.get_running_loop()
-    stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - owned by the transport
     try:
-        await loop.connect_read_pipe(lambda: protocol, stdin)
-        return
-    except (ValueError, OSError):  # a regular file or something else epoll cannot watch
-        stdin.close()
+        mode = os.fstat(0).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - the transport owns it
+        try:
+            await loop.connect_read_pipe(lambda: protocol, stdin)
+            return
+        except (ValueError, OSError):
+            stdin.close()
+    # A regular file, a tty, /dev/null (which epoll refuses): read in a thread.
 
     def pump() -> None:
         while True:
