@@ -1311,7 +1311,7 @@ class ScriptedMcpServer:
         message = args.get("message")
         if type(code) is not int or not isinstance(message, str):
             return _tool_error("error: code must be an integer and message a string")
-        raise RpcError(code, message, args["data"] if "data" in args else _MISSING)
+        raise RpcError(code, message, args.get("data", _MISSING))
 
     def _t_notify(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         method = args.get("method")
@@ -1343,7 +1343,11 @@ class ScriptedMcpServer:
 
     def _t_cpu(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         spent = time.process_time()
-        return {"content": [{"type": "text", "text": repr(spent)}], "structuredContent": {"cpu": spent}}
+        times = os.times()
+        return {
+            "content": [{"type": "text", "text": repr(spent)}],
+            "structuredContent": {"cpu": spent, "user": times.user, "system": times.system},
+        }
 
     def _t_log(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         level = args.get("level", "info")

@@ -141,12 +141,28 @@ async def _read_stdin(protocol: _LineProtocol) -> None:
     except OSError:
         mode = 0
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        stdin = open(0, "rb", buffering=0, closefd=False)  # noqa: SIM115 - the transport owns it
+        # add_reader + os.read: fewer layers per wake-up than a pipe transport.
+        os.set_blocking(0, False)
+        data_received = protocol.data_received
+
+        def ready() -> None:
+            try:
+                chunk = os.read(0, 1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                chunk = b""
+            if chunk:
+                data_received(chunk)
+            else:
+                loop.remove_reader(0)
+                protocol.eof_received()
+
         try:
-            await loop.connect_read_pipe(lambda: protocol, stdin)
+            loop.add_reader(0, ready)
             return
         except (ValueError, OSError):
-            stdin.close()
+            os.set_blocking(0, True)
     # A regular file, a tty, /dev/null (which epoll refuses): read in a thread.
 
     def pump() -> None:
