@@ -19,7 +19,7 @@ import asyncio
 import base64
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -582,7 +582,8 @@ class ScriptedMcpServer:
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
     newline included); ``close_output()`` closes the output stream; ``exit(code)`` ends the
     process (it should not return). ``log(record)`` receives one dict per received message and
-    per notable event. ``start_number`` is this process's start count (1 for the first), used
+    per notable event; ``log_raw(line)``, if given, receives the log line of a received
+    message as bytes instead (spliced from the input line: no re-encoding). ``start_number`` is this process's start count (1 for the first), used
     by rules with ``first_process_only``/``process``.
     """
 
@@ -595,10 +596,12 @@ class ScriptedMcpServer:
         close_output: Callable[[], None] | None = None,
         exit: Callable[[int], None] | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
+        log_raw: Callable[[bytes], None] | None = None,
         start_number: int = 1,
     ) -> None:
         self.config = config
         self._log = log
+        self._log_raw = log_raw if log is not None else None
         self._pid = os.getpid()
         if log is not None and config.log_out:
             raw_emit = emit
@@ -689,7 +692,13 @@ class ScriptedMcpServer:
                 {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error"}}
             )
             return
-        self.receive(msg)
+        if self._log_raw is not None and type(msg) is dict and msg:
+            # {"t":..,"pid":..,"dir":"in", + the message's own members: id, method, params...
+            head = b'{"t":%.9f,"pid":%d,"dir":"in",' % (time.monotonic(), self._pid)
+            self._log_raw(head + line.strip()[1:] + b"\n")
+            self._handle(msg)
+        else:
+            self.receive(msg)
 
     def receive(self, msg: Any) -> None:
         """Handle one decoded JSON-RPC message."""
@@ -699,6 +708,9 @@ class ScriptedMcpServer:
             return
         if self._log is not None:
             self._log_in(msg)
+        self._handle(msg)
+
+    def _handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
         if method is None:
             if "id" in msg and ("result" in msg or "error" in msg):
@@ -925,30 +937,35 @@ class ScriptedMcpServer:
                 f"Invalid params: params._meta must be an object carrying {PV_KEY!r} and {CAPS_KEY!r}",
             )
         version = meta.get(PV_KEY)
-        missing = [k for k in (PV_KEY, CAPS_KEY) if k not in meta]
-        if missing:
+        if version not in self._modern_set or type(meta.get(CAPS_KEY)) is not dict:
+            self._reject_envelope(meta)
+        if LOG_LEVEL_KEY in meta and meta[LOG_LEVEL_KEY] not in _LOG_RANK:
             raise RpcError(
-                INVALID_PARAMS, f"Invalid params: params._meta is missing {', '.join(missing)}"
+                INVALID_PARAMS, f"Invalid params: unknown log level {meta[LOG_LEVEL_KEY]!r}"
             )
-        if type(version) is not str:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {PV_KEY} must be a string")
-        if type(meta[CAPS_KEY]) is not dict:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {CAPS_KEY} must be an object")
-        if version not in self._modern_set:
-            raise RpcError(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                "Unsupported protocol version",
-                {"supported": self._advertised, "requested": version},
-            )
-        level = meta.get(LOG_LEVEL_KEY)
-        if level is not None and level not in _LOG_RANK:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
         out = handler(_Ctx(request_id, method, params, meta, "modern"))
         if type(out) is dict:
             return self._complete(method, out)
         if out is _NO_RESPONSE:
             return out
         return self._complete_later(method, out)
+
+    def _reject_envelope(self, meta: dict[str, Any]) -> None:
+        missing = [k for k in (PV_KEY, CAPS_KEY) if k not in meta]
+        if missing:
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: params._meta is missing {', '.join(missing)}"
+            )
+        version = meta[PV_KEY]
+        if type(version) is not str:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {PV_KEY} must be a string")
+        if type(meta[CAPS_KEY]) is not dict:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {CAPS_KEY} must be an object")
+        raise RpcError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            {"supported": self._advertised, "requested": version},
+        )
 
     def _complete(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
         if "resultType" not in result:
@@ -1518,5 +1535,3 @@ def describe_tools() -> list[tuple[str, str]]:
     return [(name, description) for name, description, _, _ in _TOOL_SPECS]
 
 
-def _unused(_: Mapping[str, Any]) -> None:  # pragma: no cover - keeps Mapping import honest
-    return None

@@ -39,6 +39,12 @@ class EventLog:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
+    def write_raw(self, line: bytes) -> None:
+        try:
+            os.write(self._fd, line)
+        except OSError:
+            pass
+
     def write(self, record: dict[str, Any]) -> None:
         try:
             os.write(self._fd, _DUMPS(record, option=_NL | orjson.OPT_NON_STR_KEYS))
@@ -75,7 +81,17 @@ class _Stdout:
     def raw(self, data: bytes) -> None:
         if self._dead:
             return
-        view = memoryview(data)
+        try:
+            n = os.write(1, data)
+            if n == len(data):
+                return
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            self._dead = True
+            self._on_broken()
+            return
+        view = memoryview(data)[n:]  # a partial write (big message, full pipe): finish it
         while view:
             try:
                 n = os.write(1, view)
@@ -230,6 +246,7 @@ async def serve(config: Config) -> int:
         close_output=stdout.close,
         exit=exit_now,
         log=log.write if log is not None else None,
+        log_raw=log.write_raw if log is not None else None,
         start_number=start,
     )
     if config.startup_delay > 0:
