@@ -471,8 +471,10 @@ class Connection(Statem):
         self._reason = reason
         self._drop_transport()
         if self._cfg.on_give_up == "stop" and reason == "max_reconnects":
+            # A normal exit: the transient connection is not restarted, and being
+            # significant it ends the whole client, so a supervisor above starts a new one.
             self._fail_pending(Error("closed", reason, "the client gave up reconnecting"))
-            return Step("closed", [Stop(Error("closed", reason, "the client gave up"))])
+            return Step("closed", [Stop(None)])
         return "closed"
 
     def enter_closed(self, old: str) -> list[Any]:

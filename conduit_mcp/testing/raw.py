@@ -154,11 +154,15 @@ class RawPeer:
         """A request carrying the modern ``_meta`` envelope (see :func:`envelope`)."""
         return self.request(method, envelope(params, version=version, **meta), timeout=timeout)
 
-    def call(self, tool: str, arguments: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+    def call(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, **kw: Any
+    ) -> dict[str, Any]:
         """A modern ``tools/call``."""
         return self.modern("tools/call", {"name": tool, "arguments": dict(arguments or {})}, **kw)
 
-    def initialize(self, version: str = "2025-11-25", *, capabilities: Any = None) -> dict[str, Any]:
+    def initialize(
+        self, version: str = "2025-11-25", *, capabilities: Any = None
+    ) -> dict[str, Any]:
         """The legacy handshake: ``initialize`` then ``notifications/initialized``."""
         response = self.request(
             "initialize",
@@ -215,7 +219,9 @@ class RawPeer:
         try:
             item = self._next(time.monotonic() + timeout)
         except TimeoutError:
-            raise TimeoutError(f"no message within {timeout}s; stderr: {self.stderr()[-500:]!r}") from None
+            raise TimeoutError(
+                f"no message within {timeout}s; stderr: {self.stderr()[-500:]!r}"
+            ) from None
         if item is _EOF:
             self._backlog.appendleft(_EOF)
             raise EOFError("server closed stdout")
@@ -248,8 +254,11 @@ class RawPeer:
     def response(self, request_id: Any, timeout: float = 5.0) -> dict[str, Any]:
         """The response to ``request_id``."""
         return self.expect(
-            lambda m: "method" not in m and m.get("id") == request_id
-            and type(m.get("id")) is type(request_id),
+            lambda m: (
+                "method" not in m
+                and m.get("id") == request_id
+                and type(m.get("id")) is type(request_id)
+            ),
             timeout,
         )
 

@@ -235,7 +235,9 @@ def _parse_rule(index: int, raw: Any) -> Rule:
             if not isinstance(value, dict) or type(value.get("code")) is not int:
                 raise ConfigError(f"{where}: error must be an object with an integer code")
             rule.arg = RpcError(
-                value["code"], str(value.get("message", "Scripted error")), value.get("data", _MISSING)
+                value["code"],
+                str(value.get("message", "Scripted error")),
+                value.get("data", _MISSING),
             )
         elif kind == "result":
             if not isinstance(value, dict):
@@ -479,13 +481,26 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
         "changed",
         "Announce a change: kind tools|prompts|resources (list_changed) or resource (updated).",
         _obj(
-            {"kind": {"type": "string", "enum": ["tools", "prompts", "resources", "resource"]}, "uri": _STR},
+            {
+                "kind": {"type": "string", "enum": ["tools", "prompts", "resources", "resource"]},
+                "uri": _STR,
+            },
             ("kind",),
         ),
         None,
     ),
-    ("add_tool", "Add a dynamic tool and announce tools/list_changed.", _obj({"name": _STR}, ("name",)), None),
-    ("remove_tool", "Remove a dynamic tool and announce tools/list_changed.", _obj({"name": _STR}, ("name",)), None),
+    (
+        "add_tool",
+        "Add a dynamic tool and announce tools/list_changed.",
+        _obj({"name": _STR}, ("name",)),
+        None,
+    ),
+    (
+        "remove_tool",
+        "Remove a dynamic tool and announce tools/list_changed.",
+        _obj({"name": _STR}, ("name",)),
+        None,
+    ),
     (
         "client_request",
         "Ask the client (MRTR input_required when modern, a server request when legacy).",
@@ -583,8 +598,9 @@ class ScriptedMcpServer:
     newline included); ``close_output()`` closes the output stream; ``exit(code)`` ends the
     process (it should not return). ``log(record)`` receives one dict per received message and
     per notable event; ``log_raw(line)``, if given, receives the log line of a received
-    message as bytes instead (spliced from the input line: no re-encoding). ``start_number`` is this process's start count (1 for the first), used
-    by rules with ``first_process_only``/``process``.
+    message as bytes instead (spliced from the input line: no re-encoding). ``start_number``
+    is this process's start count (1 for the first), used by rules with
+    ``first_process_only``/``process``.
     """
 
     def __init__(
@@ -689,12 +705,22 @@ class ScriptedMcpServer:
                 return
             self._event("parse_error", line=line[:200].decode("utf-8", "replace"))
             self._emit(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "Parse error"}}
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": PARSE_ERROR, "message": "Parse error"},
+                }
             )
             return
         if self._log_raw is not None and type(msg) is dict and msg:
             # {"t":..,"pid":..,"dir":"in", + the message's own members: id, method, params...
             head = b'{"t":%.9f,"pid":%d,"dir":"in",' % (time.monotonic(), self._pid)
+            if "id" not in msg:
+                head += b'"id":null,'
+            if "method" not in msg:
+                head += b'"method":null,'
+            if "params" not in msg:
+                head += b'"params":null,'
             self._log_raw(head + line.strip()[1:] + b"\n")
             self._handle(msg)
         else:
@@ -790,7 +816,9 @@ class ScriptedMcpServer:
             chosen = rule
         return chosen
 
-    def _apply(self, rule: Rule, request_id: Any, method: str, params: Any, is_request: bool) -> None:
+    def _apply(
+        self, rule: Rule, request_id: Any, method: str, params: Any, is_request: bool
+    ) -> None:
         self._event("rule", rule=rule.index, id=request_id, method=method, action=rule.terminal)
         if rule.delay > 0:
             self._spawn(request_id, self._delayed(rule, request_id, method, params, is_request))
@@ -911,8 +939,11 @@ class ScriptedMcpServer:
     def _dispatch(self, request_id: Any, method: str, params: Any) -> Any:
         era = self._era
         if era is None:
-            era = "modern" if method != "initialize" and _enveloped(params) else "legacy"
-            self._era = era
+            if method != "initialize" and _enveloped(params):
+                # Modern once a request passes the envelope checks (a refused one, e.g. -32022
+                # naming legacy versions, leaves the client free to initialize instead).
+                return self._dispatch_modern(request_id, method, params)
+            self._era = era = "legacy"
             self._event("era", era=era, method=method)
         if era == "modern":
             return self._dispatch_modern(request_id, method, params)
@@ -934,7 +965,8 @@ class ScriptedMcpServer:
         if type(meta) is not dict:
             raise RpcError(
                 INVALID_PARAMS,
-                f"Invalid params: params._meta must be an object carrying {PV_KEY!r} and {CAPS_KEY!r}",
+                "Invalid params: params._meta must be an object carrying "
+                f"{PV_KEY!r} and {CAPS_KEY!r}",
             )
         version = meta.get(PV_KEY)
         if version not in self._modern_set or type(meta.get(CAPS_KEY)) is not dict:
@@ -943,6 +975,9 @@ class ScriptedMcpServer:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: unknown log level {meta[LOG_LEVEL_KEY]!r}"
             )
+        if self._era is None:
+            self._era = "modern"
+            self._event("era", era="modern", method=method)
         out = handler(_Ctx(request_id, method, params, meta, "modern"))
         if type(out) is dict:
             return self._complete(method, out)
@@ -1033,9 +1068,7 @@ class ScriptedMcpServer:
     def _on_response(self, msg: dict[str, Any]) -> None:
         request_id = msg.get("id")
         future = (
-            self._client_requests.pop(request_id, None)
-            if type(request_id) in (int, str)
-            else None
+            self._client_requests.pop(request_id, None) if type(request_id) in (int, str) else None
         )
         if future is None:
             self._event("unexpected_response", id=request_id)
@@ -1066,7 +1099,9 @@ class ScriptedMcpServer:
         legacy = self.config.legacy_versions
         if not legacy:
             raise RpcError(
-                INVALID_PARAMS, "Unsupported protocol version", {"supported": [], "requested": requested}
+                INVALID_PARAMS,
+                "Unsupported protocol version",
+                {"supported": [], "requested": requested},
             )
         version = requested if requested in self._legacy_set else max(legacy)
         caps = params.get("capabilities")
@@ -1174,7 +1209,9 @@ class ScriptedMcpServer:
         ref = params.get("ref")
         argument = params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: completion/complete needs ref and argument")
+            raise RpcError(
+                INVALID_PARAMS, "Invalid params: completion/complete needs ref and argument"
+            )
         prefix = argument.get("value") or ""
         if not isinstance(prefix, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: argument.value must be a string")
@@ -1194,7 +1231,9 @@ class ScriptedMcpServer:
         params = ctx.params
         wanted = params.get("notifications") if isinstance(params, dict) else None
         if not isinstance(wanted, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: subscriptions/listen needs notifications")
+            raise RpcError(
+                INVALID_PARAMS, "Invalid params: subscriptions/listen needs notifications"
+            )
         honored: dict[str, Any] = {}
         for key in ("toolsListChanged", "promptsListChanged", "resourcesListChanged"):
             if wanted.get(key) is True:
@@ -1239,7 +1278,10 @@ class ScriptedMcpServer:
         if not (_is_num(a) and _is_num(b)):
             return _tool_error("add: a and b must be numbers")
         total = a + b
-        return {"content": [{"type": "text", "text": str(total)}], "structuredContent": {"sum": total}}
+        return {
+            "content": [{"type": "text", "text": str(total)}],
+            "structuredContent": {"sum": total},
+        }
 
     def _t_echo(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         text = args.get("text")
@@ -1412,7 +1454,10 @@ class ScriptedMcpServer:
         if kind == "resource" and not isinstance(uri, str):
             return _tool_error("changed: kind resource needs a uri")
         sent = self._announce(kind, ctx.era, uri)
-        return {"content": [{"type": "text", "text": f"notified {sent}"}], "structuredContent": {"sent": sent}}
+        return {
+            "content": [{"type": "text", "text": f"notified {sent}"}],
+            "structuredContent": {"sent": sent},
+        }
 
     def _t_add_tool(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         name = args.get("name")
@@ -1441,7 +1486,10 @@ class ScriptedMcpServer:
 
     def _t_dynamic(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         name = ctx.params["name"]
-        return {"content": [{"type": "text", "text": f"{name} called"}], "structuredContent": {"arguments": args}}
+        return {
+            "content": [{"type": "text", "text": f"{name} called"}],
+            "structuredContent": {"arguments": args},
+        }
 
     def _t_end_listens(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         how = args.get("how", "result")
@@ -1457,7 +1505,9 @@ class ScriptedMcpServer:
                 }
                 self._emit({"jsonrpc": "2.0", "id": listen_id, "result": result})
             else:
-                self._notify("notifications/cancelled", {"requestId": listen_id, "reason": "server"})
+                self._notify(
+                    "notifications/cancelled", {"requestId": listen_id, "reason": "server"}
+                )
         return {
             "content": [{"type": "text", "text": f"ended {len(listens)}"}],
             "structuredContent": {"ended": listens},
@@ -1509,7 +1559,9 @@ class ScriptedMcpServer:
             reply = await future
         except asyncio.CancelledError:
             self._client_requests.pop(request_id, None)
-            self._notify("notifications/cancelled", {"requestId": request_id, "reason": "cancelled"})
+            self._notify(
+                "notifications/cancelled", {"requestId": request_id, "reason": "cancelled"}
+            )
             raise
         if "error" in reply:
             return {
@@ -1533,5 +1585,3 @@ def _enveloped(params: Any) -> bool:
 def describe_tools() -> list[tuple[str, str]]:
     """(name, description) of every built-in tool, for documentation."""
     return [(name, description) for name, description, _, _ in _TOOL_SPECS]
-
-

@@ -46,15 +46,17 @@ def test_modern_call_carries_result_type_and_server_info(spawn):
 
 
 def test_unsupported_modern_version_is_32022(spawn):
-    _, peer = spawn()
+    srv, peer = spawn()
     error = peer.modern("server/discover", version="1900-01-01")["error"]
     assert error["code"] == -32022
     assert error["data"] == {"supported": ["2026-07-28"], "requested": "1900-01-01"}
     # A legacy version named in the modern envelope is unsupported as well.
     error = peer.modern("tools/list", version="2025-11-25")["error"]
     assert error["code"] == -32022 and error["data"]["requested"] == "2025-11-25"
-    # The connection stays modern: the retry with a listed version works.
+    assert srv.events("era") == []  # refused requests decide no era
     assert peer.modern("server/discover")["result"]["resultType"] == "complete"
+    assert srv.wait_for("era")["era"] == "modern"
+    assert peer.initialize()["error"]["code"] == -32022
 
 
 def test_missing_meta_fields_are_32602(spawn):
@@ -134,9 +136,10 @@ def test_modern_only_mode(spawn):
 
 def test_custom_versions(spawn):
     _, peer = spawn(versions=["2099-01-01", "2026-07-28", "2025-06-18"])
-    assert peer.modern("server/discover", version="2099-01-01")["result"][
-        "supportedVersions"
-    ] == ["2099-01-01", "2026-07-28"]
+    assert peer.modern("server/discover", version="2099-01-01")["result"]["supportedVersions"] == [
+        "2099-01-01",
+        "2026-07-28",
+    ]
     _, legacy = spawn(versions=["2099-01-01", "2026-07-28", "2025-06-18"])
     assert legacy.initialize("2025-11-25")["result"]["protocolVersion"] == "2025-06-18"
 
@@ -151,10 +154,12 @@ def test_no_legacy_versions_refuses_initialize(spawn):
 def test_advertise_legacy(spawn):
     _, peer = spawn(extra_args=["--advertise-legacy"])
     assert peer.modern("server/discover")["result"]["supportedVersions"] == ["2026-07-28", *LEGACY]
-    assert peer.modern("tools/list", version="1.0")["error"]["data"]["supported"] == [
-        "2026-07-28",
-        *LEGACY,
-    ]
+    _, other = spawn(extra_args=["--advertise-legacy"])
+    refused = other.modern("server/discover", version="1.0")["error"]
+    assert refused["code"] == -32022
+    assert refused["data"]["supported"] == ["2026-07-28", *LEGACY]
+    # The refusal decided nothing: the client may switch to a listed legacy version.
+    assert other.initialize("2025-06-18")["result"]["protocolVersion"] == "2025-06-18"
 
 
 def test_server_options_name_ttl_scope(spawn):
@@ -163,7 +168,11 @@ def test_server_options_name_ttl_scope(spawn):
         extra_args=["--ttl-ms", "5000", "--cache-scope", "private", "--instructions", "hi"],
     )
     result = peer.modern("server/discover")["result"]
-    assert (result["ttlMs"], result["cacheScope"], result["instructions"]) == (5000, "private", "hi")
+    assert (result["ttlMs"], result["cacheScope"], result["instructions"]) == (
+        5000,
+        "private",
+        "hi",
+    )
     read = peer.modern("resources/read", {"uri": "test://static/hello"})["result"]
     assert read["ttlMs"] == 5000 and read["cacheScope"] == "private"
 

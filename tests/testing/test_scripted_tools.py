@@ -79,17 +79,21 @@ def test_progress_notifications_precede_the_result(spawn):
     _, peer = spawn()
     request_id = peer.send_request(
         "tools/call",
-        envelope({"name": "progress", "arguments": {"steps": 3, "delay": 0.01}}, progressToken="tok"),
+        envelope(
+            {"name": "progress", "arguments": {"steps": 3, "delay": 0.01}}, progressToken="tok"
+        ),
     )
     progress = [peer.expect(is_notification("notifications/progress")) for _ in range(3)]
     assert [p["params"] for p in progress] == [
-        {"progressToken": "tok", "progress": i, "total": 3, "message": f"step {i}"} for i in (1, 2, 3)
+        {"progressToken": "tok", "progress": i, "total": 3, "message": f"step {i}"}
+        for i in (1, 2, 3)
     ]
     response = peer.recv()
     assert response["id"] == request_id and text_of(response) == "done 3 steps"
     # delay 0 takes the synchronous path; an integer token is echoed as is.
     request_id = peer.send_request(
-        "tools/call", envelope({"name": "progress", "arguments": {"steps": 2, "delay": 0}}, progressToken=7)
+        "tools/call",
+        envelope({"name": "progress", "arguments": {"steps": 2, "delay": 0}}, progressToken=7),
     )
     assert [peer.recv()["params"]["progress"] for _ in range(2)] == [1, 2]
     assert peer.recv()["id"] == request_id
@@ -97,7 +101,9 @@ def test_progress_notifications_precede_the_result(spawn):
 
 def test_progress_without_token_sends_no_notification(spawn):
     _, peer = spawn()
-    peer.send_request("tools/call", envelope({"name": "progress", "arguments": {"steps": 2, "delay": 0}}))
+    peer.send_request(
+        "tools/call", envelope({"name": "progress", "arguments": {"steps": 2, "delay": 0}})
+    )
     message = peer.recv()
     assert "method" not in message and text_of(message) == "done 2 steps"
     _, legacy = spawn()
@@ -119,11 +125,15 @@ def test_slow_answers_after_the_delay(spawn):
 def test_cancellation_stops_never_and_slow_and_is_logged(spawn):
     srv, peer = spawn()
     never_id = peer.send_request("tools/call", envelope({"name": "never"}))
-    slow_id = peer.send_request("tools/call", envelope({"name": "slow", "arguments": {"seconds": 0.3}}))
+    slow_id = peer.send_request(
+        "tools/call", envelope({"name": "slow", "arguments": {"seconds": 0.3}})
+    )
     peer.notify("notifications/cancelled", {"requestId": never_id, "reason": "test"})
     peer.notify("notifications/cancelled", {"requestId": slow_id})
     # A later, longer request: any answer to the cancelled ones would come before its answer.
-    later = peer.send_request("tools/call", envelope({"name": "slow", "arguments": {"seconds": 0.5}}))
+    later = peer.send_request(
+        "tools/call", envelope({"name": "slow", "arguments": {"seconds": 0.5}})
+    )
     seen = []
     assert peer.expect(lambda m: seen.append(m) or m.get("id") == later)
     assert [m.get("id") for m in seen] == [later]
@@ -178,7 +188,12 @@ def test_notify_tool(spawn):
     _, peer = spawn()
     request_id = peer.send_request(
         "tools/call",
-        envelope({"name": "notify", "arguments": {"method": "notifications/x", "count": 3, "params": {"k": 1}}}),
+        envelope(
+            {
+                "name": "notify",
+                "arguments": {"method": "notifications/x", "count": 3, "params": {"k": 1}},
+            }
+        ),
     )
     for _ in range(3):
         assert peer.recv() == {"jsonrpc": "2.0", "method": "notifications/x", "params": {"k": 1}}
@@ -206,9 +221,9 @@ def test_log_tool_follows_the_requested_level(spawn):
     _, legacy = spawn()
     legacy.initialize()
     assert legacy.request("logging/setLevel", {"level": "error"})["result"] == {}
-    assert text_of(legacy.request("tools/call", {"name": "log", "arguments": {"level": "info"}})) == (
-        "suppressed"
-    )
+    assert text_of(
+        legacy.request("tools/call", {"name": "log", "arguments": {"level": "info"}})
+    ) == ("suppressed")
 
 
 def test_prompts(spawn):
@@ -228,7 +243,9 @@ def test_resources(spawn):
     templates = peer.modern("resources/templates/list")["result"]["resourceTemplates"]
     assert templates[0]["uriTemplate"] == "test://item/{id}"
     hello = peer.modern("resources/read", {"uri": "test://static/hello"})["result"]
-    assert hello["contents"] == [{"uri": "test://static/hello", "mimeType": "text/plain", "text": "Hello, world!"}]
+    assert hello["contents"] == [
+        {"uri": "test://static/hello", "mimeType": "text/plain", "text": "Hello, world!"}
+    ]
     assert hello["ttlMs"] == 0
     item = peer.modern("resources/read", {"uri": "test://item/42"})["result"]
     assert item["contents"][0]["text"] == "item 42"
@@ -245,12 +262,18 @@ def test_completion(spawn):
     _, peer = spawn()
     prompt = peer.modern(
         "completion/complete",
-        {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "b"}},
+        {
+            "ref": {"type": "ref/prompt", "name": "greet"},
+            "argument": {"name": "name", "value": "b"},
+        },
     )["result"]["completion"]
     assert prompt == {"values": ["bob"], "total": 1, "hasMore": False}
     resource = peer.modern(
         "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "test://item/{id}"}, "argument": {"name": "id", "value": ""}},
+        {
+            "ref": {"type": "ref/resource", "uri": "test://item/{id}"},
+            "argument": {"name": "id", "value": ""},
+        },
     )["result"]["completion"]
     assert resource["values"] == ["1", "2", "3"]
 
@@ -287,17 +310,32 @@ def test_listen_ack_changes_and_end(spawn):
     srv, peer = spawn()
     listen_id = peer.send_request(
         "subscriptions/listen",
-        envelope({"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["test://static/hello"], "bogus": 1}}),
+        envelope(
+            {
+                "notifications": {
+                    "toolsListChanged": True,
+                    "resourceSubscriptions": ["test://static/hello"],
+                    "bogus": 1,
+                }
+            }
+        ),
     )
     ack = peer.recv()
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert ack["params"] == {
         "_meta": {"io.modelcontextprotocol/subscriptionId": listen_id},
-        "notifications": {"toolsListChanged": True, "resourceSubscriptions": ["test://static/hello"]},
+        "notifications": {
+            "toolsListChanged": True,
+            "resourceSubscriptions": ["test://static/hello"],
+        },
     }
     sub = {"io.modelcontextprotocol/subscriptionId": listen_id}
     peer.call("add_tool", {"name": "dyn"})
-    assert peer.drain()[0] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": sub}}
+    assert peer.drain()[0] == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": sub},
+    }
     assert "dyn" in [t["name"] for t in peer.modern("tools/list")["result"]["tools"]]
     assert text_of(peer.call("dyn", {"text": "x"})) == "dyn called"
     assert peer.call("changed", {"kind": "prompts"})["result"]["structuredContent"] == {"sent": 0}
@@ -310,7 +348,9 @@ def test_listen_ack_changes_and_end(spawn):
     final = peer.response(listen_id)
     assert final["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == listen_id
     # A cancelled listen is gone: nothing more is sent for it.
-    second = peer.send_request("subscriptions/listen", envelope({"notifications": {"toolsListChanged": True}}))
+    second = peer.send_request(
+        "subscriptions/listen", envelope({"notifications": {"toolsListChanged": True}})
+    )
     peer.recv()
     peer.notify("notifications/cancelled", {"requestId": second})
     assert srv.wait_for({"event": "cancelled", "id": second})["found"] is True
@@ -321,28 +361,37 @@ def test_legacy_subscriptions_and_list_changed(spawn):
     _, peer = spawn()
     peer.initialize()
     assert peer.request("resources/subscribe", {"uri": "test://item/1"})["result"] == {}
-    peer.request("tools/call", {"name": "changed", "arguments": {"kind": "resource", "uri": "test://item/1"}})
+    peer.request(
+        "tools/call", {"name": "changed", "arguments": {"kind": "resource", "uri": "test://item/1"}}
+    )
     assert peer.drain()[0] == {
         "jsonrpc": "2.0",
         "method": "notifications/resources/updated",
         "params": {"uri": "test://item/1"},
     }
     peer.request("resources/unsubscribe", {"uri": "test://item/1"})
-    peer.request("tools/call", {"name": "changed", "arguments": {"kind": "resource", "uri": "test://item/1"}})
+    peer.request(
+        "tools/call", {"name": "changed", "arguments": {"kind": "resource", "uri": "test://item/1"}}
+    )
     peer.request("tools/call", {"name": "changed", "arguments": {"kind": "tools"}})
     assert [m["method"] for m in peer.drain()] == ["notifications/tools/list_changed"]
 
 
 def test_client_request_modern_mrtr(spawn):
     _, peer = spawn()
-    ask = {"name": "client_request", "arguments": {"method": "elicitation/create", "params": {"message": "?"}}}
+    ask = {
+        "name": "client_request",
+        "arguments": {"method": "elicitation/create", "params": {"message": "?"}},
+    }
     missing = peer.modern("tools/call", ask)["error"]
     assert missing["code"] == -32021
     assert missing["data"] == {"requiredCapabilities": {"elicitation": {}}}
     caps = {"elicitation": {}}
     first = peer.request("tools/call", envelope(ask, capabilities=caps))["result"]
     assert first["resultType"] == "input_required"
-    assert first["inputRequests"] == {"request": {"method": "elicitation/create", "params": {"message": "?"}}}
+    assert first["inputRequests"] == {
+        "request": {"method": "elicitation/create", "params": {"message": "?"}}
+    }
     answer = {"action": "accept", "content": {"name": "octocat"}}
     retry = dict(ask, inputResponses={"request": answer}, requestState=first["requestState"])
     final = peer.request("tools/call", envelope(retry, capabilities=caps))["result"]
@@ -355,13 +404,19 @@ def test_client_request_modern_mrtr(spawn):
 def test_client_request_legacy_round_trip_and_cancel(spawn):
     srv, peer = spawn()
     peer.initialize(capabilities={"roots": {}})
-    call_id = peer.send_request("tools/call", {"name": "client_request", "arguments": {"method": "roots/list"}})
+    call_id = peer.send_request(
+        "tools/call", {"name": "client_request", "arguments": {"method": "roots/list"}}
+    )
     asked = peer.recv()
     assert asked["method"] == "roots/list" and asked["id"] == "s-1"
     peer.send({"jsonrpc": "2.0", "id": "s-1", "result": {"roots": []}})
     assert peer.response(call_id)["result"]["structuredContent"] == {"response": {"roots": []}}
-    assert srv.wait_for(lambda e: e.get("dir") == "in" and e.get("id") == "s-1")["result"] == {"roots": []}
-    call_id = peer.send_request("tools/call", {"name": "client_request", "arguments": {"method": "roots/list"}})
+    assert srv.wait_for(lambda e: e.get("dir") == "in" and e.get("id") == "s-1")["result"] == {
+        "roots": []
+    }
+    call_id = peer.send_request(
+        "tools/call", {"name": "client_request", "arguments": {"method": "roots/list"}}
+    )
     assert peer.recv()["id"] == "s-2"
     peer.notify("notifications/cancelled", {"requestId": call_id})
     assert peer.recv() == {
@@ -369,7 +424,9 @@ def test_client_request_legacy_round_trip_and_cancel(spawn):
         "method": "notifications/cancelled",
         "params": {"requestId": "s-2", "reason": "cancelled"},
     }
-    refused = peer.request("tools/call", {"name": "client_request", "arguments": {"method": "sampling/createMessage"}})
+    refused = peer.request(
+        "tools/call", {"name": "client_request", "arguments": {"method": "sampling/createMessage"}}
+    )
     assert refused["result"]["isError"] is True
 
 
@@ -405,9 +462,10 @@ def test_ignore_sigterm_needs_sigkill(spawn):
 
 def test_startup_delay_and_log_out(spawn):
     srv, peer = spawn(extra_args=["--startup-delay", "0.2", "--log-out"])
-    started = time.monotonic()
     peer.modern("server/discover")
-    assert time.monotonic() - started >= 0.1
+    started = srv.wait_for("started")
+    received = srv.wait_for("server/discover")
+    assert received["t"] - started["t"] >= 0.2  # read only after the delay
     out = srv.wait_for(lambda e: e.get("dir") == "out")
     assert out["result"]["resultType"] == "complete"
 
