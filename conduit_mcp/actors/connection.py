@@ -215,8 +215,15 @@ class Connection(Statem):
             else Error("transport", "connection_crashed", "the connection actor crashed")
         )
         self._fail_pending(err)
+        # Queued requests were never sent: after a crash they are safe to send again.
+        queued_err = (
+            err
+            if reason is None
+            else Error("unavailable", "connection_crashed", "the connection actor crashed "
+                       "before this request was sent; it is safe to retry")
+        )
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
-            item.reply.fail(Error("closed", "stopped", "the client was stopped"))
+            item.reply.fail(queued_err)
         self._drop_transport()
         self._publish("closed", "stopped" if reason is None else "crashed")
 
