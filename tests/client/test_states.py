@@ -279,3 +279,21 @@ def test_stop_closes_the_server_process(make_server):
     with pytest.raises(mcp.Error) as err:
         client.call_tool("add", {"a": 1, "b": 1})
     assert err.value.kind == "closed"
+
+
+@pytest.mark.parametrize(
+    ("extra", "signals"),
+    [((), []), (("--ignore-eof",), ["sigterm"]),
+     (("--ignore-eof", "--ignore-sigterm"), ["sigterm"])],
+)
+def test_close_escalates_stdin_then_sigterm_then_sigkill(make_server, extra, signals):
+    server = make_server(extra_args=extra)
+    client = mcp.Client.start(server.stdio(close_grace=0.3))
+    client.await_ready(timeout=10)
+    pid = server.pids()[-1]
+    client.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone (and reaped) by the time stop() returns
+    events = [e["event"] for e in server.log() if e.get("pid") == pid and "event" in e]
+    assert "eof" in events
+    assert [e for e in events if e == "sigterm"] == signals
