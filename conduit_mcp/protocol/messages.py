@@ -7,9 +7,9 @@ class per message would only add an allocation and a conversion on the hot path.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any, Final, Literal
 
+from .._version import __version__
 from ..errors import Error
 from .meta import META_CLIENT_CAPS, META_CLIENT_INFO, META_PROGRESS_TOKEN, META_VERSION
 
@@ -20,15 +20,9 @@ INITIALIZED: Final = "notifications/initialized"
 CANCELLED: Final = "notifications/cancelled"
 
 
-def _package_version() -> str:
-    try:
-        return metadata.version("conduit-mcp")
-    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        return "0.0.0"
-
-
-#: This library's version, as sent in ``clientInfo`` by default.
-PACKAGE_VERSION: Final = _package_version()
+#: This library's version, as sent in ``clientInfo`` by default. A constant, not
+#: ``importlib.metadata`` (measured: ~50 ms at import, paid by every server a test spawns).
+PACKAGE_VERSION: Final = __version__
 
 
 def client_info(name: str = "conduit-mcp", version: str = PACKAGE_VERSION) -> dict[str, str]:
