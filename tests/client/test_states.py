@@ -297,3 +297,18 @@ def test_close_escalates_stdin_then_sigterm_then_sigkill(make_server, extra, sig
     events = [e["event"] for e in server.log() if e.get("pid") == pid and "event" in e]
     assert "eof" in events
     assert [e for e in events if e == "sigterm"] == signals
+
+
+def test_stop_answers_calls_in_flight_and_queued_with_closed(make_server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+    client.await_ready(timeout=10)
+    with ThreadPoolExecutor(2) as pool:
+        in_flight = pool.submit(client.call_tool, "never", {}, timeout=30)
+        server.wait_for("tools/call", timeout=5)
+        client.stop()
+        with pytest.raises(mcp.Error) as err:
+            in_flight.result(timeout=5)
+    assert (err.value.kind, err.value.reason) == ("closed", "stopped")
