@@ -6,6 +6,12 @@ the connection, then waits in the caller's own thread or loop for progress and t
 progress callbacks and result parsing run here, never in the connection. A caller that gives
 up (its wait ran out, its task was cancelled, Ctrl-C) tells the connection ``Abandon`` so the
 server is told to cancel.
+
+Telemetry (README, "Telemetry") is caller-side too: each front end starts the request's
+CLIENT span (a child of the caller's current context) and puts its trace context into a copy
+of ``params._meta`` before telling the connection, then ends the span and records
+``mcp.client.operation.duration`` in the caller, after the answer (``client.futures``: in
+the thread that first ``get()``s the future, timed at the answer's arrival).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from .protocol.results import (
 )
 from .replies import FAIL, OK, AsyncReply, FutureReply, Reply, SyncReply
 from .status import Status
+from .telemetry import Operation
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -469,10 +476,24 @@ class Client(_Front[Any]):
             raise Error("argument", "on_progress", "on_progress must be callable")
         deadline = time.monotonic() + seconds
         reply = SyncReply(on_progress is not None)
-        conn = self._tell(
-            runtime, Call(req.method, req.params, deadline, reply, on_progress is not None)
-        )
-        return req.parse(self._wait(reply, deadline, on_progress, conn, req.method))
+        op = runtime.telemetry.start(req.method, req.params)
+        if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
+            conn = self._tell(
+                runtime, Call(req.method, req.params, deadline, reply, on_progress is not None)
+            )
+            return req.parse(self._wait(reply, deadline, on_progress, conn, req.method))
+        raw = None
+        try:
+            conn = self._tell(
+                runtime, Call(req.method, op.params, deadline, reply, on_progress is not None)
+            )
+            raw = self._wait(reply, deadline, on_progress, conn, req.method)
+            value = req.parse(raw)
+        except BaseException as exc:
+            op.finish(raw, exc, reply.request_id)
+            raise
+        op.finish(raw, None, reply.request_id)
+        return value
 
     def _wait(
         self,
@@ -586,11 +607,28 @@ class AsyncClient(_Front[Any]):
                 on_progress(_progress_value(params))
 
         reply = AsyncReply(loop, future, callback)
-        conn = self._client._tell(
-            runtime,
-            Call(req.method, req.params, time.monotonic() + seconds, reply, callback is not None),
-        )
-        return req.parse(await self._await(future, reply, conn, seconds, req.method))
+        op = runtime.telemetry.start(req.method, req.params)
+        if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
+            conn = self._client._tell(
+                runtime,
+                Call(req.method, req.params, time.monotonic() + seconds, reply,
+                     callback is not None),
+            )
+            return req.parse(await self._await(future, reply, conn, seconds, req.method))
+        raw = None
+        try:
+            conn = self._client._tell(
+                runtime,
+                Call(req.method, op.params, time.monotonic() + seconds, reply,
+                     callback is not None),
+            )
+            raw = await self._await(future, reply, conn, seconds, req.method)
+            value = req.parse(raw)
+        except BaseException as exc:
+            op.finish(raw, exc, reply.request_id)
+            raise
+        op.finish(raw, None, reply.request_id)
+        return value
 
     async def _await(
         self,
@@ -637,13 +675,81 @@ class FutureClient(_Front[Any]):
         if on_progress is not None and not isinstance(on_progress, pykka.ActorRef):
             raise Error("argument", "on_progress", "on_progress must be a pykka.ActorRef here")
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
-        reply = FutureReply(future, on_progress)
-        self._client._tell(
-            runtime,
-            Call(req.method, req.params, time.monotonic() + seconds, reply,
-                 on_progress is not None),
-        )
-        return future.map(req.parse)
+        op = runtime.telemetry.start(req.method, req.params)
+        if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
+            self._client._tell(
+                runtime,
+                Call(req.method, req.params, time.monotonic() + seconds,
+                     FutureReply(future, on_progress), on_progress is not None),
+            )
+            return future.map(req.parse)
+        reply = _TimedFutureReply(future, on_progress)
+        try:
+            self._client._tell(
+                runtime,
+                Call(req.method, op.params, time.monotonic() + seconds, reply,
+                     on_progress is not None),
+            )
+        except BaseException as exc:
+            op.finish(None, exc, None)
+            raise
+        return _finishing(future, reply, op, req.parse)
+
+
+class _TimedFutureReply(FutureReply):
+    """A ``FutureReply`` that notes when the answer arrived (two clock reads in the
+    connection: no user code), so the span and duration can end at that instant although
+    they are finished later, in the thread that reads the future."""
+
+    __slots__ = ("answered",)
+
+    def __init__(
+        self, future: pykka.ThreadingFuture[Any], progress_to: pykka.ActorRef[Any] | None
+    ) -> None:
+        super().__init__(future, progress_to)
+        self.answered: tuple[int, float] | None = None
+
+    def ok(self, result: Any) -> None:
+        if not self.done:
+            self.answered = (time.time_ns(), time.perf_counter())
+        super().ok(result)
+
+    def fail(self, error: Error) -> None:
+        if not self.done:
+            self.answered = (time.time_ns(), time.perf_counter())
+        super().fail(error)
+
+
+def _finishing(
+    inner: pykka.ThreadingFuture[Any],
+    reply: _TimedFutureReply,
+    op: Operation,
+    parse: Callable[[Any], Any],
+) -> pykka.ThreadingFuture[Any]:
+    """Like ``inner.map(parse)`` (a get hook: it runs in the thread calling ``get()``), and
+    the first ``get()`` after the answer also ends the span and records the duration, timed
+    at the answer's arrival. Why here and not when the answer arrives: that happens in the
+    connection actor, which must not run span processors (application code). A future that
+    is never read never ends its span (it is never exported)."""
+
+    def get(timeout: float | None) -> Any:
+        try:
+            raw = inner.get(timeout=timeout)
+        except BaseException as exc:
+            if reply.answered is not None:  # the answer was a failure (not our own wait)
+                op.finish(None, exc, reply.request_id, answered=reply.answered)
+            raise
+        try:
+            value = parse(raw)
+        except BaseException as exc:
+            op.finish(raw, exc, reply.request_id, answered=reply.answered)
+            raise
+        op.finish(raw, None, reply.request_id, answered=reply.answered)
+        return value
+
+    out: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+    out.set_get_hook(get)
+    return out
 
 
 # Typed aliases for readers of results.

@@ -42,6 +42,9 @@ class Config:
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     shutdown_timeout: float = 5.0
+    # OpenTelemetry providers (README, "Telemetry"); None: the global ones, resolved lazily.
+    tracer_provider: Any = field(default=None, repr=False, compare=False)
+    meter_provider: Any = field(default=None, repr=False, compare=False)
 
 
 _NUMBERS = {
@@ -136,4 +139,11 @@ def build_config(options: Mapping[str, Any]) -> Config:
         values["client_info"] = info
     if "capabilities" in values:
         values["capabilities"] = _json_object("capabilities", values["capabilities"])
+    for name, method in (("tracer_provider", "get_tracer"), ("meter_provider", "get_meter")):
+        provider = values.get(name)
+        if provider is not None and not callable(getattr(provider, method, None)):
+            raise Error(
+                "config", name,
+                f"option {name!r} must be None or an OpenTelemetry provider (with {method}())",
+            )
     return Config(**values)

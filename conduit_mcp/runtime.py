@@ -26,6 +26,8 @@ from .actors.supervisor import ChildSpec, Supervisor, WhichChildren
 from .config import Config
 from .errors import Error
 from .status import Shared
+from .telemetry import Telemetry
+from .telemetry.attributes import PIPE
 from .transports.stdio import StdioTransport
 from .transports.stdio_spec import Stdio
 
@@ -60,6 +62,12 @@ class Runtime:
         self.spec = spec
         self.config = config
         self.shared = Shared()
+        self.telemetry = Telemetry(
+            config.tracer_provider,
+            config.meter_provider,
+            network_transport=PIPE if isinstance(spec, Stdio) else None,
+            shared=self.shared,
+        )
         self.registry = Registry()
         self.supervisor: pykka.ActorRef[Any] | None = None
         self.stopped = threading.Event()
@@ -69,10 +77,11 @@ class Runtime:
 
     def children(self) -> list[ChildSpec]:
         spec, cfg, shared = self.spec, self.config, self.shared
+        hooks = self.telemetry.connection
 
         def start_connection(link: Any) -> pykka.ActorRef[Any]:
             return Connection.start(
-                spec, cfg, shared, transport_factory=make_transport, link=link
+                spec, cfg, shared, transport_factory=make_transport, link=link, telemetry=hooks
             )
 
         return [

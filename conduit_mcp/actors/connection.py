@@ -61,6 +61,7 @@ from ..protocol.negotiation import (
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..replies import Reply
 from ..status import Shared, Status
+from ..telemetry import NO_CONNECTION_TELEMETRY
 from ..transports.base import FrameProblem, Inbound, TransportDown, TransportUp
 from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
@@ -163,8 +164,11 @@ class Connection(Statem):
         *,
         transport_factory: Any,
         link: Any = None,
+        telemetry: Any = None,
     ) -> None:
         super().__init__(link=link)
+        # O(1) counters on transitions, cancellations and dropped responses (never per request)
+        self._tel = telemetry or NO_CONNECTION_TELEMETRY
         self._spec = transport_spec
         self._cfg = config
         self._shared = shared
@@ -596,6 +600,7 @@ class Connection(Statem):
         reply.done = True
 
     def _cancel_at_server(self, rid: int, reason: str) -> None:
+        self._tel.cancelled(reason)
         transport = self._transport
         if transport is not None:
             try:
@@ -712,6 +717,7 @@ class Connection(Statem):
                 self.set_timeout(_HEALTH, self._cfg.health_check, _HEALTH)
             return
         # A late answer (timed out, abandoned, or from an earlier attempt): dropped.
+        self._tel.dropped()
         log.debug("dropped a response for a request no longer pending (id %r)", mid)
 
     def _server_request(self, m: Any) -> None:
@@ -766,4 +772,6 @@ class Connection(Statem):
             call.reply.fail(error)
 
     def _publish(self, state: str, reason: str | None) -> None:
-        self._shared.publish(Status(state, self._era, self._version, reason, self._origin))
+        shared = self._shared
+        self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
+        shared.publish(Status(state, self._era, self._version, reason, self._origin))

@@ -209,7 +209,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .server import ConfigError, parse_rules
+from .rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
     from ..transports.stdio_spec import Stdio

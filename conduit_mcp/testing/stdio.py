@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
-from .server import Config, ConfigError, ScriptedMcpServer, config_from_args
+from .options import Config, config_from_args
+from .rules import ConfigError
+from .server import ScriptedMcpServer
 
 try:
     import fcntl

@@ -1,0 +1,120 @@
+"""The instruments: the operation-duration histogram and the connection-level counters.
+
+The counters are seed 000's one-shot connection events (``connection.transition``,
+``request.cancel``, ``response.dropped``). They are counted *in the connection actor*, which
+must never run user code, so they are OTel metrics counters rather than spans or span events:
+``Counter.add`` only folds the point into an in-process aggregation (a dict update under a
+lock in the default SDK); no span processor, exporter or reader code runs synchronously with
+it (periodic readers export from their own thread, pull readers on ``collect``). Without an
+SDK it is a proxy instrument's ``if``. A span or span event would instead run the
+application's span processors on the connection's thread.
+
+Every hook swallows (and logs at DEBUG) an exception, so a broken provider can never take the
+connection down.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from opentelemetry import metrics
+
+from ..protocol.messages import PACKAGE_VERSION
+from .attributes import (
+    CONNECTION_TRANSITIONS,
+    DURATION_BUCKETS,
+    FROM,
+    OPERATION_DURATION,
+    REASON,
+    REQUEST_CANCELLATIONS,
+    RESPONSE_DROPPED,
+    SCOPE,
+    TO,
+)
+
+# The connection's own logger: transitions are logged beside its other records.
+log = logging.getLogger("conduit_mcp.connection")
+_tlog = logging.getLogger("conduit_mcp.telemetry")
+
+
+class Instruments:
+    """The instruments of one client, from its meter provider (None: the global one, through
+    a proxy meter that follows a provider set later)."""
+
+    __slots__ = ("duration", "transitions", "cancellations", "dropped")
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        meter = metrics.get_meter(SCOPE, PACKAGE_VERSION, meter_provider=meter_provider)
+        self.duration = meter.create_histogram(
+            OPERATION_DURATION,
+            unit="s",
+            description="Duration of MCP requests as observed by the caller.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
+        self.transitions = meter.create_counter(
+            CONNECTION_TRANSITIONS,
+            unit="{transition}",
+            description="State changes of MCP client connections (from, to, reason).",
+        )
+        self.cancellations = meter.create_counter(
+            REQUEST_CANCELLATIONS,
+            unit="{request}",
+            description="Requests the client asked the server to cancel (reason).",
+        )
+        self.dropped = meter.create_counter(
+            RESPONSE_DROPPED,
+            unit="{response}",
+            description="Responses dropped because their request was no longer pending.",
+        )
+
+
+class ConnectionTelemetry:
+    """The O(1) hooks the connection calls on transitions, cancellations and dropped
+    responses (never on the per-request path). Attribute values are the connection's own
+    fixed strings (states, reasons): no server text, no arguments, no ids."""
+
+    __slots__ = ("_transitions", "_cancellations", "_dropped")
+
+    def __init__(self, instruments: Instruments | None) -> None:
+        if instruments is None:
+            self._transitions = self._cancellations = self._dropped = None
+        else:
+            self._transitions = instruments.transitions
+            self._cancellations = instruments.cancellations
+            self._dropped = instruments.dropped
+
+    def transition(self, old: str, new: str, reason: str | None) -> None:
+        log.debug("connection %s -> %s (reason %s)", old, new, reason)
+        counter = self._transitions
+        if counter is None:
+            return
+        attrs = {FROM: old, TO: new}
+        if reason is not None:
+            attrs[REASON] = reason
+        try:
+            counter.add(1, attrs)
+        except Exception as exc:
+            _tlog.debug("transition not counted: %s", type(exc).__name__)
+
+    def cancelled(self, reason: str) -> None:
+        counter = self._cancellations
+        if counter is None:
+            return
+        try:
+            counter.add(1, {REASON: reason})
+        except Exception as exc:
+            _tlog.debug("cancellation not counted: %s", type(exc).__name__)
+
+    def dropped(self) -> None:
+        counter = self._dropped
+        if counter is None:
+            return
+        try:
+            counter.add(1)
+        except Exception as exc:
+            _tlog.debug("dropped response not counted: %s", type(exc).__name__)
+
+
+#: Hooks that count nothing (a connection started without a runtime's telemetry).
+NO_CONNECTION_TELEMETRY = ConnectionTelemetry(None)

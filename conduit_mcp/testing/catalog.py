@@ -1,0 +1,209 @@
+"""The static catalogue of the scripted MCP server, and the small pure helpers around it.
+
+The built-in tool specs (name, description, input and output schemas), the prompts, resources,
+resource templates and completion candidates, and the client capability that each
+server-to-client request needs; plus stateless helpers for tool results (``_text``,
+``_tool_error``), list cursors and deliberately wrong response ids. It exists so that what the
+server offers is declared as data in one place, separate from the code that serves it;
+:func:`describe_tools` exposes the tool list for documentation.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from typing import Any
+
+from .protocol import INVALID_PARAMS, LOG_LEVELS, RpcError
+
+__all__ = ["describe_tools"]
+
+
+def _obj(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    req = list(required)
+    if req:
+        schema["required"] = req
+    return schema
+
+
+_STR = {"type": "string"}
+_NUM = {"type": "number"}
+
+# (name, description, inputSchema, outputSchema or None)
+_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+    (
+        "add",
+        "Add two numbers.",
+        _obj({"a": _NUM, "b": _NUM}, ("a", "b")),
+        _obj({"sum": _NUM}, ("sum",)),
+    ),
+    ("echo", "Return the text unchanged.", _obj({"text": _STR}, ("text",)), None),
+    (
+        "progress",
+        "Report progress once per step (when the request has _meta.progressToken).",
+        _obj(
+            {
+                "steps": {"type": "integer", "minimum": 0, "default": 3},
+                "delay": {"type": "number", "minimum": 0, "default": 0.01},
+            }
+        ),
+        None,
+    ),
+    (
+        "slow",
+        "Answer after the given number of seconds.",
+        _obj({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
+        None,
+    ),
+    ("never", "Never answer (until cancelled).", _obj({}), None),
+    (
+        "crash",
+        "Exit the server process at once, without answering.",
+        _obj({"code": {"type": "integer", "minimum": 0, "maximum": 255, "default": 1}}),
+        None,
+    ),
+    ("garbage", "Write a non-JSON line to stdout, then answer.", _obj({"text": _STR}), None),
+    (
+        "big",
+        "Return a text content of exactly `size` bytes.",
+        _obj({"size": {"type": "integer", "minimum": 0}}, ("size",)),
+        None,
+    ),
+    ("stderr", "Write the text to stderr, then answer.", _obj({"text": _STR}, ("text",)), None),
+    ("fail", "Return a tool result with isError: true.", _obj({"message": _STR}), None),
+    (
+        "error",
+        "Answer with a JSON-RPC error.",
+        _obj({"code": {"type": "integer"}, "message": _STR, "data": {}}, ("code", "message")),
+        None,
+    ),
+    (
+        "notify",
+        "Send `count` notifications of `method` (with `params`), then answer.",
+        _obj(
+            {
+                "method": _STR,
+                "count": {"type": "integer", "minimum": 0, "default": 1},
+                "params": {"type": "object"},
+            },
+            ("method",),
+        ),
+        None,
+    ),
+    (
+        "env",
+        "Return the value of an environment variable (structuredContent.value, null if unset).",
+        _obj({"name": _STR}, ("name",)),
+        _obj({"name": _STR, "value": {"type": ["string", "null"]}}, ("name", "value")),
+    ),
+    ("cwd", "Return the server's working directory.", _obj({}), None),
+    ("pid", "Return the server's process id.", _obj({}), None),
+    (
+        "log",
+        "Emit notifications/message at `level` (if the request's or session's level allows).",
+        _obj({"level": {"type": "string", "enum": list(LOG_LEVELS)}, "data": {}, "logger": _STR}),
+        None,
+    ),
+    (
+        "changed",
+        "Announce a change: kind tools|prompts|resources (list_changed) or resource (updated).",
+        _obj(
+            {
+                "kind": {"type": "string", "enum": ["tools", "prompts", "resources", "resource"]},
+                "uri": _STR,
+            },
+            ("kind",),
+        ),
+        None,
+    ),
+    (
+        "add_tool",
+        "Add a dynamic tool and announce tools/list_changed.",
+        _obj({"name": _STR}, ("name",)),
+        None,
+    ),
+    (
+        "remove_tool",
+        "Remove a dynamic tool and announce tools/list_changed.",
+        _obj({"name": _STR}, ("name",)),
+        None,
+    ),
+    (
+        "client_request",
+        "Ask the client (MRTR input_required when modern, a server request when legacy).",
+        _obj({"method": _STR, "params": {"type": "object"}}, ("method",)),
+        None,
+    ),
+    (
+        "end_listens",
+        "End every subscriptions/listen stream (how: result or cancelled).",
+        _obj({"how": {"type": "string", "enum": ["result", "cancelled"]}}),
+        None,
+    ),
+    ("cpu", "Return the server's CPU time (time.process_time()).", _obj({}), None),
+]
+
+_PROMPTS = [
+    {
+        "name": "greet",
+        "title": "Greeting",
+        "description": "Greet someone by name.",
+        "arguments": [{"name": "name", "description": "Who to greet", "required": True}],
+    },
+    {"name": "plain", "title": "Plain", "description": "A prompt without arguments."},
+]
+_RESOURCES = [
+    {"uri": "test://static/hello", "name": "hello", "title": "Hello", "mimeType": "text/plain"},
+    {"uri": "test://static/blob", "name": "blob", "mimeType": "application/octet-stream"},
+]
+_TEMPLATES = [
+    {"uriTemplate": "test://item/{id}", "name": "item", "title": "Item", "mimeType": "text/plain"}
+]
+_BLOB = base64.b64encode(bytes(range(16))).decode()
+_NAMES = ["alice", "bob", "carol"]
+_ITEM_IDS = ["1", "2", "3"]
+_CAPABILITY_FOR = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def _tool_error(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _is_num(x: Any) -> bool:
+    return type(x) is int or type(x) is float
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: Any, length: int) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        prefix, _, number = text.partition(":")
+        offset = int(number)
+        if prefix == "offset" and 0 <= offset <= length:
+            return offset
+    except (AttributeError, ValueError, UnicodeError):
+        pass
+    raise RpcError(INVALID_PARAMS, "Invalid cursor", {"cursor": cursor})
+
+
+def _wrong_id(request_id: Any) -> Any:
+    if type(request_id) is int:
+        return -1_000_000_000 - request_id
+    return f"{request_id}-wrong"
+
+
+def describe_tools() -> list[tuple[str, str]]:
+    """(name, description) of every built-in tool, for documentation."""
+    return [(name, description) for name, description, _, _ in _TOOL_SPECS]

@@ -1,0 +1,138 @@
+"""Options of the scripted MCP server: :class:`Config` and the command line that builds it.
+
+:func:`build_parser` defines the options of ``python -m conduit_mcp.testing`` and
+:func:`config_from_args` turns them, plus the ``--script`` file (through
+:func:`~conduit_mcp.testing.rules.parse_rules`), into a validated :class:`Config`. It exists so
+that the server's whole configuration surface (defaults, validation, flags) reads in one place,
+apart from the protocol logic that consumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+
+from .protocol import DEFAULT_LEGACY_VERSIONS, DEFAULT_MODERN_VERSIONS, is_modern_version
+from .rules import ConfigError, Rule, parse_rules
+
+__all__ = ["DEFAULT_INSTRUCTIONS", "Config", "build_parser", "config_from_args"]
+
+DEFAULT_INSTRUCTIONS = (
+    "Scripted MCP test server (conduit_mcp.testing): deterministic tools for exercising clients."
+)
+
+
+@dataclass(slots=True)
+class Config:
+    """Everything the server needs; built from the command line by :func:`config_from_args`."""
+
+    era: str = "both"
+    versions: tuple[str, ...] | None = None
+    name: str = "scripted"
+    server_version: str = "1.0.0"
+    instructions: str = DEFAULT_INSTRUCTIONS
+    page_size: int | None = None
+    ttl_ms: int = 0
+    cache_scope: str = "public"
+    advertise_legacy: bool = False
+    extra_tools: int = 0
+    rules: list[Rule] = field(default_factory=list)
+    script_path: str | None = None
+    log_path: str | None = None
+    log_out: bool = False
+    stderr_noise: int = 0
+    startup_delay: float = 0.0
+    ignore_eof: bool = False
+    ignore_sigterm: bool = False
+    modern_versions: tuple[str, ...] = ()
+    legacy_versions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.era not in ("both", "modern", "legacy"):
+            raise ConfigError(f"era must be both, modern or legacy, not {self.era!r}")
+        if self.versions is None:
+            modern = DEFAULT_MODERN_VERSIONS if self.era != "legacy" else ()
+            legacy = DEFAULT_LEGACY_VERSIONS if self.era != "modern" else ()
+        else:
+            modern = tuple(v for v in self.versions if is_modern_version(v))
+            legacy = tuple(v for v in self.versions if not is_modern_version(v))
+            if self.era == "modern":
+                legacy = ()
+            elif self.era == "legacy":
+                modern = ()
+        self.modern_versions = modern
+        self.legacy_versions = legacy
+        if self.page_size is not None and self.page_size < 1:
+            raise ConfigError("page size must be >= 1")
+        if self.cache_scope not in ("public", "private"):
+            raise ConfigError("cache scope must be public or private")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m conduit_mcp.testing",
+        description="A scriptable MCP server (modern 2026-07-28 and legacy eras) over stdio.",
+    )
+    p.add_argument("--era", choices=("both", "modern", "legacy"), default="both")
+    p.add_argument("--versions", help="comma-separated protocol versions the server supports")
+    p.add_argument("--name", default="scripted", help="serverInfo name")
+    p.add_argument("--server-version", default="1.0.0", help="serverInfo version")
+    p.add_argument("--instructions", default=DEFAULT_INSTRUCTIONS)
+    p.add_argument("--page-size", type=int, help="items per page of every */list result")
+    p.add_argument("--ttl-ms", type=int, default=0, help="ttlMs of cacheable modern results")
+    p.add_argument("--cache-scope", choices=("public", "private"), default="public")
+    p.add_argument(
+        "--advertise-legacy",
+        action="store_true",
+        help="also list the legacy versions in supportedVersions and -32022 data.supported",
+    )
+    p.add_argument("--extra-tools", type=int, default=0, help="add N tools extra_0..extra_N-1")
+    p.add_argument("--log", help="append one JSON line per received message and event")
+    p.add_argument("--log-out", action="store_true", help="also log every sent message")
+    p.add_argument("--script", help="JSON rules file")
+    p.add_argument("--stderr-noise", type=int, default=0, help="write N lines to stderr at start")
+    p.add_argument("--startup-delay", type=float, default=0.0, help="seconds before reading")
+    p.add_argument("--ignore-eof", action="store_true", help="keep running after stdin closes")
+    p.add_argument("--ignore-sigterm", action="store_true", help="survive SIGTERM (logged)")
+    return p
+
+
+def config_from_args(argv: Iterable[str] | None = None) -> Config:
+    """Parse the command line (argparse exits with code 2 on a bad option) and the script."""
+    ns = build_parser().parse_args(None if argv is None else list(argv))
+    versions = None
+    if ns.versions is not None:
+        versions = tuple(v.strip() for v in ns.versions.split(",") if v.strip())
+    rules: list[Rule] = []
+    if ns.script:
+        try:
+            with open(ns.script, "rb") as f:
+                raw = orjson.loads(f.read())
+        except (OSError, orjson.JSONDecodeError) as e:
+            raise ConfigError(f"cannot read script {ns.script}: {e}") from e
+        rules = parse_rules(raw)
+    if ns.extra_tools < 0 or ns.stderr_noise < 0 or ns.ttl_ms < 0:
+        raise ConfigError("--extra-tools, --stderr-noise and --ttl-ms must be >= 0")
+    return Config(
+        era=ns.era,
+        versions=versions,
+        name=ns.name,
+        server_version=ns.server_version,
+        instructions=ns.instructions,
+        page_size=ns.page_size,
+        ttl_ms=ns.ttl_ms,
+        cache_scope=ns.cache_scope,
+        advertise_legacy=ns.advertise_legacy,
+        extra_tools=ns.extra_tools,
+        rules=rules,
+        script_path=ns.script,
+        log_path=ns.log,
+        log_out=ns.log_out,
+        stderr_noise=ns.stderr_noise,
+        startup_delay=ns.startup_delay,
+        ignore_eof=ns.ignore_eof,
+        ignore_sigterm=ns.ignore_sigterm,
+    )

@@ -1,0 +1,349 @@
+"""The built-in tools of the scripted MCP server, as a mixin of ``ScriptedMcpServer``.
+
+Each ``_t_<name>`` implements the tool ``<name>`` declared in :mod:`conduit_mcp.testing.catalog`
+(the server binds them by that name): it takes the request's ``_Ctx`` and the call's arguments
+and returns a tool result, an awaitable, or ``_NO_RESPONSE``. The helpers only tools need
+(progress reports, change announcements, requests to the client) live here too. It exists
+because the tools are the part of the server that grows: adding one touches this module and the
+catalogue, not the protocol core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+import orjson
+
+from .catalog import _CAPABILITY_FOR, _STR, _is_num, _obj, _text, _tool_error
+from .protocol import (
+    _GARBAGE_LINE,
+    _LOG_RANK,
+    _MISSING,
+    _NO_RESPONSE,
+    CAPS_KEY,
+    INVALID_PARAMS,
+    LOG_LEVEL_KEY,
+    MISSING_CLIENT_CAPABILITY,
+    SERVER_INFO_KEY,
+    SUBSCRIPTION_KEY,
+    RpcError,
+    _Ctx,
+)
+
+__all__ = ["ToolsMixin"]
+
+
+class ToolsMixin:
+    """The ``_t_*`` tool implementations; only meaningful as a base of ``ScriptedMcpServer``.
+
+    Uses the server's sending (``_emit``, ``_emit_raw``, ``_notify``, ``_exit``), its session
+    state (``_pid``, ``_legacy_level``, ``_legacy_caps``, ``_legacy_subscriptions``,
+    ``_listens``, ``_server_info``), its tool table (``_tool_fns``, ``_static_tools``,
+    ``_dynamic_tools``, ``_tools_list``) and its pending requests to the client
+    (``_client_requests``, ``_next_client_request``).
+    """
+
+    def _t_add(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        a = args.get("a")
+        b = args.get("b")
+        if not (_is_num(a) and _is_num(b)):
+            return _tool_error("add: a and b must be numbers")
+        total = a + b
+        return {
+            "content": [{"type": "text", "text": str(total)}],
+            "structuredContent": {"sum": total},
+        }
+
+    def _t_echo(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        text = args.get("text")
+        if not isinstance(text, str):
+            return _tool_error("echo: text must be a string")
+        return _text(text)
+
+    def _t_progress(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        steps = args.get("steps", 3)
+        delay = args.get("delay", 0.01)
+        if type(steps) is not int or steps < 0 or not _is_num(delay) or delay < 0:
+            return _tool_error("progress: steps must be an integer >= 0 and delay a number >= 0")
+        token = ctx.meta.get("progressToken") if ctx.meta else None
+        if delay == 0:
+            for i in range(1, steps + 1):
+                self._progress(token, i, steps)
+            return _text(f"done {steps} steps")
+        return self._progress_later(token, steps, delay)
+
+    def _progress(self, token: Any, i: int, steps: int) -> None:
+        if token is not None:
+            self._notify(
+                "notifications/progress",
+                {"progressToken": token, "progress": i, "total": steps, "message": f"step {i}"},
+            )
+
+    async def _progress_later(self, token: Any, steps: int, delay: float) -> dict[str, Any]:
+        for i in range(1, steps + 1):
+            await asyncio.sleep(delay)
+            self._progress(token, i, steps)
+        return _text(f"done {steps} steps")
+
+    def _t_slow(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        seconds = args.get("seconds")
+        if not _is_num(seconds) or seconds < 0:
+            return _tool_error("slow: seconds must be a number >= 0")
+        return self._slow(seconds)
+
+    async def _slow(self, seconds: float) -> dict[str, Any]:
+        await asyncio.sleep(seconds)
+        return _text(f"slept {seconds}")
+
+    def _t_never(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        return asyncio.get_running_loop().create_future()
+
+    def _t_crash(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        code = args.get("code", 1)
+        if type(code) is not int or not 0 <= code <= 255:
+            return _tool_error("crash: code must be an integer 0..255")
+        self._exit(code, "crash tool")
+        return _NO_RESPONSE  # only reached when the exit callback returns
+
+    def _t_garbage(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        text = args.get("text")
+        if isinstance(text, str) and "\n" not in text:
+            self._emit_raw(text.encode() + b"\n")
+        else:
+            self._emit_raw(_GARBAGE_LINE)
+        return _text("garbage sent")
+
+    def _t_big(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        size = args.get("size")
+        if type(size) is not int or not 0 <= size <= 1 << 30:
+            return _tool_error("big: size must be an integer 0..2**30")
+        return _text("x" * size)
+
+    def _t_stderr(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        text = args.get("text")
+        if not isinstance(text, str):
+            return _tool_error("stderr: text must be a string")
+        data = text.encode()
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        try:
+            os.write(2, data)
+        except OSError:
+            pass
+        return _text("written")
+
+    def _t_fail(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        message = args.get("message")
+        return _tool_error(message if isinstance(message, str) else "failure requested")
+
+    def _t_error(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        code = args.get("code")
+        message = args.get("message")
+        if type(code) is not int or not isinstance(message, str):
+            return _tool_error("error: code must be an integer and message a string")
+        raise RpcError(code, message, args.get("data", _MISSING))
+
+    def _t_notify(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        method = args.get("method")
+        count = args.get("count", 1)
+        params = args.get("params")
+        if not isinstance(method, str) or type(count) is not int or count < 0:
+            return _tool_error("notify: method must be a string and count an integer >= 0")
+        if params is not None and not isinstance(params, dict):
+            return _tool_error("notify: params must be an object")
+        for _ in range(count):
+            self._notify(method, params)
+        return _text(f"sent {count}")
+
+    def _t_env(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        name = args.get("name")
+        if not isinstance(name, str):
+            return _tool_error("env: name must be a string")
+        value = os.environ.get(name)
+        return {
+            "content": [{"type": "text", "text": "" if value is None else value}],
+            "structuredContent": {"name": name, "value": value},
+        }
+
+    def _t_cwd(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        return _text(os.getcwd())
+
+    def _t_pid(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        return _text(str(self._pid))
+
+    def _t_cpu(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        spent = time.process_time()
+        times = os.times()
+        return {
+            "content": [{"type": "text", "text": repr(spent)}],
+            "structuredContent": {"cpu": spent, "user": times.user, "system": times.system},
+        }
+
+    def _t_log(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        level = args.get("level", "info")
+        if level not in _LOG_RANK:
+            return _tool_error(f"log: unknown level {level!r}")
+        logger = args.get("logger", "scripted")
+        data = args.get("data", "hello")
+        if ctx.era == "modern":
+            wanted = ctx.meta.get(LOG_LEVEL_KEY) if ctx.meta else None
+        else:
+            wanted = self._legacy_level
+        if wanted is None or _LOG_RANK[level] < _LOG_RANK[wanted]:
+            return _text("suppressed")
+        self._notify("notifications/message", {"level": level, "logger": logger, "data": data})
+        return _text("logged")
+
+    def _announce(self, kind: str, era: str, uri: str | None = None) -> int:
+        """Send a change notification to whoever asked for it; return how many were sent."""
+        if kind == "resource":
+            method, flag = "notifications/resources/updated", None
+        else:
+            method, flag = f"notifications/{kind}/list_changed", f"{kind}ListChanged"
+        sent = 0
+        if era == "modern":
+            for listen_id, honored in self._listens.items():
+                if flag is not None and honored.get(flag):
+                    self._notify(method, {"_meta": {SUBSCRIPTION_KEY: listen_id}})
+                    sent += 1
+                elif flag is None and uri in honored.get("resourceSubscriptions", ()):
+                    self._notify(method, {"_meta": {SUBSCRIPTION_KEY: listen_id}, "uri": uri})
+                    sent += 1
+        elif flag is not None:
+            self._notify(method)
+            sent = 1
+        elif uri in self._legacy_subscriptions:
+            self._notify(method, {"uri": uri})
+            sent = 1
+        return sent
+
+    def _t_changed(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        kind = args.get("kind")
+        uri = args.get("uri")
+        if kind not in ("tools", "prompts", "resources", "resource"):
+            return _tool_error("changed: kind must be tools, prompts, resources or resource")
+        if kind == "resource" and not isinstance(uri, str):
+            return _tool_error("changed: kind resource needs a uri")
+        sent = self._announce(kind, ctx.era, uri)
+        return {
+            "content": [{"type": "text", "text": f"notified {sent}"}],
+            "structuredContent": {"sent": sent},
+        }
+
+    def _t_add_tool(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        name = args.get("name")
+        if not isinstance(name, str) or not name or name in self._tool_fns:
+            return _tool_error("add_tool: name must be a new, non-empty string")
+        tool = {
+            "name": name,
+            "description": "A tool added at run time.",
+            "inputSchema": _obj({"text": _STR}),
+        }
+        self._dynamic_tools[name] = tool
+        self._tool_fns[name] = self._t_dynamic
+        self._tools_list = self._static_tools + list(self._dynamic_tools.values())
+        self._announce("tools", ctx.era)
+        return _text(f"added {name}")
+
+    def _t_remove_tool(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        name = args.get("name")
+        if name not in self._dynamic_tools:
+            return _tool_error(f"remove_tool: no dynamic tool {name!r}")
+        del self._dynamic_tools[name]
+        del self._tool_fns[name]
+        self._tools_list = self._static_tools + list(self._dynamic_tools.values())
+        self._announce("tools", ctx.era)
+        return _text(f"removed {name}")
+
+    def _t_dynamic(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        name = ctx.params["name"]
+        return {
+            "content": [{"type": "text", "text": f"{name} called"}],
+            "structuredContent": {"arguments": args},
+        }
+
+    def _t_end_listens(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        how = args.get("how", "result")
+        if how not in ("result", "cancelled"):
+            return _tool_error("end_listens: how must be result or cancelled")
+        listens = list(self._listens)
+        self._listens.clear()
+        for listen_id in listens:
+            if how == "result":
+                result = {
+                    "resultType": "complete",
+                    "_meta": {SUBSCRIPTION_KEY: listen_id, SERVER_INFO_KEY: self._server_info},
+                }
+                self._emit({"jsonrpc": "2.0", "id": listen_id, "result": result})
+            else:
+                self._notify(
+                    "notifications/cancelled", {"requestId": listen_id, "reason": "server"}
+                )
+        return {
+            "content": [{"type": "text", "text": f"ended {len(listens)}"}],
+            "structuredContent": {"ended": listens},
+        }
+
+    def _t_client_request(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        method = args.get("method")
+        req_params = args.get("params", {})
+        if not isinstance(method, str) or not isinstance(req_params, dict):
+            return _tool_error("client_request: method must be a string and params an object")
+        capability = _CAPABILITY_FOR.get(method)
+        if ctx.era == "modern":
+            declared = ctx.meta.get(CAPS_KEY) if ctx.meta else None
+            if capability is not None and capability not in (declared or {}):
+                raise RpcError(
+                    MISSING_CLIENT_CAPABILITY,
+                    f"Server requires the {capability} capability for this request",
+                    {"requiredCapabilities": {capability: {}}},
+                )
+            params = ctx.params
+            responses = params.get("inputResponses")
+            state = f"client_request:{method}"
+            if responses is None:
+                return {
+                    "resultType": "input_required",
+                    "inputRequests": {"request": {"method": method, "params": req_params}},
+                    "requestState": state,
+                }
+            if params.get("requestState") != state:
+                raise RpcError(INVALID_PARAMS, "Invalid params: requestState was not echoed")
+            if not isinstance(responses, dict) or "request" not in responses:
+                raise RpcError(INVALID_PARAMS, "Invalid params: inputResponses.request missing")
+            answer = responses["request"]
+            return {
+                "content": [{"type": "text", "text": orjson.dumps(answer).decode()}],
+                "structuredContent": {"response": answer},
+            }
+        if capability is not None and capability not in self._legacy_caps:
+            return _tool_error(f"client_request: the client did not declare {capability}")
+        return self._ask_client(method, req_params)
+
+    async def _ask_client(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next_client_request += 1
+        request_id = f"s-{self._next_client_request}"
+        future = asyncio.get_running_loop().create_future()
+        self._client_requests[request_id] = future
+        self._emit({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        try:
+            reply = await future
+        except asyncio.CancelledError:
+            self._client_requests.pop(request_id, None)
+            self._notify(
+                "notifications/cancelled", {"requestId": request_id, "reason": "cancelled"}
+            )
+            raise
+        if "error" in reply:
+            return {
+                "content": [{"type": "text", "text": orjson.dumps(reply["error"]).decode()}],
+                "structuredContent": {"error": reply["error"]},
+                "isError": True,
+            }
+        return {
+            "content": [{"type": "text", "text": orjson.dumps(reply.get("result")).decode()}],
+            "structuredContent": {"response": reply.get("result")},
+        }
