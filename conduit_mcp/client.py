@@ -735,8 +735,10 @@ def _finishing(
     def get(timeout: float | None) -> Any:
         try:
             raw = inner.get(timeout=timeout)
+        except pykka.Timeout:
+            raise  # our own wait ran out: the request is still going
         except BaseException as exc:
-            if reply.answered is not None:  # the answer was a failure (not our own wait)
+            if reply.answered is not None:  # the answer was a failure (not an interrupt)
                 op.finish(None, exc, reply.request_id, answered=reply.answered)
             raise
         try:

@@ -124,6 +124,9 @@ class Operation:
             attrs[GEN_AI_OPERATION_NAME] = EXECUTE_TOOL
         if tel.network_transport is not None:
             attrs[NETWORK_TRANSPORT] = tel.network_transport
+        version = tel.protocol_version()  # known at start unless still negotiating
+        if version is not None:
+            attrs[MCP_PROTOCOL_VERSION] = version
         self._attrs = attrs
         if not traced:  # the tracer is a no-op proxy and there is no parent to pass on
             self._t0 = _perf()
@@ -165,9 +168,11 @@ class Operation:
             duration = answered[1] - self._t0
         tel = self._tel
         attrs = self._attrs
-        version = tel.protocol_version()
-        if version is not None:
+        version = tel.protocol_version()  # the version the answer came under
+        if version is not None and attrs.get(MCP_PROTOCOL_VERSION) != version:
             attrs[MCP_PROTOCOL_VERSION] = version
+        else:
+            version = None  # already on the span
         error_type = code = description = None
         if exc is not None:
             error_type, code, description = classify(exc)
@@ -188,7 +193,7 @@ class Operation:
                 late: dict[str, Any] = {}
                 if request_id is not None:
                     late[JSONRPC_REQUEST_ID] = str(request_id)
-                if version is not None:
+                if version is not None:  # negotiated (or changed) while the request waited
                     late[MCP_PROTOCOL_VERSION] = version
                 if error_type is not None:
                     late[ERROR_TYPE] = error_type

@@ -11,8 +11,8 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp import runtime as rt
-from conduit_mcp.actors.supervisor import WhichChildren
 from conduit_mcp.actors.connection import Connection
+from conduit_mcp.actors.supervisor import WhichChildren
 
 pytestmark = pytest.mark.timeout(30)
 
