@@ -1,0 +1,154 @@
+"""The asyncio front end: the same API as ``Client``, every request awaitable, never blocking
+the caller's loop (the connection answers through ``call_soon_threadsafe`` on that loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+from .actors.connection import AwaitReady, Call
+from .api import (
+    _GRACE,
+    MAX_PAGES,
+    _abandon,
+    _copy,
+    _Front,
+    _page_request,
+    _progress_value,
+    _Request,
+    _timeout,
+)
+from .errors import Error
+from .replies import AsyncReply, Reply
+from .status import Status
+from .types import (
+    Page,
+)
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+class AsyncClient(_Front[Any]):
+    """The same API for asyncio: every request method is awaitable and never blocks the loop.
+
+    ``on_progress`` runs on the caller's loop. Cancelling the awaiting task cancels the
+    request at the server.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"<conduit_mcp.AsyncClient {self._client.name!r}>"
+
+    async def await_ready(self, timeout: float = 30.0) -> Status:
+        """Wait until ready without blocking the loop."""
+        seconds = _timeout(timeout, timeout)
+        runtime = self._client._runtime()
+        status = runtime.shared.status
+        if status.state == "ready":
+            return status
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        reply = AsyncReply(loop, future)
+        conn = self._client._tell(runtime, AwaitReady(reply, time.monotonic() + seconds))
+        return await self._await(future, reply, conn, seconds, "await_ready")
+
+    async def list_all_tools(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+        """Every tool, following cursors."""
+        return await self._list_all("tools", timeout)
+
+    async def list_all_prompts(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+        """Every prompt, following cursors."""
+        return await self._list_all("prompts", timeout)
+
+    async def list_all_resources(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+        """Every resource, following cursors."""
+        return await self._list_all("resources", timeout)
+
+    async def list_all_resource_templates(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+        """Every resource template, following cursors."""
+        return await self._list_all("resource_templates", timeout)
+
+    async def _list_all(self, kind: str, timeout: float | None) -> tuple[Any, ...]:
+        runtime = self._client._runtime()
+        deadline = time.monotonic() + _timeout(timeout, runtime.config.request_timeout)
+        items: list[Any] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Error("timeout", "deadline", f"listing {kind} took past its deadline")
+            page: Page = await self._do(_page_request(kind, cursor), remaining)
+            items.extend(page.items)
+            if page.next_cursor is None:
+                return tuple(items)
+            cursor = page.next_cursor
+        raise Error("protocol", "too_many_pages", f"{kind} list has more than {MAX_PAGES} pages")
+
+    async def _do(self, req: _Request, timeout: float | None, on_progress: Any = None) -> Any:
+        runtime = self._client._runtime()
+        seconds = _timeout(timeout, runtime.config.request_timeout)
+        if on_progress is not None and not callable(on_progress):
+            raise Error("argument", "on_progress", "on_progress must be callable")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        callback = None
+        if on_progress is not None:
+
+            def callback(params: dict[str, Any]) -> None:
+                on_progress(_progress_value(params))
+
+        reply = AsyncReply(loop, future, callback)
+        op = runtime.telemetry.start(req.method, req.params)
+        if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
+            conn = self._client._tell(
+                runtime,
+                Call(
+                    req.method, req.params, time.monotonic() + seconds, reply, callback is not None
+                ),
+            )
+            return req.parse(await self._await(future, reply, conn, seconds, req.method))
+        raw = None
+        try:
+            conn = self._client._tell(
+                runtime,
+                Call(
+                    req.method, op.params, time.monotonic() + seconds, reply, callback is not None
+                ),
+            )
+            raw = await self._await(future, reply, conn, seconds, req.method)
+            value = req.parse(raw)
+        except BaseException as exc:
+            op.finish(raw, exc, reply.request_id)
+            raise
+        op.finish(raw, None, reply.request_id)
+        return value
+
+    async def _await(
+        self,
+        future: asyncio.Future[Any],
+        reply: Reply,
+        conn: pykka.ActorRef[Any],
+        seconds: float,
+        what: str,
+    ) -> Any:
+        try:
+            async with asyncio.timeout(seconds + _GRACE):
+                return await future
+        except TimeoutError:
+            if not reply.done:
+                reply.done = True
+                _abandon(conn, reply)
+            raise Error("timeout", "deadline", f"{what} got no answer in time") from None
+        except Error as exc:
+            raise _copy(exc) from None
+        except BaseException:
+            if not reply.done:
+                reply.done = True
+                _abandon(conn, reply)
+            raise
