@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from .actors.connection import AwaitReady, Call
+from .actors.events import AwaitReady, Call
 from .api import (
     _GRACE,
     MAX_PAGES,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pykka
 
-from .actors.connection import Abandon
+from .actors.events import Abandon
 from .errors import Error
 from .protocol.results import (
     parse_call_tool,

@@ -25,7 +25,7 @@ from typing import Any
 import pykka
 
 from . import runtime as rt
-from .actors.connection import AwaitReady, Call, ReconnectNow
+from .actors.events import AwaitReady, Call, ReconnectNow
 from .aio import AsyncClient
 from .api import (
     _GRACE,

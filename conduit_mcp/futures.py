@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from .actors.connection import Call
+from .actors.events import Call
 from .api import _Front, _Request, _timeout
 from .errors import Error
 from .replies import FutureReply

@@ -19,6 +19,9 @@ and the only user function it calls is the guarded ``backoff``.
 |                |                                                   | (max_reconnects)              |
 | closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
 
+The handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`; the
+messages and events in :mod:`.events`.
+
 Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
 ``await_ready`` waiters) and replayed on entering ``ready``, where the deadline is checked
 again. Every request has an absolute deadline timer; when it fires the server is told to
@@ -45,115 +48,34 @@ from ..protocol.jsonrpc import (
     Response,
     server_error,
 )
-from ..protocol.negotiation import (
-    Close,
-    Legacy,
-    Modern,
-    ProbeError,
-    ProbeExit,
-    ProbeResult,
-    ProbeTimeout,
-    Reconnect,
-    Rediscover,
-    check_initialize,
-    classify_probe,
-)
-from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
-from ..replies import Reply
+from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..status import Shared, Status
 from ..telemetry import NO_CONNECTION_TELEMETRY
 from ..transports.base import FrameProblem, Inbound, TransportDown, TransportUp
+from .events import (
+    _CONNECT,
+    _HEALTH,
+    _HEALTH_TIMEOUT,
+    _STABLE,
+    _STATE_TIMEOUT,
+    Abandon,
+    AwaitReady,
+    Call,
+    ReconnectNow,
+    _Deadline,
+    _transport_error,
+)
+from .handshake import HandshakeStates
 from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
 log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
-
-# -- messages the client facade tells the connection ----------------------------------------
-
-
-class Call:
-    """One request from the API. ``deadline`` is absolute (``time.monotonic()``)."""
-
-    __slots__ = ("method", "params", "deadline", "reply", "progress", "retried", "queued")
-
-    def __init__(
-        self,
-        method: str,
-        params: dict[str, Any] | None,
-        deadline: float,
-        reply: Reply,
-        progress: bool = False,
-        retried: bool = False,
-    ) -> None:
-        self.method = method
-        self.params = params
-        self.deadline = deadline
-        self.reply = reply
-        self.progress = progress
-        self.retried = retried
-        self.queued = False  # counted in max_queued while postponed
-
-    def __repr__(self) -> str:
-        # Never the params: they carry tool arguments (README, "Secrets").
-        return f"<Call {self.method} id={self.reply.request_id}>"
+__all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]
 
 
-class AwaitReady:
-    """Answered with the Status once ready; postponed (and counted in max_queued) until then."""
-
-    __slots__ = ("reply", "deadline", "queued")
-
-    def __init__(self, reply: Reply, deadline: float) -> None:
-        self.reply = reply
-        self.deadline = deadline
-        self.queued = False
-
-
-class Abandon:
-    """The caller gave up (its own timeout, task cancelled, exit): cancel at the server."""
-
-    __slots__ = ("reply", "reason")
-
-    def __init__(self, reply: Reply, reason: str = "caller_down") -> None:
-        self.reply = reply
-        self.reason = reason
-
-
-class ReconnectNow:
-    """``Client.reconnect()``: leave ``closed`` (or cut a backoff wait short)."""
-
-    __slots__ = ("reply",)
-
-    def __init__(self, reply: Reply | None = None) -> None:
-        self.reply = reply
-
-
-# -- internal events -------------------------------------------------------------------------
-
-_CONNECT = "connect"
-_STATE_TIMEOUT = "state_timeout"
-_STABLE = "stable"
-_HEALTH = "health"
-_HEALTH_TIMEOUT = "health_timeout"
-
-
-class _Deadline:
-    __slots__ = ("item",)
-
-    def __init__(self, item: Call | AwaitReady) -> None:
-        self.item = item
-
-
-def _transport_error(reason: str, detail: str | None = None) -> Error:
-    text = "the connection to the server was lost"
-    if detail:
-        text += f" ({reason} {detail})"
-    return Error("transport", reason, text)
-
-
-class Connection(Statem):
+class Connection(HandshakeStates, Statem):
     """See the module docstring for the state table."""
 
     def __init__(
@@ -253,141 +175,6 @@ class Connection(Statem):
             self._drop_transport()
             return self._lost("connect_timeout")
         return self._common(kind, ev)
-
-    def _handshake_state(self) -> str:
-        if self._sticky_modern:
-            return "discovering"
-        if self._mode == "legacy":
-            self._origin = "pinned"
-            return "initializing"
-        if self._mode == "auto" and self._next_legacy:
-            self._next_legacy = False
-            self._origin = self._next_origin or "prior"
-            return "initializing"
-        return "discovering"
-
-    # -- discovering --------------------------------------------------------------------------
-
-    def enter_discovering(self, old: str) -> list[Any]:
-        self._publish("discovering", None)
-        self._probe_retried = False
-        self._probe_offered = (
-            self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
-        )
-        self._probing = self._mode == "auto" and not self._sticky_modern
-        return [StateTimeout(self._send_discover(), _STATE_TIMEOUT)]
-
-    def _send_discover(self) -> float:
-        self._probe_id = self._new_id()
-        self._send_internal(
-            self._probe_id, msgs.DISCOVER, None, era="modern", version=self._probe_offered
-        )
-        return self._cfg.probe_timeout if self._probing else self._cfg.request_timeout
-
-    def on_discovering(self, kind: str, ev: Any) -> Any:
-        if type(ev) is Inbound:
-            return self._route_batch(ev, self._discovering_message)
-        if type(ev) is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            self._fail_pending(_transport_error(ev.reason, ev.detail))
-            return self._classified(ProbeExit(), lost=(ev.reason, ev.detail))
-        if kind == "state_timeout":
-            return self._classified(ProbeTimeout())
-        return self._common(kind, ev)
-
-    def _discovering_message(self, m: Any) -> Any:
-        mid = getattr(m, "id", None)
-        if mid is not None and mid == self._probe_id and type(m) in (Response, ErrorResponse):
-            self._probe_id = None
-            if type(m) is Response:
-                return self._classified(ProbeResult(m.result))
-            return self._classified(ProbeError(m.code, m.message, m.data))
-        return self._route(m)
-
-    def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
-        mode = "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
-        decision = classify_probe(
-            outcome,
-            self._transport.kind if self._transport is not None else "stdio",
-            mode=mode,
-            offered=self._probe_offered,
-            retried=self._probe_retried,
-        )
-        if type(decision) is Modern:
-            self._era, self._version = "modern", decision.version
-            self._origin = "pinned" if self._mode == "modern" else "probe"
-            self._sticky_modern = True
-            info = decision.info
-            self._shared.server_info = info.server_info
-            self._shared.capabilities = info.capabilities
-            self._shared.instructions = info.instructions
-            return "ready"
-        if type(decision) is Rediscover:
-            self._probe_retried = True
-            self._probe_offered = decision.version
-            return Step(None, [StateTimeout(self._send_discover(), _STATE_TIMEOUT)])
-        if type(decision) is Legacy:
-            self._origin = "probe"
-            self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
-            return "initializing"
-        if type(decision) is Reconnect:
-            if decision.next_legacy and self._mode == "auto" and not self._sticky_modern:
-                self._next_legacy = True
-                self._next_origin = "prior"
-            self._drop_transport()
-            reason, detail = lost or (decision.reason, None)
-            return self._lost(reason, detail)
-        if type(decision) is Close:
-            return self._closed(decision.reason)
-        # AuthRequired: credentials are the OAuth issue's work; until then a refusal closes.
-        return self._closed("auth_required")
-
-    # -- initializing -------------------------------------------------------------------------
-
-    def enter_initializing(self, old: str) -> list[Any]:
-        self._publish("initializing", None)
-        offered = self._pinned if self._pinned and era_of(self._pinned) == "legacy" else None
-        self._init_offered = offered or self._legacy_offer or LATEST_LEGACY
-        self._legacy_offer = None
-        self._init_id = self._new_id()
-        params = msgs.initialize_params(self._init_offered, self._capabilities, self._client_info)
-        self._send_raw({"jsonrpc": "2.0", "id": self._init_id, "method": "initialize",
-                        "params": params})
-        return [StateTimeout(self._cfg.request_timeout, _STATE_TIMEOUT)]
-
-    def on_initializing(self, kind: str, ev: Any) -> Any:
-        if type(ev) is Inbound:
-            return self._route_batch(ev, self._initializing_message)
-        if type(ev) is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            self._fail_pending(_transport_error(ev.reason, ev.detail))
-            return self._lost(ev.reason, ev.detail)
-        if kind == "state_timeout":
-            self._drop_transport()
-            return self._lost("initialize_timeout")
-        return self._common(kind, ev)
-
-    def _initializing_message(self, m: Any) -> Any:
-        mid = getattr(m, "id", None)
-        if mid is not None and mid == self._init_id and type(m) in (Response, ErrorResponse):
-            self._init_id = None
-            if type(m) is ErrorResponse:
-                log.warning("server refused initialize (code %s)", m.code)
-                return self._closed("initialize_refused")
-            try:
-                info = check_initialize(m.result, self._init_offered)
-            except Error as exc:
-                log.warning("unusable initialize result: %s", exc.reason)
-                return self._closed(exc.reason)
-            self._era, self._version = "legacy", info.version
-            self._shared.server_info = info.server_info
-            self._shared.capabilities = info.capabilities
-            self._shared.instructions = info.instructions
-            self._send_raw(msgs.initialized())
-            return "ready"
-        return self._route(m)
 
     # -- ready --------------------------------------------------------------------------------
 

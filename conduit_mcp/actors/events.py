@@ -1,0 +1,96 @@
+"""What the connection is told, and the internal events it tells itself.
+
+The four API messages (``Call``, ``AwaitReady``, ``Abandon``, ``ReconnectNow``) are what the
+front ends send; they are slotted classes, not frozen dataclasses, because the connection
+marks a ``Call`` queued or retried in place (one allocation per request on the hot path).
+Their reprs never show params: those carry tool arguments (README, "Secrets").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import Error
+from ..replies import Reply
+
+# -- messages the client facade tells the connection ----------------------------------------
+
+
+class Call:
+    """One request from the API. ``deadline`` is absolute (``time.monotonic()``)."""
+
+    __slots__ = ("method", "params", "deadline", "reply", "progress", "retried", "queued")
+
+    def __init__(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        deadline: float,
+        reply: Reply,
+        progress: bool = False,
+        retried: bool = False,
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.deadline = deadline
+        self.reply = reply
+        self.progress = progress
+        self.retried = retried
+        self.queued = False  # counted in max_queued while postponed
+
+    def __repr__(self) -> str:
+        # Never the params: they carry tool arguments (README, "Secrets").
+        return f"<Call {self.method} id={self.reply.request_id}>"
+
+
+class AwaitReady:
+    """Answered with the Status once ready; postponed (and counted in max_queued) until then."""
+
+    __slots__ = ("reply", "deadline", "queued")
+
+    def __init__(self, reply: Reply, deadline: float) -> None:
+        self.reply = reply
+        self.deadline = deadline
+        self.queued = False
+
+
+class Abandon:
+    """The caller gave up (its own timeout, task cancelled, exit): cancel at the server."""
+
+    __slots__ = ("reply", "reason")
+
+    def __init__(self, reply: Reply, reason: str = "caller_down") -> None:
+        self.reply = reply
+        self.reason = reason
+
+
+class ReconnectNow:
+    """``Client.reconnect()``: leave ``closed`` (or cut a backoff wait short)."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: Reply | None = None) -> None:
+        self.reply = reply
+
+
+# -- internal events -------------------------------------------------------------------------
+
+_CONNECT = "connect"
+_STATE_TIMEOUT = "state_timeout"
+_STABLE = "stable"
+_HEALTH = "health"
+_HEALTH_TIMEOUT = "health_timeout"
+
+
+class _Deadline:
+    __slots__ = ("item",)
+
+    def __init__(self, item: Call | AwaitReady) -> None:
+        self.item = item
+
+
+def _transport_error(reason: str, detail: str | None = None) -> Error:
+    text = "the connection to the server was lost"
+    if detail:
+        text += f" ({reason} {detail})"
+    return Error("transport", reason, text)
