@@ -36,10 +36,12 @@ _lock = threading.Lock()
 _directory: dict[str, Runtime] = {}
 
 
-def make_transport(spec: Any, owner: pykka.ActorRef[Any], gen: int, cfg: Config) -> Any:
+def make_transport(
+    spec: Any, owner: pykka.ActorRef[Any], gen: int, cfg: Config, *, pending: Any = None
+) -> Any:
     """The transport for one connection attempt (a reconnect builds a new one)."""
     if isinstance(spec, Stdio):
-        return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame)
+        return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame, pending=pending)
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
 

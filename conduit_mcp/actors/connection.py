@@ -66,6 +66,7 @@ from .events import (
     _transport_error,
 )
 from .handshake import HandshakeStates
+from .pending import PendingTable
 from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
 log = logging.getLogger("conduit_mcp.connection")
@@ -99,7 +100,9 @@ class Connection(HandshakeStates, Statem):
         self._transport: Any = None
         self._gen = 0
         self._last_id = 0
-        self._pending: dict[int, Call] = {}
+        # Shared with the transport's reader, which answers calls itself (pending.py).
+        self._table = PendingTable()
+        self._pending: dict[Any, Call] = self._table.calls
         self._queued = 0  # postponed Calls + AwaitReady
         self._attempt = 0
         self._delay = 0.0
@@ -348,6 +351,12 @@ class Connection(HandshakeStates, Statem):
         log.warning("connection ignored an unexpected %s event of type %s", kind, t.__name__)
         return None
 
+    def _forget_answered(self) -> None:
+        # Calls the transport's reader answered (pending.py): only their timers are left.
+        answered = self._table.answered
+        while answered:
+            self.set_timeout(answered.popleft(), None, None)
+
     def _queued_done(self, item: Any) -> None:
         if item.queued:
             item.queued = False
@@ -355,10 +364,11 @@ class Connection(HandshakeStates, Statem):
             self.set_timeout(item, None, None)
 
     def _on_deadline(self, item: Call | AwaitReady) -> None:
+        if self._table.answered:
+            self._forget_answered()
         reply = item.reply
         rid = reply.request_id
-        if type(item) is Call and rid is not None and self._pending.get(rid) is item:
-            del self._pending[rid]
+        if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
             reply.fail(Error("timeout", "deadline",
                              f"{item.method} got no answer before its deadline"))
@@ -374,9 +384,8 @@ class Connection(HandshakeStates, Statem):
         reply = ev.reply
         rid = reply.request_id
         if rid is not None:
-            call = self._pending.get(rid)
-            if call is not None and call.reply is reply:
-                del self._pending[rid]
+            call = self._pending.pop(rid, None)
+            if call is not None:
                 self.set_timeout(call, None, None)
                 self._cancel_at_server(rid, ev.reason)
                 reply.done = True
@@ -398,6 +407,8 @@ class Connection(HandshakeStates, Statem):
     # -- the request path (hot) ---------------------------------------------------------------
 
     def _send_call(self, call: Call) -> None:
+        if self._table.answered:
+            self._forget_answered()
         if call.queued:
             self._queued_done(call)
         reply = call.reply
@@ -535,7 +546,9 @@ class Connection(HandshakeStates, Statem):
     def _start_transport(self) -> None:
         self._drop_transport()
         self._gen += 1
-        self._transport = self._factory(self._spec, self.actor_ref, self._gen, self._cfg)
+        self._transport = self._factory(
+            self._spec, self.actor_ref, self._gen, self._cfg, pending=self._table
+        )
         self._shared.transport = self._transport
         self._transport.connect()
 
@@ -551,12 +564,11 @@ class Connection(HandshakeStates, Statem):
 
     def _fail_pending(self, error: Error) -> None:
         pending = self._pending
-        if not pending:
-            return
-        self._pending = {}
-        for call in pending.values():
-            self.set_timeout(call, None, None)
-            call.reply.fail(error)
+        for rid in list(pending):
+            call = pending.pop(rid, None)  # the reader may have answered it meanwhile
+            if call is not None:
+                self.set_timeout(call, None, None)
+                call.reply.fail(error)
 
     def _publish(self, state: str, reason: str | None) -> None:
         shared = self._shared

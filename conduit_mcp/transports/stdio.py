@@ -67,12 +67,21 @@ class StdioTransport:
     kind = "stdio"
 
     def __init__(
-        self, spec: Stdio, owner: pykka.ActorRef[Any], gen: int, *, max_frame: int
+        self,
+        spec: Stdio,
+        owner: pykka.ActorRef[Any],
+        gen: int,
+        *,
+        max_frame: int,
+        pending: Any = None,
     ) -> None:
         self._spec = spec
         self._owner = owner
         self._gen = gen
         self._decoder = LineDecoder(max_frame)
+        # The connection's PendingTable: answers to pending calls go straight to their
+        # callers from here (actors/pending.py); the rest is told to the connection.
+        self._pending = pending
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._proc: asyncio.SubprocessTransport | None = None
@@ -228,6 +237,11 @@ class StdioTransport:
                 _tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
                 continue
             messages.append(msg)
+        if not messages:
+            return
+        pending = self._pending
+        if pending is not None:
+            messages = pending.deliver(messages)
         if messages:
             _tell(self._owner, Inbound(self._gen, messages))
 
