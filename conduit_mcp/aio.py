@@ -12,11 +12,10 @@ import pykka
 from .actors.events import AwaitReady, Call
 from .api import (
     _GRACE,
-    MAX_PAGES,
+    PageWalk,
     _abandon,
     _copy,
     _Front,
-    _page_request,
     _progress_value,
     _Request,
     _timeout,
@@ -24,9 +23,6 @@ from .api import (
 from .errors import Error
 from .replies import AsyncReply, Reply
 from .status import Status
-from .types import (
-    Page,
-)
 
 if TYPE_CHECKING:
     from .client import Client
@@ -76,19 +72,11 @@ class AsyncClient(_Front[Any]):
 
     async def _list_all(self, kind: str, timeout: float | None) -> tuple[Any, ...]:
         runtime = self._client._runtime()
-        deadline = time.monotonic() + _timeout(timeout, runtime.config.request_timeout)
-        items: list[Any] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Error("timeout", "deadline", f"listing {kind} took past its deadline")
-            page: Page = await self._do(_page_request(kind, cursor), remaining)
-            items.extend(page.items)
-            if page.next_cursor is None:
-                return tuple(items)
-            cursor = page.next_cursor
-        raise Error("protocol", "too_many_pages", f"{kind} list has more than {MAX_PAGES} pages")
+        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout))
+        while not walk.done:
+            request, remaining = walk.next()
+            walk.add(await self._do(request, remaining))
+        return tuple(walk.items)
 
     async def _do(self, req: _Request, timeout: float | None, on_progress: Any = None) -> Any:
         runtime = self._client._runtime()

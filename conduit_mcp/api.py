@@ -9,6 +9,7 @@ where the mistake is, never a failure inside the connection.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -251,3 +252,38 @@ def _abandon(conn: pykka.ActorRef[Any], reply: Reply, reason: str = "caller_down
         conn.tell(Abandon(reply, reason))
     except pykka.ActorDeadError:
         pass
+
+
+class PageWalk:
+    """Following cursors to the last page, written once for the blocking and the asyncio
+    ``list_all_*`` (they differ only in how they wait for a page). One deadline bounds the
+    whole walk; a server whose cursors never end is cut at ``MAX_PAGES``.
+    """
+
+    __slots__ = ("kind", "deadline", "items", "cursor", "pages", "done")
+
+    def __init__(self, kind: str, seconds: float) -> None:
+        self.kind = kind
+        self.deadline = time.monotonic() + seconds
+        self.items: list[Any] = []
+        self.cursor: str | None = None
+        self.pages = 0
+        self.done = False
+
+    def next(self) -> tuple[_Request, float]:
+        """The next page's request and the time left for it."""
+        if self.pages >= MAX_PAGES:
+            raise Error(
+                "protocol", "too_many_pages", f"{self.kind} list has more than {MAX_PAGES} pages"
+            )
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise Error("timeout", "deadline", f"listing {self.kind} took past its deadline")
+        return _page_request(self.kind, self.cursor), remaining
+
+    def add(self, page: Page) -> None:
+        self.pages += 1
+        self.items.extend(page.items)
+        # An empty-string cursor is a real cursor (spec: pagination); only None ends.
+        self.cursor = page.next_cursor
+        self.done = page.next_cursor is None

@@ -29,12 +29,11 @@ from .actors.events import AwaitReady, Call, ReconnectNow
 from .aio import AsyncClient
 from .api import (
     _GRACE,
-    MAX_PAGES,
+    PageWalk,
     _abandon,
     _copy,
     _Front,
     _name,
-    _page_request,
     _progress_value,
     _Request,
     _timeout,
@@ -48,7 +47,6 @@ from .protocol.results import (
 from .replies import FAIL, OK, SyncReply
 from .status import Status
 from .types import (
-    Page,
     Progress,
     ServerInfo,
 )
@@ -240,20 +238,11 @@ class Client(_Front[Any]):
         return self._list_all("resource_templates", timeout)
 
     def _list_all(self, kind: str, timeout: float | None) -> tuple[Any, ...]:
-        runtime = self._runtime()
-        deadline = time.monotonic() + _timeout(timeout, runtime.config.request_timeout)
-        items: list[Any] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Error("timeout", "deadline", f"listing {kind} took past its deadline")
-            page: Page = self._do(_page_request(kind, cursor), remaining)
-            items.extend(page.items)
-            if page.next_cursor is None:
-                return tuple(items)
-            cursor = page.next_cursor
-        raise Error("protocol", "too_many_pages", f"{kind} list has more than {MAX_PAGES} pages")
+        walk = PageWalk(kind, _timeout(timeout, self._runtime().config.request_timeout))
+        while not walk.done:
+            request, remaining = walk.next()
+            walk.add(self._do(request, remaining))
+        return tuple(walk.items)
 
     def _tell(self, runtime: rt.Runtime, message: Any) -> pykka.ActorRef[Any]:
         conn = runtime.connection()

@@ -333,3 +333,14 @@ def test_a_legacy_server_ping_is_answered_and_unknown_requests_refused(
     assert pong.is_error is False and "{}" in pong.text
     refused = client.call_tool("client_request", {"method": "vendor/unknown"})
     assert "-32601" in refused.text  # the client answered Method not found
+
+
+def test_a_server_whose_cursors_never_end_is_cut_off(make_server, start_client):
+    endless = {"result": {"tools": [], "nextCursor": "", "resultType": "complete"}}
+    server = make_server(rules=[{"match": {"method": "tools/list"}, "action": endless}])
+    client = start_client(server.stdio())
+    with pytest.raises(mcp.Error) as err:
+        client.list_all_tools(timeout=30)
+    assert (err.value.kind, err.value.reason) == ("protocol", "too_many_pages")
+    # an empty-string cursor is a cursor, not the end: it was sent back every time
+    assert server.received("tools/list")[-1]["params"]["cursor"] == ""
