@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import Error
+from .protocol.messages import client_info
 from .protocol.versions import ProtocolChoice, parse_protocol_option
 
-_VERSION = "0.1.0"
-
-DEFAULT_CLIENT_INFO: Mapping[str, str] = {"name": "conduit-mcp", "version": _VERSION}
+DEFAULT_CLIENT_INFO: Mapping[str, str] = client_info()
 
 
 @dataclass(frozen=True, slots=True)
