@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pykka
@@ -111,3 +112,26 @@ def test_futures_front_end_refuses_a_callable_progress(make_server, start_client
     with pytest.raises(mcp.Error) as err:
         client.futures.call_tool("add", {"a": 1, "b": 1}, on_progress=print)
     assert (err.value.kind, err.value.reason) == ("argument", "on_progress")
+
+
+def test_a_caller_never_hangs_even_if_the_connection_cannot_answer(
+    make_server, start_client, monkeypatch
+):
+    from conduit_mcp.actors.connection import Connection
+
+    client = start_client(make_server().stdio())
+    client.await_ready(timeout=10)
+    # Fault injection: the connection swallows requests (a bug it must survive).
+    monkeypatch.setattr(Connection, "_send_call", lambda self, call: None)
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 1, "b": 1}, timeout=0.2)
+    assert err.value.kind == "timeout"
+
+    async def main() -> None:
+        with pytest.raises(mcp.Error) as aerr:
+            await client.aio.call_tool("add", {"a": 1, "b": 1}, timeout=0.2)
+        assert aerr.value.kind == "timeout"
+
+    asyncio.run(main())
+    assert time.monotonic() - started < 5  # each gave up at its deadline plus the 1 s grace
