@@ -11,7 +11,9 @@ import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +90,20 @@ def everything_cmd(everything_js: Path) -> list[str]:
     Start it with a scrubbed environment: its ``get-env`` tool returns the whole environment.
     """
     return [shutil.which("node") or "node", str(everything_js), "stdio"]
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Callable[..., Any]:
+    """Build ``conduit_mcp.testing.ScriptedServer``s, each in its own folder of ``tmp_path``."""
+    from conduit_mcp.testing import ScriptedServer
+
+    count = 0
+
+    def make(**kw: Any) -> ScriptedServer:
+        nonlocal count
+        count += 1
+        workdir = tmp_path / f"server{count}"
+        workdir.mkdir()
+        return ScriptedServer(workdir, **kw)
+
+    return make

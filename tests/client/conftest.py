@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.testing import ScriptedServer
-
-
-@pytest.fixture
-def make_server(tmp_path: Path) -> Callable[..., ScriptedServer]:
-    count = 0
-
-    def make(**kw: Any) -> ScriptedServer:
-        nonlocal count
-        count += 1
-        workdir = tmp_path / f"server{count}"
-        workdir.mkdir()
-        return ScriptedServer(workdir, **kw)
-
-    return make
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ OpenTelemetry lets a process set only once), scripted servers, and clients that 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import conduit_mcp as mcp
-from conduit_mcp.testing import ScriptedServer
 
 
 class Otel:
@@ -68,20 +66,6 @@ def otel() -> Iterator[Otel]:
     yield o
     o.tracer_provider.shutdown()
     o.meter_provider.shutdown()
-
-
-@pytest.fixture
-def make_server(tmp_path: Path) -> Callable[..., ScriptedServer]:
-    count = 0
-
-    def make(**kw: Any) -> ScriptedServer:
-        nonlocal count
-        count += 1
-        workdir = tmp_path / f"server{count}"
-        workdir.mkdir()
-        return ScriptedServer(workdir, **kw)
-
-    return make
 
 
 @pytest.fixture
