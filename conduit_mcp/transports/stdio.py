@@ -170,7 +170,7 @@ class StdioTransport:
                 cwd=spec.cwd,
                 start_new_session=True,
             )
-        except OSError as exc:
+        except Exception as exc:  # OSError, or ValueError (e.g. a NUL byte in an argument)
             self._spawning = False
             self._report_down("spawn_failed", type(exc).__name__)
             return
@@ -183,7 +183,11 @@ class StdioTransport:
         pipe = proc.get_pipe_transport(0)
         stdin = pipe.get_extra_info("pipe") if pipe is not None else None
         with self._wlock:
-            self._fd = stdin.fileno() if stdin is not None else None
+            # Our own duplicate of the stdin fd: asyncio's pipe transport closes its fd by
+            # itself when the server closes the read end, and a number closed under us could
+            # be reused by the application; ours is closed only by us, under the lock, so a
+            # direct write can never land in someone else's file.
+            self._fd = os.dup(stdin.fileno()) if stdin is not None else None
         if proc.get_returncode() is None:
             _tell(self._owner, TransportUp(self._gen))
         if self._backlog:
@@ -205,8 +209,8 @@ class StdioTransport:
         self._drain()
 
     def _drain(self) -> None:
-        fd = self._fd
         with self._wlock:
+            fd = self._fd
             backlog = self._backlog
             while backlog and fd is not None:
                 data = backlog[0]
@@ -279,6 +283,7 @@ class StdioTransport:
             asyncio.get_running_loop().call_later(_EXIT_DRAIN, self._report_exit)
 
     def _report_exit(self) -> None:
+        self._release_stdin()
         proc = self._proc
         code = proc.get_returncode() if proc is not None else None
         self._report_down("closed" if self._closing else "exit", None if code is None else str(code))
@@ -302,12 +307,7 @@ class StdioTransport:
         try:
             if self._backlog:
                 self._drain()
-            with self._wlock:
-                fd, self._fd = self._fd, None
-                self._backlog.clear()
-            if fd is not None and self._writer_added:
-                self._writer_added = False
-                asyncio.get_running_loop().remove_writer(fd)
+            self._release_stdin()
             stdin = proc.get_pipe_transport(0)
             if stdin is not None:
                 stdin.close()
@@ -321,6 +321,19 @@ class StdioTransport:
         finally:
             proc.close()
             self._report_down("closed", None)
+
+    def _release_stdin(self) -> None:
+        """Stop writing and close our stdin fd (the server sees EOF once asyncio's is closed
+        too). Loop thread."""
+        with self._wlock:
+            fd, self._fd = self._fd, None
+            self._backlog.clear()
+            if fd is None:
+                return
+            if self._writer_added:
+                self._writer_added = False
+                asyncio.get_running_loop().remove_writer(fd)
+            os.close(fd)
 
     def _signal(self, sig: int) -> None:
         proc = self._proc

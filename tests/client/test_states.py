@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import pytest
 
@@ -312,3 +313,33 @@ def test_stop_answers_calls_in_flight_and_queued_with_closed(make_server):
         with pytest.raises(mcp.Error) as err:
             in_flight.result(timeout=5)
     assert (err.value.kind, err.value.reason) == ("closed", "stopped")
+
+
+def test_a_spawn_that_raises_something_else_than_oserror_is_a_spawn_failure(start_client):
+    # Popen raises ValueError for a NUL byte in an argument: still a clean spawn failure.
+    client = start_client(mcp.Stdio(sys.executable, ["-c", "pass\0"]), max_reconnects=1)
+    status = client.wait_for_state("closed", timeout=10)
+    assert status.reason == "max_reconnects"
+
+
+def test_a_server_that_closes_its_stdin_cannot_break_the_client(start_client):
+    # A server that stops reading (closes stdin) but stays alive: the client's direct
+    # writes fail quietly, the call times out, and the client still answers and stops.
+    script = (
+        "import os, sys, json\n"
+        "line = sys.stdin.readline()\n"
+        "req = json.loads(line)\n"
+        "os.close(0)\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': {"
+        "'protocolVersion': '2025-11-25', 'capabilities': {}, "
+        "'serverInfo': {'name': 'deaf', 'version': '1'}}}), flush=True)\n"
+        "import time\n"
+        "time.sleep(60)\n"
+    )
+    client = start_client(mcp.Stdio(sys.executable, ["-c", script]), protocol="legacy")
+    client.await_ready(timeout=10)
+    for _ in range(3):
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", {"a": 1, "b": 1}, timeout=0.2)
+        assert err.value.kind == "timeout"
+    assert client.status().state == "ready"
