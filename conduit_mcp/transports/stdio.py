@@ -4,7 +4,8 @@ Everything here runs on the shared I/O loop except ``send``/``cancel``/``close``
 which the connection calls from its own thread and which only hand work to the loop. Reads
 are decoded on the loop (one ``tell`` per read, carrying every frame of that read) so the
 connection never parses bytes. The server's stderr goes to a bounded buffer, never into
-results (seed 000). Exit is seen through ``process_exited`` the moment the child dies.
+results (seed 000). Exit is seen the moment the child dies, through a pidfd on the loop
+(:mod:`.process`: no thread per child).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.messages import cancelled
 from . import loop as io
 from .base import FrameProblem, Inbound, TransportDown, TransportUp
+from .process import ChildProcess
 from .stdio_spec import Stdio
 
 log = logging.getLogger("conduit_mcp.stdio")
@@ -38,27 +40,6 @@ def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
         owner.tell(message)
     except pykka.ActorDeadError:
         pass
-
-
-class _Protocol(asyncio.SubprocessProtocol):
-    """Turns pipe events into connection events; lives on the I/O loop."""
-
-    def __init__(self, transport: StdioTransport) -> None:
-        self._t = transport
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        t = self._t
-        if fd == 1:
-            t._on_stdout(data)
-        elif fd == 2:
-            t._on_stderr(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            self._t._on_stdout_closed()
-
-    def process_exited(self) -> None:
-        self._t._on_exit()
 
 
 class StdioTransport:
@@ -84,7 +65,7 @@ class StdioTransport:
         self._pending = pending
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
-        self._proc: asyncio.SubprocessTransport | None = None
+        self._proc: ChildProcess | None = None
         self._wlock = threading.Lock()
         self._backlog: deque[bytes] = deque()
         self._drain_scheduled = False
@@ -127,7 +108,7 @@ class StdioTransport:
             except BlockingIOError:
                 n = 0
             except OSError:
-                return  # the pipe is broken: the exit is reported by process_exited
+                return  # the pipe is broken: the exit is reported when the process dies
             if n < len(data):
                 self._backlog.append(data[n:])
                 self._schedule_drain()
@@ -156,19 +137,16 @@ class StdioTransport:
 
     async def _spawn(self) -> None:
         spec = self._spec
-        loop = asyncio.get_running_loop()
         self._spawning = True
         try:
-            proc, _ = await loop.subprocess_exec(
-                lambda: _Protocol(self),
-                spec.command,
-                *spec.args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            proc = await ChildProcess.spawn(
+                [spec.command, *spec.args],
                 env=spec.environment(),
                 cwd=spec.cwd,
-                start_new_session=True,
+                on_stdout=self._on_stdout,
+                on_stdout_eof=self._on_stdout_closed,
+                on_stderr=self._on_stderr,
+                on_exit=self._on_exit,
             )
         except Exception as exc:  # OSError, or ValueError (e.g. a NUL byte in an argument)
             self._spawning = False
@@ -176,19 +154,15 @@ class StdioTransport:
             return
         self._spawning = False
         self._proc = proc
-        self.pid = proc.get_pid()
+        self.pid = proc.pid
+        with self._wlock:
+            # Written directly by the connection; closed only by us, under the lock, so a
+            # write can never land on a number the application has reused.
+            self._fd = proc.stdin_fd
         if self._closing:
             await self._close()
             return
-        pipe = proc.get_pipe_transport(0)
-        stdin = pipe.get_extra_info("pipe") if pipe is not None else None
-        with self._wlock:
-            # Our own duplicate of the stdin fd: asyncio's pipe transport closes its fd by
-            # itself when the server closes the read end, and a number closed under us could
-            # be reused by the application; ours is closed only by us, under the lock, so a
-            # direct write can never land in someone else's file.
-            self._fd = os.dup(stdin.fileno()) if stdin is not None else None
-        if proc.get_returncode() is None:
+        if proc.returncode is None:
             _tell(self._owner, TransportUp(self._gen))
         if self._backlog:
             self._watch_writable()
@@ -285,11 +259,11 @@ class StdioTransport:
     def _report_exit(self) -> None:
         self._release_stdin()
         proc = self._proc
-        code = proc.get_returncode() if proc is not None else None
+        code = proc.returncode if proc is not None else None
         self._report_down("closed" if self._closing else "exit", None if code is None else str(code))
 
     def _report_down(self, reason: str, detail: str | None) -> None:
-        if reason != "exit" or self._proc is None or self._proc.get_returncode() is not None:
+        if reason != "exit" or self._proc is None or self._proc.returncode is not None:
             self._gone.set()
         if self._down:
             return
@@ -307,10 +281,7 @@ class StdioTransport:
         try:
             if self._backlog:
                 self._drain()
-            self._release_stdin()
-            stdin = proc.get_pipe_transport(0)
-            if stdin is not None:
-                stdin.close()
+            self._release_stdin()  # the only write end: the server sees EOF
             if await self._exited_within(grace):
                 return
             self._signal(signal.SIGTERM)
@@ -319,7 +290,7 @@ class StdioTransport:
             self._signal(signal.SIGKILL)
             await self._exited_within(grace)
         finally:
-            proc.close()
+            proc.close_pipes()
             self._report_down("closed", None)
 
     def _release_stdin(self) -> None:
@@ -337,36 +308,16 @@ class StdioTransport:
 
     def _signal(self, sig: int) -> None:
         proc = self._proc
-        if proc is None or proc.get_returncode() is not None:
-            return
-        try:
+        if proc is not None:
             proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
 
     async def _exited_within(self, seconds: float) -> bool:
         proc = self._proc
         assert proc is not None
-        deadline = asyncio.get_running_loop().time() + seconds
-        # Event-driven: _ProcessExit resolves when process_exited fires.
-        waiter = _exit_waiter(proc)
-        if waiter is None:
+        if proc.exited.done():
             return True
-        remaining = deadline - asyncio.get_running_loop().time()
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), max(0.0, remaining))
+            await asyncio.wait_for(asyncio.shield(proc.exited), seconds)
             return True
         except TimeoutError:
             return False
-
-
-def _exit_waiter(proc: asyncio.SubprocessTransport) -> asyncio.Future[Any] | None:
-    """A future resolved when the process exits (None if it already has)."""
-    if proc.get_returncode() is not None:
-        return None
-    # BaseSubprocessTransport._wait() is the loop's own exit waiter; it is stable across
-    # CPython 3.11-3.13 and avoids polling the return code.
-    wait = getattr(proc, "_wait", None)
-    if wait is None:  # pragma: no cover - other loop implementations
-        return None
-    return asyncio.ensure_future(wait())

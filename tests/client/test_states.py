@@ -343,3 +343,20 @@ def test_a_server_that_closes_its_stdin_cannot_break_the_client(start_client):
             client.call_tool("add", {"a": 1, "b": 1}, timeout=0.2)
         assert err.value.kind == "timeout"
     assert client.status().state == "ready"
+
+
+def test_a_client_costs_two_threads_and_no_thread_per_server_process(make_server):
+    import threading
+
+    first = mcp.Client.start(make_server().stdio())  # starts the shared I/O and timer threads
+    first.await_ready(timeout=10)
+    before = threading.active_count()
+    clients = [mcp.Client.start(make_server().stdio()) for _ in range(3)]
+    try:
+        for client in clients:
+            client.await_ready(timeout=10)
+        # supervisor + connection per client; the server processes are watched by pidfd
+        assert threading.active_count() - before == 2 * len(clients)
+    finally:
+        for client in [first, *clients]:
+            client.stop()

@@ -1,0 +1,145 @@
+"""A child process on the shared I/O loop, without a thread per child.
+
+asyncio's ``subprocess_exec`` on Python 3.11 waits for each child on a thread of its own
+(``ThreadedChildWatcher``): a thousand clients would mean a thousand extra threads. Here the
+exit is watched through a pidfd (Linux >= 5.3: a file descriptor that becomes readable when
+the process exits) registered on the loop, so a child costs file descriptors, not a thread.
+Where ``os.pidfd_open`` is missing, one waiter thread per child is the fallback.
+
+The process is started with ``subprocess.Popen`` on the loop thread, as asyncio itself does
+(fork/exec takes about a millisecond). stdout and stderr are read by the loop; stdin is left
+to the owner, which writes to it directly (``stdin_fd``, non-blocking, closed only by its
+owner so its number can never be reused under a concurrent write).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class _Reader(asyncio.Protocol):
+    def __init__(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+        self._on_data = on_data
+        self._on_eof = on_eof
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_eof()
+
+
+class ChildProcess:
+    """A spawned process: ``pid``, ``returncode``, ``stdin_fd``, ``exited`` (a future)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        self._popen = popen
+        self._loop = loop
+        self.pid = popen.pid
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self.stdin_fd: int | None = None
+        self._pidfd: int | None = None
+        self._pipes: list[asyncio.BaseTransport] = []
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    @classmethod
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        cwd: Any,
+        on_stdout: Callable[[bytes], None],
+        on_stdout_eof: Callable[[], None],
+        on_stderr: Callable[[bytes], None],
+        on_exit: Callable[[], None],
+    ) -> ChildProcess:
+        """Start the process; raises what ``Popen`` raises (OSError, ValueError)."""
+        loop = asyncio.get_running_loop()
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # a Ctrl-C in the application is not the server's
+            bufsize=0,
+        )
+        child = cls(popen, loop)
+        try:
+            assert popen.stdin and popen.stdout and popen.stderr
+            # The owner's own fd for stdin (os.dup is non-inheritable, so no later child
+            # holds the server's stdin open); the file object's fd is closed at once.
+            child.stdin_fd = os.dup(popen.stdin.fileno())
+            popen.stdin.close()
+            os.set_blocking(child.stdin_fd, False)
+            out, _ = await loop.connect_read_pipe(
+                lambda: _Reader(on_stdout, on_stdout_eof), popen.stdout
+            )
+            err, _ = await loop.connect_read_pipe(
+                lambda: _Reader(on_stderr, _nothing), popen.stderr
+            )
+            child._pipes = [out, err]
+            child.exited.add_done_callback(lambda _f: on_exit())
+            child._watch_exit()
+        except BaseException:
+            # Never leak a process we could not wire up.
+            popen.kill()
+            popen.wait()
+            if child.stdin_fd is not None:
+                os.close(child.stdin_fd)
+            raise
+        return child
+
+    def _watch_exit(self) -> None:
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            threading.Thread(
+                target=self._wait_in_thread, name=f"conduit-mcp-wait-{self.pid}", daemon=True
+            ).start()
+            return
+        self._pidfd = pidfd
+        self._loop.add_reader(pidfd, self._reap)
+
+    def _reap(self) -> None:
+        if self._popen.poll() is None:
+            return  # spurious wake-up
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            self._loop.remove_reader(pidfd)
+            os.close(pidfd)
+        if not self.exited.done():
+            self.exited.set_result(self._popen.returncode)
+
+    def _wait_in_thread(self) -> None:
+        self._popen.wait()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            self._loop.call_soon_threadsafe(self._reap)
+
+    def send_signal(self, sig: int) -> None:
+        if self._popen.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.send_signal(sig)
+
+    def close_pipes(self) -> None:
+        """Stop reading stdout/stderr (after the exit, or when giving up on the process)."""
+        for pipe in self._pipes:
+            pipe.close()
+
+
+def _nothing() -> None:
+    return None
