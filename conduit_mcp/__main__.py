@@ -15,7 +15,10 @@ from . import Client, Error, Stdio
 
 
 def _connect(command: Sequence[str], protocol: str) -> Client:
-    client = Client.start(Stdio(command[0], list(command[1:])), protocol=protocol)
+    # One-shot use: a server that cannot start is reported at once, not retried for minutes.
+    client = Client.start(
+        Stdio(command[0], list(command[1:])), protocol=protocol, max_reconnects=0
+    )
     client.await_ready(timeout=15)
     return client
 
