@@ -494,12 +494,8 @@ class Connection(HandshakeStates, Statem):
             call.reply.fail(server_error(m, call.method))
             return None
         if t is Notification:
-            if m.method == "notifications/progress":
-                params = m.params
-                token = params.get("progressToken") if isinstance(params, dict) else None
-                call = self._pending.get(token) if token is not None else None
-                if call is not None:
-                    call.reply.progress(params)
+            # Progress never gets here: the transport's reader routes it (pending.py). Other
+            # notifications reach subscribers with the notifications issue.
             return None
         if t is Request:
             self._server_request(m)
@@ -556,7 +552,11 @@ class Connection(HandshakeStates, Statem):
         transport = self._transport
         if transport is not None:
             self._transport = None
-            self._shared.closing.append(transport)
+            # Kept so stop() can wait for the process to be gone; ones already gone are
+            # pruned here, or a long-lived client that reconnects often would keep them all.
+            closing = self._shared.closing
+            closing[:] = [t for t in closing if not t.wait_closed(0)]
+            closing.append(transport)
             try:
                 transport.close()
             except Exception as exc:

@@ -57,11 +57,6 @@ def io_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def in_io_thread() -> bool:
-    """True on the I/O loop's own thread (where nothing may block)."""
-    return _thread is not None and threading.current_thread() is _thread
-
-
 def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     """Run ``fn(*args)`` on the I/O loop; thread-safe, never blocks."""
     io_loop().call_soon_threadsafe(fn, *args)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pykka
 
+from ..actors.base import safe_tell
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.messages import cancelled
 from . import loop as io
@@ -33,13 +34,6 @@ __all__ = ["Stdio", "StdioTransport"]
 
 # How long an exited server's stdout may take to close before the exit is reported anyway.
 _EXIT_DRAIN = 0.2
-
-
-def _tell(owner: pykka.ActorRef[Any], message: Any) -> None:
-    try:
-        owner.tell(message)
-    except pykka.ActorDeadError:
-        pass
 
 
 class StdioTransport:
@@ -163,7 +157,7 @@ class StdioTransport:
             await self._close()
             return
         if proc.returncode is None:
-            _tell(self._owner, TransportUp(self._gen))
+            safe_tell(self._owner, TransportUp(self._gen))
         if self._backlog:
             self._watch_writable()
 
@@ -208,11 +202,11 @@ class StdioTransport:
         messages: list[Any] = []
         for frame in self._decoder.feed(data):
             if isinstance(frame, FrameError):
-                _tell(self._owner, FrameProblem(self._gen, frame.reason, frame.detail))
+                safe_tell(self._owner, FrameProblem(self._gen, frame.reason, frame.detail))
                 continue
             msg = decode(frame)
             if isinstance(msg, Invalid):
-                _tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
+                safe_tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
                 continue
             messages.append(msg)
         if not messages:
@@ -221,7 +215,7 @@ class StdioTransport:
         if pending is not None:
             messages = pending.deliver(messages)
         if messages:
-            _tell(self._owner, Inbound(self._gen, messages))
+            safe_tell(self._owner, Inbound(self._gen, messages))
 
     def _on_stderr(self, data: bytes) -> None:
         limit = self._spec.stderr_limit
@@ -268,7 +262,7 @@ class StdioTransport:
         if self._down:
             return
         self._down = True
-        _tell(self._owner, TransportDown(self._gen, reason, detail))
+        safe_tell(self._owner, TransportDown(self._gen, reason, detail))
 
     async def _close(self) -> None:
         """Close stdin, then SIGTERM, then SIGKILL, each after ``close_grace`` (spec §8)."""
