@@ -1,0 +1,144 @@
+"""Where a streamable HTTP server is, and how to present credentials: a frozen value.
+
+Credentials come in three forms (issue 3, seed 003 "Private results"), and never appear in a
+repr, a log, an exception or a span:
+
+* ``headers``: static headers sent with every request (an API key header, say);
+* ``bearer``: a static token, sent as ``Authorization: Bearer <token>``;
+* ``auth``: a callable returning a header mapping, called before every request. It is user
+  code, so it runs on a small worker pool, never on an actor thread or the I/O loop, and is
+  bounded by ``auth_timeout``. ``credential_id`` names whose credentials it returns, so that
+  private cached lists can be kept (seed 003); without it nothing private is ever cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import Error
+
+AuthCallable = Callable[[], Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Http:
+    """A streamable HTTP MCP endpoint (both eras).
+
+    >>> spec = Http("http://127.0.0.1:8000/mcp", bearer="s3cret", headers={"X-Key": "k3y"})
+    >>> "s3cret" in repr(spec) or "k3y" in repr(spec)
+    False
+    >>> spec
+    Http(url='http://127.0.0.1:8000/mcp', credential_id=None)
+    >>> spec.host, spec.port
+    ('127.0.0.1', 8000)
+    >>> Http("ftp://example.com/")
+    Traceback (most recent call last):
+      ...
+    conduit_mcp.errors.Error: config (http.url): Http url must be an http:// or https:// URL
+
+    ``max_response`` bounds one response body or one SSE event (bytes; None: the client's
+    ``max_frame``). ``stream_idle`` is the longest silence allowed on a long-lived stream
+    (the legacy GET stream, a ``subscriptions/listen`` stream) before it is reopened; a
+    request's own stream is bounded by its deadline instead. ``connect_timeout`` bounds
+    opening a TCP connection (and waiting for a free pooled one). ``pool_limit`` caps the
+    client's connections (None: ``max_in_flight`` plus room for its streams).
+    ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
+    """
+
+    url: str
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    bearer: str | None = field(default=None, repr=False)
+    auth: AuthCallable | None = field(default=None, repr=False)
+    credential_id: str | None = None
+    auth_timeout: float = field(default=5.0, repr=False)
+    max_response: int | None = field(default=None, repr=False)
+    stream_idle: float = field(default=300.0, repr=False)
+    connect_timeout: float = field(default=10.0, repr=False)
+    pool_limit: int | None = field(default=None, repr=False)
+    close_timeout: float = field(default=2.0, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str):
+            raise Error("config", "http.url", "Http url must be a string")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise Error("config", "http.url", "Http url must be an http:// or https:// URL")
+        if self.headers is not None:
+            if not isinstance(self.headers, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
+            ):
+                raise Error("config", "http.headers", "Http headers must map str to str")
+            object.__setattr__(self, "headers", dict(self.headers))
+        if self.bearer is not None and (not isinstance(self.bearer, str) or not self.bearer):
+            raise Error("config", "http.bearer", "Http bearer must be a non-empty string")
+        if self.auth is not None:
+            if not callable(self.auth):
+                raise Error("config", "http.auth", "Http auth must be a callable")
+            if self.bearer is not None:
+                raise Error("config", "http.auth", "give Http either bearer or auth, not both")
+        if self.credential_id is not None:
+            if not isinstance(self.credential_id, str) or self.auth is None:
+                raise Error("config", "http.credential_id",
+                            "credential_id is a string, given with an auth callable")
+        for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise Error("config", f"http.{name}", f"{name} must be a number > 0")
+        for name in ("max_response", "pool_limit"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                raise Error("config", f"http.{name}", f"{name} must be an int >= 1 or None")
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (443 if parts.scheme == "https" else 80)
+
+    def credential(self) -> str | None:
+        """The identity of these credentials for the cache (seed 003), never a secret.
+
+        None without credentials, the SHA-256 of a static bearer token, the SHA-256 of an
+        auth callable's declared ``credential_id``. An auth callable without one gives
+        ``"unidentified"``: its private results are never stored.
+
+        >>> Http("http://h/mcp").credential() is None
+        True
+        >>> len(Http("http://h/mcp", bearer="t").credential())
+        64
+        """
+        if self.bearer is not None:
+            return hashlib.sha256(self.bearer.encode()).hexdigest()
+        if self.auth is not None:
+            if self.credential_id is None:
+                return UNIDENTIFIED
+            return hashlib.sha256(self.credential_id.encode()).hexdigest()
+        return None
+
+    def static_headers(self) -> dict[str, str]:
+        """The headers every request carries (the bearer included); not the auth callable's."""
+        headers = dict(self.headers or {})
+        if self.bearer is not None:
+            headers["Authorization"] = f"Bearer {self.bearer}"
+        return headers
+
+
+# The identity of an auth callable that declared none: private results are never stored.
+UNIDENTIFIED = "unidentified"
+
+
+def describe(spec: Any) -> str:
+    """A safe one-line description of a transport spec for logs (no credentials, no query)."""
+    if isinstance(spec, Http):
+        parts = urlsplit(spec.url)
+        return f"{parts.scheme}://{parts.hostname}:{spec.port}{parts.path}"
+    return type(spec).__name__
