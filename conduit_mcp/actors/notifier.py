@@ -1,0 +1,297 @@
+"""The notifier: the actor that runs user code for notifications, so the connection never does.
+
+Seed 000: the connection "never runs user code", and notifications reach the handler "run in a
+separate process, in order". The connection tells this actor a :class:`Deliver` batch; the
+actor hands each notification, in order of arrival, to each subscriber in subscription order
+(:mod:`conduit_mcp.notifications` describes the kinds):
+
+==================  ============================  =============================================
+subscriber          delivery                      when it fails
+==================  ============================  =============================================
+``ActorRef``        ``tell``                      dead (``ActorDeadError``): removed at once
+queue               ``put_nowait``                ``queue.Full``: that notification is dropped
+                                                  for it, counted in ``dropped``, warned; other
+                                                  errors: warned (type only), it stays
+``asyncio.Queue``   ``put_nowait`` on its loop,   loop closed: removed; full: dropped, counted
+                    one ``call_soon_threadsafe``  and warned (on the loop)
+                    per batch
+callable            called in this thread         raises: warned (type only), it stays
+==================  ============================  =============================================
+
+Warnings never show params (they may carry arguments or secrets): a subscriber's type or
+function name, the method, the exception's type. Subscription changes apply from the next
+batch: a ``Subscribe`` or ``Unsubscribe`` is a message like ``Deliver``, handled in arrival
+order.
+
+The notifier is a lazy supervisor child (:func:`child_spec`): a client nobody subscribes to
+never starts its thread. It holds its subscribers in memory; user code cannot crash it (every
+exception from a subscriber is caught).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pykka
+
+from conduit_mcp.actors.base import Link, SafeActor
+from conduit_mcp.actors.supervisor import ChildSpec, RestartType, child_spec_for
+from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
+
+if TYPE_CHECKING:
+    from conduit_mcp.replies import Reply
+
+__all__ = [
+    "Deliver",
+    "Notifier",
+    "NotifierStats",
+    "Stats",
+    "Subscribe",
+    "Unsubscribe",
+    "child_spec",
+]
+
+logger = logging.getLogger("conduit_mcp.actors.notifier")
+
+
+class Subscribe:
+    """Subscribe ``sub`` to the methods in ``methods`` (``None``: every method).
+
+    Validated when built, in the caller's thread (``Error("argument", ...)`` for a bad
+    subscriber or filter; an ``asyncio.Queue``'s loop is captured there: see
+    :meth:`Subscriber.of`). Subscribing a subscriber again replaces its filter and keeps its
+    place. The answer (to an ``ask``, and to ``reply`` if given) is ``True`` for a new
+    subscriber, ``False`` for a replaced filter.
+    """
+
+    __slots__ = ("subscriber", "reply")
+
+    def __init__(
+        self,
+        sub: Any,
+        methods: Iterable[str] | None = None,
+        reply: Reply | None = None,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.subscriber = Subscriber.of(sub, methods, loop=loop)
+        self.reply = reply
+
+
+class Unsubscribe:
+    """Remove ``sub``; the answer (and ``reply``'s) is whether it was subscribed."""
+
+    __slots__ = ("key", "reply")
+
+    def __init__(self, sub: Any, reply: Reply | None = None) -> None:
+        self.key: Hashable = sub.key if isinstance(sub, Subscriber) else subscriber_key(sub)
+        self.reply = reply
+
+
+class Deliver(NamedTuple):
+    """Deliver ``notifications`` (in order) to every subscriber that wants each."""
+
+    notifications: Sequence[ServerNotification]
+
+
+class Stats(NamedTuple):
+    """Ask: the answer is a :class:`NotifierStats`."""
+
+
+class NotifierStats(NamedTuple):
+    """Counters of one notifier incarnation."""
+
+    subscribers: int
+    """How many subscribers there are now."""
+    delivered: int
+    """Notifications handed to a subscriber (one per subscriber and notification)."""
+    dropped: int
+    """Notifications dropped because a subscriber's bounded queue was full."""
+
+
+class _Counter:
+    """An int incremented from several threads (asyncio drops are counted on their loop)."""
+
+    __slots__ = ("_lock", "value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.value += n
+
+
+def _put_on_loop(
+    target: asyncio.Queue[ServerNotification],
+    items: list[ServerNotification],
+    label: str,
+    dropped: _Counter,
+) -> None:
+    """Runs on the queue's own loop: put the batch, dropping what does not fit."""
+    lost = 0
+    for item in items:
+        try:
+            target.put_nowait(item)
+        except asyncio.QueueFull:
+            lost += 1
+    if lost:
+        dropped.add(lost)
+        logger.warning("%s is full: dropped %d notification(s)", label, lost)
+
+
+class Notifier(SafeActor):
+    """Delivers a client's server notifications to its subscribers; see the module docstring.
+
+    ``client_name`` names the client in log messages.
+    """
+
+    def __init__(self, client_name: str, *, link: Link | None = None) -> None:
+        super().__init__(link=link)
+        self.client_name = client_name
+        # Insertion order is subscription order; a re-subscribe keeps its place.
+        self._subs: dict[Hashable, Subscriber] = {}
+        self._delivered = 0
+        self._dropped = _Counter()
+
+    # -- queries (ask, or a proxy) -----------------------------------------------------------
+
+    def subscriber_count(self) -> int:
+        """How many subscribers there are."""
+        return len(self._subs)
+
+    @property
+    def dropped(self) -> int:
+        """How many notifications were dropped for a full queue, since this notifier started."""
+        return self._dropped.value
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, Deliver):
+            self._deliver(message.notifications)
+            return None
+        if isinstance(message, Subscribe):
+            return self._answer(message.reply, self._subscribe(message.subscriber))
+        if isinstance(message, Unsubscribe):
+            return self._answer(message.reply, self._subs.pop(message.key, None) is not None)
+        if isinstance(message, Stats):
+            return NotifierStats(len(self._subs), self._delivered, self._dropped.value)
+        return super().receive(message)
+
+    def terminate(self, reason: BaseException | None) -> None:
+        self._subs.clear()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _answer(reply: Reply | None, value: bool) -> bool:
+        if reply is not None:
+            reply.ok(value)
+        return value
+
+    def _subscribe(self, sub: Subscriber) -> bool:
+        new = sub.key not in self._subs
+        # Assigning an existing key keeps its position in the dict: the place is kept.
+        self._subs[sub.key] = sub
+        return new
+
+    def _remove(self, sub: Subscriber, why: str) -> None:
+        if self._subs.get(sub.key) is sub:
+            del self._subs[sub.key]
+            logger.info(
+                "client %s: notification subscriber %s removed: %s", self.client_name, sub.name, why
+            )
+
+    def _deliver(self, batch: Sequence[ServerNotification]) -> None:
+        subs = self._subs
+        if not subs or not batch:
+            return
+        order = list(subs.values())
+        # One call_soon_threadsafe per asyncio subscriber and batch: one loop wake-up, not one
+        # per notification; the loop runs callbacks in FIFO order, so order is kept.
+        to_loops: dict[Hashable, list[ServerNotification]] = {}
+        full: dict[Hashable, int] = {}
+        delivered = 0
+        for note in batch:
+            method = note.method
+            for sub in order:
+                if not sub.wants(method) or subs.get(sub.key) is not sub:
+                    continue
+                kind = sub.kind
+                if kind == "actor":
+                    try:
+                        sub.target.tell(note)
+                    except pykka.ActorDeadError:
+                        self._remove(sub, "the actor is dead")
+                        continue
+                elif kind == "queue":
+                    try:
+                        sub.target.put_nowait(note)
+                    except queue.Full:
+                        full[sub.key] = full.get(sub.key, 0) + 1
+                        continue
+                    except Exception as exc:
+                        self._warn(sub, method, exc)
+                        continue
+                elif kind == "asyncio":
+                    to_loops.setdefault(sub.key, []).append(note)
+                else:
+                    try:
+                        sub.target(note)
+                    except BaseException as exc:
+                        # Whatever user code raises (even SystemExit): the subscriber stays,
+                        # and the notifier, holding every other subscriber, keeps running.
+                        self._warn(sub, method, exc)
+                delivered += 1
+        self._delivered += delivered
+        for key, count in full.items():
+            self._dropped.add(count)
+            logger.warning(
+                "client %s: notification subscriber %s is full: dropped %d notification(s)",
+                self.client_name,
+                subs[key].name,
+                count,
+            )
+        for key, items in to_loops.items():
+            self._to_loop(subs[key], items)
+
+    def _to_loop(self, sub: Subscriber, items: list[ServerNotification]) -> None:
+        loop = sub.loop
+        assert loop is not None
+        try:
+            label = f"client {self.client_name}: notification subscriber {sub.name}"
+            loop.call_soon_threadsafe(_put_on_loop, sub.target, items, label, self._dropped)
+        except RuntimeError:
+            # call_soon_threadsafe on a closed loop: nobody will ever read this queue.
+            self._delivered -= len(items)
+            self._remove(sub, "its event loop is closed")
+
+    def _warn(self, sub: Subscriber, method: str, exc: BaseException) -> None:
+        # The type only: an exception's message or traceback may quote the params.
+        logger.warning(
+            "client %s: notification subscriber %s raised %s on %s; it stays subscribed",
+            self.client_name,
+            sub.name,
+            type(exc).__name__,
+            method,
+        )
+
+
+def child_spec(
+    client_name: str,
+    *,
+    id: str = "notifier",
+    restart: RestartType = "permanent",
+    shutdown: float = 5.0,
+) -> ChildSpec:
+    """The lazy supervisor child for ``client_name``'s notifier (started on ``StartChild``)."""
+    return child_spec_for(
+        Notifier, client_name, id=id, restart=restart, shutdown=shutdown, lazy=True
+    )
