@@ -36,6 +36,7 @@ _LAZY = {
     "Config": ".config",
     "Status": ".status",
     "Stdio": ".transports.stdio_spec",
+    "Http": ".transports.http_spec",
     "CallToolResult": ".types",
     "CompleteResult": ".types",
     "GetPromptResult": ".types",
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client, FutureClient
     from .config import Config
     from .status import Status
+    from .transports.http_spec import Http
     from .transports.stdio_spec import Stdio
     from .types import (
         CallToolResult,
@@ -98,6 +100,7 @@ __all__ = [
     "Error",
     "FutureClient",
     "GetPromptResult",
+    "Http",
     "KINDS",
     "Link",
     "Page",

@@ -27,7 +27,9 @@ from .config import Config
 from .errors import Error
 from .status import Shared
 from .telemetry import Telemetry
-from .telemetry.attributes import PIPE
+from .telemetry.attributes import PIPE, TCP
+from .transports.http import HttpTransport
+from .transports.http_spec import Http
 from .transports.stdio import StdioTransport
 from .transports.stdio_spec import Stdio
 
@@ -37,18 +39,28 @@ _directory: dict[str, Runtime] = {}
 
 
 def make_transport(
-    spec: Any, owner: pykka.ActorRef[Any], gen: int, cfg: Config, *, pending: Any = None
+    spec: Any,
+    owner: pykka.ActorRef[Any],
+    gen: int,
+    cfg: Config,
+    *,
+    pending: Any = None,
+    memory: dict[str, Any] | None = None,
 ) -> Any:
-    """The transport for one connection attempt (a reconnect builds a new one)."""
+    """The transport for one connection attempt (a reconnect builds a new one; ``memory``
+    is the connection's, kept across attempts)."""
     if isinstance(spec, Stdio):
         return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame, pending=pending)
+    if isinstance(spec, Http):
+        return HttpTransport(spec, owner, gen, max_frame=cfg.max_frame,
+                             max_in_flight=cfg.max_in_flight, pending=pending, memory=memory)
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
 
 def check_transport(spec: Any) -> None:
-    if not isinstance(spec, Stdio):
+    if not isinstance(spec, (Stdio, Http)):
         raise Error(
-            "config", "transport", "transport must be conduit_mcp.Stdio(...) (HTTP comes later)"
+            "config", "transport", "transport must be conduit_mcp.Stdio(...) or conduit_mcp.Http(...)"
         )
 
 
@@ -67,8 +79,9 @@ class Runtime:
         self.telemetry = Telemetry(
             config.tracer_provider,
             config.meter_provider,
-            network_transport=PIPE if isinstance(spec, Stdio) else None,
+            network_transport=PIPE if isinstance(spec, Stdio) else TCP,
             shared=self.shared,
+            server=(spec.host, spec.port) if isinstance(spec, Http) else None,
         )
         self.registry = Registry()
         self.supervisor: pykka.ActorRef[Any] | None = None

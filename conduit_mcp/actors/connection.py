@@ -51,7 +51,15 @@ from ..protocol.jsonrpc import (
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..status import Shared, Status
 from ..telemetry import NO_CONNECTION_TELEMETRY
-from ..transports.base import FrameProblem, Inbound, TransportDown, TransportUp
+from ..transports.base import (
+    FrameProblem,
+    Inbound,
+    RequestFailed,
+    SessionExpired,
+    StreamBroken,
+    TransportDown,
+    TransportUp,
+)
 from .events import (
     _CONNECT,
     _HEALTH,
@@ -72,6 +80,12 @@ from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
+
+# Requests that cannot have acted: re-issued once when their HTTP stream breaks.
+_READS = frozenset({
+    "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+    "resources/read", "prompts/get", "server/discover", "completion/complete",
+})
 
 __all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]
 
@@ -98,6 +112,8 @@ class Connection(HandshakeStates, Statem):
         self._factory = transport_factory
         self._backoff = GuardedBackoff(config.backoff, config.backoff_base, config.backoff_max)
         self._transport: Any = None
+        # Kept across transport incarnations (HTTP: the tools' Mcp-Param header plans).
+        self._memory: dict[str, Any] = {}
         self._gen = 0
         self._last_id = 0
         # Shared with the transport's reader, which answers calls itself (pending.py).
@@ -208,6 +224,14 @@ class Connection(HandshakeStates, Statem):
         if t is AwaitReady:
             self._answer_ready(ev)
             return None
+        if t is SessionExpired:
+            if ev.gen != self._gen or self._era == "modern":
+                return None
+            # seed 000 "HTTP outcomes": a new initialize, without failing what is in flight;
+            # the transport re-sends the expired requests once it is done.
+            log.info("the server lost the session; initializing a new one")
+            self._leave_ready()
+            return "initializing"
         if kind == "timeout":
             if ev == _STABLE:
                 self._attempt = 0
@@ -336,6 +360,16 @@ class Connection(HandshakeStates, Statem):
             if ev.gen != self._gen:
                 return None
             return self._route_batch(ev, self._route)
+        if t is RequestFailed:
+            if ev.gen == self._gen:
+                self._request_failed(ev)
+            return None
+        if t is StreamBroken:
+            if ev.gen == self._gen:
+                return self._stream_broken(ev)
+            return None
+        if t is SessionExpired:
+            return None  # only ready starts a new session; the handshake states make one
         if t is FrameProblem:
             if ev.gen == self._gen:
                 log.warning("dropped an unusable frame from the server: %s", ev.reason)
@@ -502,6 +536,36 @@ class Connection(HandshakeStates, Statem):
             return None
         return None
 
+    def _request_failed(self, ev: RequestFailed) -> None:
+        """An HTTP answer that is not a JSON-RPC one (401/403, 429, 5xx, too large)."""
+        if ev.rid is not None and ev.rid == self._health_id:
+            self._unmatched(Response(ev.rid, None))  # the server is there: that is health
+            return
+        call = self._pending.pop(ev.rid, None)
+        if call is None:
+            self._tel.dropped()
+            return
+        self.set_timeout(call, None, None)
+        call.reply.fail(ev.error)
+
+    def _stream_broken(self, ev: StreamBroken) -> Any:
+        """A response stream broke before its answer (DESIGN, "Errors"): a read is re-issued
+        once with a new id (the spec's rule); anything that may have acted fails with
+        ``transport`` (the seed's: never retry what may have run)."""
+        call = self._pending.pop(ev.rid, None)
+        if call is None:
+            return None
+        self.set_timeout(call, None, None)
+        if call.method in _READS and not call.retried:
+            retry = Call(call.method, call.params, call.deadline, call.reply,
+                         call.progress, retried=True)
+            call.reply.request_id = None
+            return Step(None, [NextEvent(retry, kind="cast")])
+        call.reply.fail(Error("transport", "stream_broken",
+                              f"{call.method}: the response stream broke before the answer; "
+                              "the request may have run"))
+        return None
+
     def _unmatched(self, m: Any) -> None:
         mid = m.id
         if mid is not None and mid == self._health_id:
@@ -543,7 +607,8 @@ class Connection(HandshakeStates, Statem):
         self._drop_transport()
         self._gen += 1
         self._transport = self._factory(
-            self._spec, self.actor_ref, self._gen, self._cfg, pending=self._table
+            self._spec, self.actor_ref, self._gen, self._cfg, pending=self._table,
+            memory=self._memory,
         )
         self._shared.transport = self._transport
         self._transport.connect()

@@ -19,6 +19,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.negotiation import (
     Close,
+    HttpProbe,
     Legacy,
     Modern,
     ProbeError,
@@ -31,7 +32,7 @@ from ..protocol.negotiation import (
     classify_probe,
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
-from ..transports.base import Inbound, TransportDown
+from ..transports.base import Inbound, RequestFailed, StreamBroken, TransportDown
 from .events import _STATE_TIMEOUT, _transport_error
 from .statem import StateTimeout, Step
 
@@ -74,6 +75,17 @@ class HandshakeStates:
     def on_discovering(self, kind: str, ev: Any) -> Any:
         if type(ev) is Inbound:
             return self._route_batch(ev, self._discovering_message)
+        if type(ev) is RequestFailed and ev.gen == self._gen and ev.rid == self._probe_id:
+            self._probe_id = None
+            if ev.status is None:
+                # no HTTP answer to judge (the auth callable failed, a body over the limit)
+                self._drop_transport()
+                return self._lost(ev.error.reason)
+            return self._classified(HttpProbe(ev.status, ev.body))
+        if type(ev) is StreamBroken and ev.gen == self._gen and ev.rid == self._probe_id:
+            self._probe_id = None
+            self._drop_transport()
+            return self._lost("stream_broken")
         if type(ev) is TransportDown:
             if ev.gen != self._gen:
                 return None
@@ -147,6 +159,17 @@ class HandshakeStates:
     def on_initializing(self, kind: str, ev: Any) -> Any:
         if type(ev) is Inbound:
             return self._route_batch(ev, self._initializing_message)
+        if type(ev) in (RequestFailed, StreamBroken) and ev.gen == self._gen \
+                and ev.rid == self._init_id:
+            self._init_id = None
+            error = ev.error if type(ev) is RequestFailed else None
+            if error is not None and error.kind == "auth":
+                return self._closed("auth_required")
+            if error is not None and error.kind == "protocol":
+                log.warning("unusable initialize answer: %s", error.reason)
+                return self._closed("initialize_refused")
+            self._drop_transport()
+            return self._lost(error.reason if error is not None else "stream_broken")
         if type(ev) is TransportDown:
             if ev.gen != self._gen:
                 return None
@@ -173,6 +196,8 @@ class HandshakeStates:
             self._shared.server_info = info.server_info
             self._shared.capabilities = info.capabilities
             self._shared.instructions = info.instructions
+            if self._transport is not None:
+                self._transport.negotiated("legacy", info.version)
             self._send_raw(msgs.initialized())
             return "ready"
         return self._route(m)

@@ -35,7 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
@@ -90,9 +90,15 @@ class ChildExited:
 
 @dataclass(frozen=True, slots=True)
 class StartChild:
-    """Ask: start ``child_id`` if it is not running; the reply is its ref. Idempotent."""
+    """Ask: start ``child_id`` if it is not running; the reply is its ref. Idempotent.
+
+    ``then``, if given, is told to the child before the child is published in the registry,
+    so a sibling that tells the lazy child through the supervisor (it is not running yet)
+    and later straight through the registry never sees its messages reordered.
+    """
 
     child_id: str
+    then: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,15 +233,17 @@ class Supervisor(SafeActor):
             if child is None:
                 raise Error("argument", "child_id", f"no child {message.child_id!r}")
             if child.ref is not None:
+                if message.then is not None:
+                    child.ref.tell(message.then)
                 return child.ref
-            return self._start(child, wait=False)
+            return self._start(child, wait=False, first=message.then)
         if isinstance(message, WhichChildren):
             return [(child.spec.id, child.ref) for child in self._children]
         return super().receive(message)
 
     # -- starting and stopping ---------------------------------------------------------------
 
-    def _start(self, child: _Child, *, wait: bool) -> pykka.ActorRef[Any]:
+    def _start(self, child: _Child, *, wait: bool, first: Any = None) -> pykka.ActorRef[Any]:
         spec = child.spec
         box = _ExitBox() if wait else None
         link = Link(partial(_notify, self.actor_ref, spec.id, box))
@@ -250,6 +258,8 @@ class Supervisor(SafeActor):
                 msg = f"child {spec.id!r} failed to start"
                 raise Error("unavailable", "child_start", msg) from exc
         child.ref, child.urn = ref, ref.actor_urn
+        if first is not None:
+            ref.tell(first)
         if self._registry is not None:
             self._registry.set(spec.id, ref)
         if box is None:

@@ -197,6 +197,10 @@ def classify_probe(
     if isinstance(outcome, ProbeExit):
         # seed 000: reconnect, and the next attempt starts with initialize (a legacy server
         # may die on an unknown method). Modern mode never falls back, so it just retries.
+        # Over HTTP the connection dropping says nothing about the era (a server restart,
+        # a refused connection): plain reconnect.
+        if transport_kind == "http":
+            return Reconnect("unreachable")
         return Reconnect("server_exited", next_legacy=mode == "auto")
     if isinstance(outcome, HttpProbe):
         if transport_kind != "http":

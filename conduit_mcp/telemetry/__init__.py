@@ -69,7 +69,7 @@ class Telemetry:
 
     __slots__ = (
         "tracer", "instruments", "connection", "network_transport", "_shared", "_tracer_proxy",
-        "_meter_proxy",
+        "_meter_proxy", "server",
     )
 
     def __init__(
@@ -79,7 +79,10 @@ class Telemetry:
         *,
         network_transport: str | None = None,
         shared: Any = None,
+        server: tuple[str, int] | None = None,
     ) -> None:
+        # (server.address, server.port) of an HTTP server; None for stdio.
+        self.server = server
         try:
             self.tracer = trace.get_tracer(SCOPE, PACKAGE_VERSION, tracer_provider=tracer_provider)
         except Exception as exc:

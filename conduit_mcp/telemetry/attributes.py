@@ -46,6 +46,12 @@ OPERATION_DURATION: Final = "mcp.client.operation.duration"
 CONNECTION_TRANSITIONS: Final = "mcp.client.connection.transitions"
 REQUEST_CANCELLATIONS: Final = "mcp.client.request.cancellations"
 RESPONSE_DROPPED: Final = "mcp.client.response.dropped"
+NOTIFICATIONS: Final = "mcp.client.notifications"
+CACHE_REFRESHES: Final = "mcp.client.cache.refreshes"
+TOOL_DEFINITION_CHANGES: Final = "mcp.client.tool.definition_changes"
+KIND: Final = "kind"
+OUTCOME: Final = "outcome"
+METHOD: Final = "mcp.method.name"
 
 #: The semconv's explicit bucket boundaries for ``mcp.client.operation.duration`` (seconds).
 DURATION_BUCKETS: Final = (

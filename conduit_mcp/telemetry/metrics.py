@@ -22,15 +22,21 @@ from opentelemetry import metrics
 
 from ..protocol.messages import PACKAGE_VERSION
 from .attributes import (
+    CACHE_REFRESHES,
     CONNECTION_TRANSITIONS,
     DURATION_BUCKETS,
     FROM,
+    KIND,
+    METHOD,
+    NOTIFICATIONS,
     OPERATION_DURATION,
+    OUTCOME,
     REASON,
     REQUEST_CANCELLATIONS,
     RESPONSE_DROPPED,
     SCOPE,
     TO,
+    TOOL_DEFINITION_CHANGES,
 )
 
 # The connection's own logger: transitions are logged beside its other records.
@@ -42,7 +48,8 @@ class Instruments:
     """The instruments of one client, from its meter provider (None: the global one, through
     a proxy meter that follows a provider set later)."""
 
-    __slots__ = ("duration", "transitions", "cancellations", "dropped")
+    __slots__ = ("duration", "transitions", "cancellations", "dropped", "notifications",
+                 "refreshes", "tool_changes")
 
     def __init__(self, meter_provider: Any = None) -> None:
         meter = metrics.get_meter(SCOPE, PACKAGE_VERSION, meter_provider=meter_provider)
@@ -67,6 +74,21 @@ class Instruments:
             unit="{response}",
             description="Responses dropped because their request was no longer pending.",
         )
+        self.notifications = meter.create_counter(
+            NOTIFICATIONS,
+            unit="{notification}",
+            description="Server notifications delivered to subscribers (method).",
+        )
+        self.refreshes = meter.create_counter(
+            CACHE_REFRESHES,
+            unit="{refresh}",
+            description="Cache list refreshes (kind, outcome: start, ok, error).",
+        )
+        self.tool_changes = meter.create_counter(
+            TOOL_DEFINITION_CHANGES,
+            unit="{tool}",
+            description="Tools whose definition changed under the same name.",
+        )
 
 
 class ConnectionTelemetry:
@@ -74,15 +96,20 @@ class ConnectionTelemetry:
     responses (never on the per-request path). Attribute values are the connection's own
     fixed strings (states, reasons): no server text, no arguments, no ids."""
 
-    __slots__ = ("_transitions", "_cancellations", "_dropped")
+    __slots__ = ("_transitions", "_cancellations", "_dropped", "_notifications", "_refreshes",
+                 "_tool_changes")
 
     def __init__(self, instruments: Instruments | None) -> None:
         if instruments is None:
             self._transitions = self._cancellations = self._dropped = None
+            self._notifications = self._refreshes = self._tool_changes = None
         else:
             self._transitions = instruments.transitions
             self._cancellations = instruments.cancellations
             self._dropped = instruments.dropped
+            self._notifications = instruments.notifications
+            self._refreshes = instruments.refreshes
+            self._tool_changes = instruments.tool_changes
 
     def transition(self, old: str, new: str, reason: str | None) -> None:
         log.debug("connection %s -> %s (reason %s)", old, new, reason)
@@ -114,6 +141,27 @@ class ConnectionTelemetry:
             counter.add(1)
         except Exception as exc:
             _tlog.debug("dropped response not counted: %s", type(exc).__name__)
+
+
+    def notification(self, method: str) -> None:
+        """A notification went to subscribers. ``method`` is the server's method name: a
+        short protocol string, never params."""
+        _add(self._notifications, {METHOD: method[:100]})
+
+    def refresh(self, kind: str, outcome: str) -> None:
+        _add(self._refreshes, {KIND: kind, OUTCOME: outcome})
+
+    def tool_changed(self) -> None:
+        _add(self._tool_changes, None)
+
+
+def _add(counter: Any, attrs: dict[str, str] | None) -> None:
+    if counter is None:
+        return
+    try:
+        counter.add(1, attrs)
+    except Exception as exc:
+        _tlog.debug("not counted: %s", type(exc).__name__)
 
 
 #: Hooks that count nothing (a connection started without a runtime's telemetry).

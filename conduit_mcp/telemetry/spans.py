@@ -36,6 +36,8 @@ from .attributes import (
     META,
     NETWORK_TRANSPORT,
     RPC_RESPONSE_STATUS_CODE,
+    SERVER_ADDRESS,
+    SERVER_PORT,
     TOOL_ERROR,
 )
 
@@ -124,6 +126,9 @@ class Operation:
             attrs[GEN_AI_OPERATION_NAME] = EXECUTE_TOOL
         if tel.network_transport is not None:
             attrs[NETWORK_TRANSPORT] = tel.network_transport
+            server = tel.server
+            if server is not None:
+                attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = server
         version = tel.protocol_version()  # known at start unless still negotiating
         if version is not None:
             attrs[MCP_PROTOCOL_VERSION] = version

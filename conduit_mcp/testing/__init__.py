@@ -1,8 +1,10 @@
-r"""A scriptable MCP server for tests: both protocol eras, over stdio, driven from Python.
+r"""A scriptable MCP server for tests: both protocol eras, over stdio or Streamable HTTP.
 
 Run it as ``python -m conduit_mcp.testing [options]``, or let :class:`ScriptedServer` build
 the command, the script and the log for you. The server speaks newline-delimited JSON-RPC on
-stdin/stdout (stdout carries nothing else; diagnostics go to stderr) and is cheap enough to
+stdin/stdout (stdout carries nothing else; diagnostics go to stderr), or with ``--http``
+Streamable HTTP on ``http://127.0.0.1:<port>/mcp`` (see "Streamable HTTP" below), and is cheap
+enough to
 benchmark clients against: a ``tools/call add`` costs about 7 µs of protocol work, and
 30-45 µs of server CPU per round trip with the event loop and pipe system calls.
 
@@ -28,7 +30,14 @@ Example (runs as a doctest)::
 
 With the conduit client, give it ``server.stdio()`` (a
 :class:`~conduit_mcp.transports.stdio_spec.Stdio`) and assert on ``server.log()`` /
-``server.wait_for(...)`` afterwards.
+``server.wait_for(...)`` afterwards. Over HTTP::
+
+    with server.http_server(header_tools=True) as srv:   # an HttpServerProcess
+        client_spec = srv.spec()                          # transports.http_spec.Http(srv.url)
+        ...; srv.kill(); srv.restart()                    # same port; server.starts() == 2
+
+Below the client, :class:`~conduit_mcp.testing.http_raw.RawHttpPeer` (aiohttp) sends raw
+POST/GET/DELETE requests, as :class:`~conduit_mcp.testing.raw.RawPeer` does on stdio.
 
 Command line
 ============
@@ -67,12 +76,13 @@ Command line
     requests), and one per event, ``{"t", "pid", "event": name, ...}``. Every line is one
     unbuffered ``write``, so it is on disk before the server answers. Events: ``started``
     (``start``: this process's start number, ``era``, ``modern_versions``,
-    ``legacy_versions``, ``argv``, ``cwd``), ``era`` (``both`` decided), ``initialize``
+    ``legacy_versions``, ``argv``, ``cwd``; over HTTP also ``transport: "http"``), ``era``
+    (``both`` decided), ``initialize``
     (``requested``, ``version``), ``initialized``, ``cancelled`` (``id``, ``found``: whether
     work or a listen was still running, ``reason``), ``rule`` (``rule`` index, ``id``,
     ``method``, ``action``), ``listen``, ``stdout_closed``, ``stdout_broken``, ``parse_error``,
     ``unexpected_response``, ``handler_crashed``, ``sigterm`` (``ignored``), ``eof``, ``exit``
-    (``code``, ``reason``).
+    (``code``, ``reason``). Over HTTP, see "Streamable HTTP" for more.
 ``--log-out``
     Also log every message sent (``"dir": "out"``, the message's fields inline).
 ``--script FILE``
@@ -86,6 +96,22 @@ Command line
     default the server exits 0 at EOF.
 ``--ignore-sigterm``
     Survive SIGTERM (logged as ``sigterm``); by default SIGTERM is logged, then kills the process.
+``--header-tools``
+    Add the tools ``weather`` and ``bad_header`` (below), whose parameters carry
+    ``x-mcp-header`` annotations (not by default, so tool counts stay as they are).
+``--http`` / ``--port N`` / ``--port-file F``
+    Serve Streamable HTTP on ``127.0.0.1:N`` (``0``, the default: a free port) instead of
+    stdio. Once listening, print ``listening <port>`` on stdout (one flushed line, nothing
+    else follows) and write the port to ``F``. Every other option works as on stdio.
+``--http-response {auto,json,sse}``
+    How requests are answered: ``auto`` (default) uses SSE when the request has
+    ``_meta.progressToken``, JSON otherwise; ``subscriptions/listen`` always uses SSE.
+``--sse-retry-ms N``
+    The ``retry:`` field that starts every legacy SSE stream (default 50).
+``--require-bearer TOKEN``
+    Every request to ``/mcp`` without ``Authorization: Bearer TOKEN`` gets 401 with
+    ``WWW-Authenticate: Bearer resource_metadata="http://127.0.0.1:<port>/.well-known/
+    oauth-protected-resource", scope="mcp"`` (that document is served, unauthenticated).
 
 Protocol
 ========
@@ -155,6 +181,11 @@ Tools (each with an ``inputSchema``; bad arguments give a result with ``isError:
 * ``end_listens(how="result")``: ends every listen with a ``SubscriptionsListenResult``
   (``how="cancelled"``: with a ``notifications/cancelled``).
 * ``extra_0`` .. (``--extra-tools``): each answers ``"<name> called"``.
+* ``weather(region: string, days?: integer, metric?: boolean)`` (``--header-tools``): text
+  ``"<region> <days> <metric>"`` with days and metric as JSON (``"Oslo 3 true"``,
+  ``"Oslo null null"``); annotated ``x-mcp-header`` ``Region``, ``Days``, ``Metric``.
+* ``bad_header(v: number)`` (``--header-tools``): answers ``repr(v)``; its ``x-mcp-header``
+  ``V`` sits on a ``number``, which is invalid: a conforming client hides the tool.
 
 Prompts: ``greet(name)`` (one user message ``Hello, <name>!``) and ``plain``. Resources:
 ``test://static/hello`` (text ``Hello, world!``), ``test://static/blob`` (16 bytes, base64),
@@ -190,10 +221,92 @@ starts are counted in ``<script>.starts``, so rules survive restarts.
 * modifiers of whatever answer is sent: ``{"respond_twice": true}`` (send it twice),
   ``{"wrong_id": true | id}`` (send it with an id nobody asked: ``-1000000000 - id`` for
   integer ids, ``"<id>-wrong"`` for strings, or the given id).
+* HTTP faults (over stdio the message gets the default answer instead):
+  ``{"http": {"status": 429, "headers": {"Retry-After": "2"}, "body": ...}}`` answers the
+  POST with exactly that status, headers and body (a string as ``text/plain``, a JSON value
+  as ``application/json``, absent: empty) instead of processing it (one of the terminal
+  actions; combines with ``delay``); ``{"expire_session": true}`` forgets the legacy session
+  (event ``session_expired``), then answers 404 with the ``Session not found`` body (with
+  ``delay``, several requests in flight each get their 404; modern: just the 404);
+  ``{"drop_stream": N}`` (a modifier, not with ``http``/``expire_session``) answers with SSE,
+  sends the first N events, then aborts the TCP connection. The work goes on; in a legacy
+  session the later events stay in the stream's history, so ``GET`` with ``Last-Event-ID``
+  resumes it; modern has no resumption.
 
 On a notification, ``error``/``result``/``drop`` swallow it (e.g. drop a
 ``notifications/cancelled``). Invalid scripts are refused at start (exit code 2, reason on
-stderr) and by :class:`ScriptedServer` at construction (``ValueError``).
+stderr) and by :class:`ScriptedServer` at construction (``ValueError``). Rule counters
+(``nth``, ``times``) count within one process: over HTTP, across all sessions.
+
+Streamable HTTP
+===============
+
+One endpoint, ``/mcp`` on 127.0.0.1 (aiohttp). Checks before anything else, on every verb: an
+``Origin`` other than 127.0.0.1/localhost is 403; ``--require-bearer`` as above (401). A POST
+must ``Accept`` both ``application/json`` and ``text/event-stream`` (wildcards count; else
+406) and be ``Content-Type: application/json`` (else 415); its body is one JSON-RPC message
+(not JSON: 400 ``-32700``; not an object: 400 ``-32600``). Error bodies of the HTTP layer are
+JSON-RPC errors; ``"server-error"`` is their id where the official ``mcp`` 1.x SDK puts it.
+
+Modern (2026-07-28), no session, one shared core. A request must carry
+``MCP-Protocol-Version`` (equal to ``_meta["io.modelcontextprotocol/protocolVersion"]`` when
+that is present), ``Mcp-Method`` (the method) and, for ``tools/call``/``prompts/get``/
+``resources/read``, ``Mcp-Name`` (``params.name``/``params.uri``); for ``tools/call``, one
+``Mcp-Param-{Name}`` per valid ``x-mcp-header`` of the tool's ``inputSchema`` whose argument
+is present (strings as is, integers in decimal, booleans ``true``/``false``; absent or null:
+no header), and none for absent arguments. Values may use ``=?base64?{base64(utf8)}?=``, and
+must when not safe ASCII. Any mismatch: 400 ``{"jsonrpc": "2.0", "id": <request id>, "error":
+{"code": -32020, "message": ...}}`` (event ``header_mismatch``, ``reason``). Answers: JSON-RPC
+errors ``-32700 -32600 -32602 -32020 -32021 -32022`` are HTTP 400, ``-32601`` is 404 (e.g.
+``initialize``), everything else 200. A request refused synchronously with an error is always
+answered as JSON (so the status tells), whatever ``--http-response`` says, unless
+``drop_stream`` applies. SSE answers (``text/event-stream``): request-related notifications
+(progress, ``log``'s messages, ``notify``'s), then the response, then the stream ends; events
+are ``data:`` lines only (no ``id``, no ``retry``). ``subscriptions/listen``: SSE, the
+acknowledgement first, then the notifications carrying its subscriptionId, until
+``end_listens`` (a result, or a ``notifications/cancelled`` for it) ends the stream. A POSTed
+notification: 202, no body; a POSTed response: 400. GET and DELETE (``--era modern``): 405.
+Closing an answer (client disconnect, JSON or SSE) cancels the request: the core receives a
+``notifications/cancelled`` (logged as received, ``reason: "client closed the response
+stream"``), so its work stops and ``cancelled`` is logged.
+
+Legacy (2025-11-25 and older). A POST of ``initialize`` without ``Mcp-Session-Id`` creates a
+session (event ``session_created``): its own core, and an ``Mcp-Session-Id`` header (32 hex
+digits) on the answer and on every later answer of the session. Later requests must carry it:
+missing, 400 ``{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Bad
+Request: Missing session ID"}}`` (as ``mcp`` 1.30.0 answers); unknown, deleted or expired, 404
+``{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not
+found"}}``. ``MCP-Protocol-Version`` must be the negotiated version or absent (else 400).
+Notifications and the client's responses to server requests: 202. JSON-RPC errors are 200.
+GET (``Accept: text/event-stream``, else 406) opens the session's server-to-client stream:
+what the session sends outside a request's SSE answer (list_changed from ``changed``/
+``add_tool``, server requests of ``client_request`` when the call is answered as JSON), and
+what was buffered (event ``buffered``) while no GET stream was open; a second GET while one
+is open: 409. Every legacy SSE stream starts with ``retry: <--sse-retry-ms>`` and every event
+has an ``id`` ``"<stream>-<n>"`` unique in the session; GET with ``Last-Event-ID`` replays
+that stream after that event (from a bounded history), then follows it live (a POST's stream
+until its response, the GET stream until the session ends); an unknown id: 400. A legacy
+disconnection is not a cancellation: the work goes on, its events stay resumable. DELETE:
+200, the session's work is cancelled, its streams end (``session_deleted``). In ``--era
+both``, ``initialize`` POSTs make sessions, POSTs with a session go to it, and POSTs without
+one go to the modern core when their ``MCP-Protocol-Version`` is a modern version, else get
+the 400 above. ``--era legacy``: every POST without a session but ``initialize`` (e.g. a
+``server/discover`` probe) gets that 400.
+
+Routing what a core sends: a response goes to the open POST with its id (gone: dropped, event
+``response_dropped``); a notification with ``_meta.subscriptionId`` to that listen; progress to
+the POST with that progressToken; anything else to the SSE answer of the request being
+handled, else (legacy) the GET stream; a notification meant for a JSON answer is dropped
+(``notification_dropped``, ``reason``). ``garbage`` writes its line as a JSON body or an SSE
+``data:`` line; ``close_stdout`` aborts the POST's connection.
+
+Events (``--log``): ``http`` once per request when its answer starts (``verb``, ``path``,
+``status``, ``status: null`` when the connection closed before any answer, ``headers``: the
+request's, names lower-cased, ``session``), ``listening`` (``port``), ``session_created``,
+``session_deleted``, ``session_expired`` (``session``), ``header_mismatch``,
+``stream_dropped`` (``id``), ``stream_resumed`` (``last_event_id``, ``stream``),
+``stream_closed_by_client`` (``id``; ``stream`` for a GET), ``response_dropped``,
+``notification_dropped``, ``buffered``, ``raw_dropped``, ``parse_error``.
 """
 
 from __future__ import annotations
@@ -213,6 +326,7 @@ from .rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
     from ..transports.stdio_spec import Stdio
+    from .http_process import HttpServerProcess
     from .raw import RawPeer
 
 __all__ = ["ConfigError", "ScriptedServer"]
@@ -316,6 +430,23 @@ class ScriptedServer:
         full.update(self.env())
         full.update(env or {})
         return RawPeer(self.command(), env=full, cwd=cwd)
+
+    def http_server(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = 10.0,
+        **options: Any,
+    ) -> HttpServerProcess:
+        """Start this server over Streamable HTTP (``--http --port 0``) in a subprocess.
+
+        Keyword ``options`` become command-line options (``http_response="sse"``,
+        ``require_bearer="t0k"``, ``header_tools=True``, ``sse_retry_ms=10``). Returns once
+        the server listens; use the handle as a context manager to kill it afterwards.
+        """
+        from .http_process import HttpServerProcess
+
+        return HttpServerProcess(self, options, env=env, startup_timeout=startup_timeout)
 
     # ---- the log ----------------------------------------------------------------------------
 

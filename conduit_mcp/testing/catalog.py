@@ -144,6 +144,30 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ("cpu", "Return the server's CPU time (time.process_time()).", _obj({}), None),
 ]
 
+# Tools whose parameters travel in Mcp-Param-* headers too (--header-tools only, so the
+# default tool list, and every count derived from it, stays as it was).
+_HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+    (
+        "weather",
+        "Answer '<region> <days> <metric>' (each parameter mirrored in an Mcp-Param-* header).",
+        _obj(
+            {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "days": {"type": "integer", "x-mcp-header": "Days"},
+                "metric": {"type": "boolean", "x-mcp-header": "Metric"},
+            },
+            ("region",),
+        ),
+        None,
+    ),
+    (
+        "bad_header",
+        "An invalid x-mcp-header (on a number): a conforming client hides this tool.",
+        _obj({"v": {"type": "number", "x-mcp-header": "V"}}, ("v",)),
+        None,
+    ),
+]
+
 _PROMPTS = [
     {
         "name": "greet",

@@ -47,6 +47,13 @@ class Config:
     startup_delay: float = 0.0
     ignore_eof: bool = False
     ignore_sigterm: bool = False
+    header_tools: bool = False
+    http: bool = False
+    port: int = 0
+    port_file: str | None = None
+    http_response: str = "auto"
+    sse_retry_ms: int = 50
+    require_bearer: str | None = None
     modern_versions: tuple[str, ...] = ()
     legacy_versions: tuple[str, ...] = ()
 
@@ -69,12 +76,17 @@ class Config:
             raise ConfigError("page size must be >= 1")
         if self.cache_scope not in ("public", "private"):
             raise ConfigError("cache scope must be public or private")
+        if self.http_response not in ("auto", "json", "sse"):
+            raise ConfigError("http response must be auto, json or sse")
+        if not 0 <= self.port <= 65535 or self.sse_retry_ms < 0:
+            raise ConfigError("--port must be 0..65535 and --sse-retry-ms >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m conduit_mcp.testing",
-        description="A scriptable MCP server (modern 2026-07-28 and legacy eras) over stdio.",
+        description="A scriptable MCP server (modern 2026-07-28 and legacy eras) over stdio "
+        "or Streamable HTTP (--http).",
     )
     p.add_argument("--era", choices=("both", "modern", "legacy"), default="both")
     p.add_argument("--versions", help="comma-separated protocol versions the server supports")
@@ -97,6 +109,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-delay", type=float, default=0.0, help="seconds before reading")
     p.add_argument("--ignore-eof", action="store_true", help="keep running after stdin closes")
     p.add_argument("--ignore-sigterm", action="store_true", help="survive SIGTERM (logged)")
+    p.add_argument(
+        "--header-tools", action="store_true", help="add the tools weather and bad_header"
+    )
+    http = p.add_argument_group("Streamable HTTP (instead of stdio)")
+    http.add_argument("--http", action="store_true", help="serve http://127.0.0.1:PORT/mcp")
+    http.add_argument("--port", type=int, default=0, help="0: pick a free port")
+    http.add_argument("--port-file", help="write the port to this file once listening")
+    http.add_argument(
+        "--http-response",
+        choices=("auto", "json", "sse"),
+        default="auto",
+        help="answer requests with JSON, SSE, or SSE only with a progressToken (auto)",
+    )
+    http.add_argument(
+        "--sse-retry-ms", type=int, default=50, help="retry field of legacy SSE streams"
+    )
+    http.add_argument("--require-bearer", metavar="TOKEN", help="401 without this bearer token")
     return p
 
 
@@ -135,4 +164,11 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         startup_delay=ns.startup_delay,
         ignore_eof=ns.ignore_eof,
         ignore_sigterm=ns.ignore_sigterm,
+        header_tools=ns.header_tools,
+        http=ns.http,
+        port=ns.port,
+        port_file=ns.port_file,
+        http_response=ns.http_response,
+        sse_retry_ms=ns.sse_retry_ms,
+        require_bearer=ns.require_bearer,
     )

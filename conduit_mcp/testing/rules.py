@@ -15,7 +15,7 @@ from typing import Any
 
 from .protocol import _GARBAGE_LINE, _MISSING, RpcError
 
-__all__ = ["ConfigError", "Rule", "parse_rules"]
+__all__ = ["HTTP_FAULTS", "ConfigError", "Rule", "parse_rules"]
 
 
 class ConfigError(ValueError):
@@ -34,8 +34,10 @@ class Rule:
     times: int | None = None
     process: int | None = None
     delay: float = 0.0
-    terminal: str | None = None  # error | result | drop | exit | garbage | close_stdout
+    # error | result | drop | exit | garbage | close_stdout | http | expire_session
+    terminal: str | None = None
     arg: Any = None
+    drop_stream: int | None = None  # HTTP: abort the SSE response after this many events
     twice: bool = False
     wrong_id: Any = None  # None: keep the id; True: derive one; anything else: use it
     seen: int = 0
@@ -72,8 +74,13 @@ _ACTION_KEYS = {
     "respond_twice",
     "wrong_id",
     "close_stdout",
+    "http",
+    "expire_session",
+    "drop_stream",
 }
-_TERMINALS = ("error", "result", "drop", "exit", "garbage", "close_stdout")
+_TERMINALS = ("error", "result", "drop", "exit", "garbage", "close_stdout", "http", "expire_session")
+# Terminal actions that only the HTTP front can carry out (over stdio: the default answer).
+HTTP_FAULTS = frozenset({"http", "expire_session"})
 
 
 def _positive_int(value: Any, what: str) -> int:
@@ -117,7 +124,7 @@ def _parse_rule(index: int, raw: Any) -> Rule:
         raise ConfigError(f"{where}: missing action")
     action = raw["action"]
     if isinstance(action, str):
-        if action not in _ACTION_KEYS or action in ("error", "result", "delay"):
+        if action not in _ACTION_KEYS or action in ("error", "result", "delay", "http", "drop_stream"):
             raise ConfigError(f"{where}: unknown action {action!r}")
         action = {action: True}
     if not isinstance(action, dict) or not action:
@@ -133,6 +140,13 @@ def _parse_rule(index: int, raw: Any) -> Rule:
         if type(delay) not in (int, float) or delay < 0:
             raise ConfigError(f"{where}: delay must be a number of seconds >= 0")
         rule.delay = float(delay)
+    if action.get("drop_stream") is not None:
+        drop = action["drop_stream"]
+        if type(drop) is not int or drop < 0:
+            raise ConfigError(f"{where}: drop_stream must be an integer >= 0")
+        if terminals and terminals[0] in HTTP_FAULTS:
+            raise ConfigError(f"{where}: drop_stream cannot be combined with {terminals[0]}")
+        rule.drop_stream = drop
     rule.twice = bool(action.get("respond_twice", False))
     wrong = action.get("wrong_id")
     rule.wrong_id = None if wrong is None or wrong is False else wrong
@@ -166,9 +180,31 @@ def _parse_rule(index: int, raw: Any) -> Rule:
                 rule.arg = value.encode() + b"\n"
             else:
                 raise ConfigError(f"{where}: garbage must be true or a one-line string")
-    elif not (rule.delay or rule.twice or rule.wrong_id is not None):
+        elif kind == "http":
+            rule.arg = _parse_http(value, where)
+        elif kind == "expire_session" and value is not True:
+            raise ConfigError(f"{where}: expire_session must be true")
+    elif not (rule.delay or rule.twice or rule.wrong_id is not None or rule.drop_stream is not None):
         raise ConfigError(f"{where}: the action does nothing")
     return rule
+
+
+def _parse_http(value: Any, where: str) -> dict[str, Any]:
+    """``{"status": int, "headers"?: {str: str}, "body"?: str | JSON}``, normalised."""
+    if not isinstance(value, dict) or set(value) - {"status", "headers", "body"}:
+        raise ConfigError(f"{where}: http must be an object with status, headers?, body?")
+    status = value.get("status")
+    if type(status) is not int or not 200 <= status <= 599:
+        raise ConfigError(f"{where}: http.status must be an integer 200..599")
+    headers = value.get("headers") or {}
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and "\n" not in k + v for k, v in headers.items()
+    ):
+        raise ConfigError(f"{where}: http.headers must map strings to one-line strings")
+    out: dict[str, Any] = {"status": status, "headers": dict(headers)}
+    if "body" in value:
+        out["body"] = value["body"]
+    return out
 
 
 def parse_rules(rules: Any) -> list[Rule]:

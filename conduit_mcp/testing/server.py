@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from .catalog import _TOOL_SPECS, _obj, _wrong_id
+from .catalog import _HEADER_TOOL_SPECS, _TOOL_SPECS, _obj, _wrong_id
 from .catalog import describe_tools as describe_tools
 from .handlers import HandlersMixin
 from .options import DEFAULT_INSTRUCTIONS as DEFAULT_INSTRUCTIONS
@@ -57,7 +57,7 @@ from .protocol import MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY
 from .protocol import PV_KEY as PV_KEY
 from .protocol import SUBSCRIPTION_KEY as SUBSCRIPTION_KEY
 from .protocol import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
-from .rules import ConfigError, Rule, parse_rules
+from .rules import HTTP_FAULTS, ConfigError, Rule, parse_rules
 from .tools import ToolsMixin
 
 __all__ = [
@@ -85,6 +85,12 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
     message as bytes instead (spliced from the input line: no re-encoding). ``start_number``
     is this process's start count (1 for the first), used by rules with
     ``first_process_only``/``process``.
+
+    Two hooks serve the HTTP front: ``rule_hook(rule)`` is called synchronously when a rule
+    fires (before its delay), so the front can see modifiers such as ``drop_stream``;
+    ``fault(rule, request_id)`` carries out the HTTP-only terminal actions (``http``,
+    ``expire_session``) when they are due. Without ``fault`` (stdio) those actions give the
+    default answer.
     """
 
     def __init__(
@@ -98,8 +104,12 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         log: Callable[[dict[str, Any]], None] | None = None,
         log_raw: Callable[[bytes], None] | None = None,
         start_number: int = 1,
+        rule_hook: Callable[[Rule], None] | None = None,
+        fault: Callable[[Rule, Any], None] | None = None,
     ) -> None:
         self.config = config
+        self._rule_hook = rule_hook
+        self._fault = fault
         self._log = log
         self._log_raw = log_raw if log is not None else None
         self._pid = os.getpid()
@@ -135,7 +145,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self._result_meta = {SERVER_INFO_KEY: self._server_info}
         self._tool_fns: dict[str, Callable[[_Ctx, dict[str, Any]], Any]] = {}
         self._static_tools: list[dict[str, Any]] = []
-        for name, description, schema, output in _TOOL_SPECS:
+        specs = _TOOL_SPECS + _HEADER_TOOL_SPECS if config.header_tools else _TOOL_SPECS
+        for name, description, schema, output in specs:
             tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
             if output is not None:
                 tool["outputSchema"] = output
@@ -304,6 +315,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self, rule: Rule, request_id: Any, method: str, params: Any, is_request: bool
     ) -> None:
         self._event("rule", rule=rule.index, id=request_id, method=method, action=rule.terminal)
+        if self._rule_hook is not None:
+            self._rule_hook(rule)
         if rule.delay > 0:
             self._spawn(request_id, self._delayed(rule, request_id, method, params, is_request))
             return
@@ -322,6 +335,11 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
     def _act(self, rule: Rule, request_id: Any, method: str, params: Any, is_request: bool) -> Any:
         """Do the rule's terminal action (or the default); return an awaitable still to finish."""
         kind = rule.terminal
+        if kind in HTTP_FAULTS:
+            if self._fault is not None:
+                self._fault(rule, request_id)
+                return None
+            kind = None  # stdio: the default answer
         if kind is None:
             if is_request:
                 return self._run_default(request_id, method, params, rule, spawn=False)

@@ -274,4 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"conduit_mcp.testing: {e}", file=sys.stderr)
         return 2
+    if config.http:
+        from .http import serve_http
+
+        return asyncio.run(serve_http(config))
     return asyncio.run(serve(config))

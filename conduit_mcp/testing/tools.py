@@ -174,6 +174,26 @@ class ToolsMixin:
     def _t_pid(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         return _text(str(self._pid))
 
+    def _t_weather(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        region = args.get("region")
+        days = args.get("days")
+        metric = args.get("metric")
+        if (
+            not isinstance(region, str)
+            or (days is not None and type(days) is not int)
+            or (metric is not None and type(metric) is not bool)
+        ):
+            return _tool_error("weather: region must be a string, days an integer, metric a bool")
+        # days and metric as JSON: 3, true, null (absent)
+        text = f"{region} {orjson.dumps(days).decode()} {orjson.dumps(metric).decode()}"
+        return _text(text)
+
+    def _t_bad_header(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        v = args.get("v")
+        if not _is_num(v):
+            return _tool_error("bad_header: v must be a number")
+        return _text(repr(v))
+
     def _t_cpu(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         spent = time.process_time()
         times = os.times()

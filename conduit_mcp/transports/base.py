@@ -59,6 +59,47 @@ class Transport(Protocol):
 
     def stderr(self) -> bytes: ...
 
+    def negotiated(self, era: str, version: str) -> None:
+        """The handshake settled ``era``/``version`` (HTTP sends it as a header)."""
+        ...
+
     def wait_closed(self, timeout: float) -> bool:
         """Block up to ``timeout`` until the transport is fully gone (0: just ask)."""
         ...
+
+
+# -- HTTP outcomes (seed 000, "HTTP outcomes") -------------------------------------------------
+
+
+class RequestFailed(NamedTuple):
+    """The request ``rid`` got an HTTP answer that is not a JSON-RPC answer (401/403, 429,
+    5xx, an unusable body, a response over the size limit). ``error`` is what its caller
+    sees; ``status``/``body`` let the connection classify a probe (``HttpProbe``). The body
+    is the server's and may echo anything: it never goes into a log or a repr."""
+
+    gen: int
+    rid: Any
+    error: Any
+    status: int | None = None
+    body: bytes | None = None
+
+    def __repr__(self) -> str:
+        return f"RequestFailed(gen={self.gen}, rid={self.rid!r}, status={self.status})"
+
+
+class StreamBroken(NamedTuple):
+    """The response stream of ``rid`` broke before its answer (and, in the legacy era, could
+    not be resumed with ``Last-Event-ID``). The request may have run."""
+
+    gen: int
+    rid: Any
+    detail: str | None = None
+
+
+class SessionExpired(NamedTuple):
+    """Legacy HTTP: the server no longer knows the session (404 for a request carrying it).
+    The transport keeps the expired request and re-sends it once the connection has run a
+    new ``initialize`` (seed 000); ``rid`` is None when the GET stream found it out."""
+
+    gen: int
+    rid: Any

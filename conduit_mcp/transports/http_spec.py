@@ -80,9 +80,10 @@ class Http:
                 raise Error("config", "http.auth", "Http auth must be a callable")
             if self.bearer is not None:
                 raise Error("config", "http.auth", "give Http either bearer or auth, not both")
-        if self.credential_id is not None:
-            if not isinstance(self.credential_id, str) or self.auth is None:
-                raise Error("config", "http.credential_id",
+        if self.credential_id is not None and (
+            not isinstance(self.credential_id, str) or self.auth is None
+        ):
+            raise Error("config", "http.credential_id",
                             "credential_id is a string, given with an auth callable")
         for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
             value = getattr(self, name)

@@ -123,6 +123,9 @@ class StdioTransport:
     def stderr(self) -> bytes:
         return b"".join(self._stderr)
 
+    def negotiated(self, era: str, version: str) -> None:
+        """Nothing to do: over stdio the version travels only in the messages."""
+
     def wait_closed(self, timeout: float) -> bool:
         """Block (a caller's thread, never an actor's) until the process is gone."""
         return self._gone.wait(timeout)

@@ -215,12 +215,17 @@ def test_timeout_is_legacy_evidence(kind: str) -> None:
     assert isinstance(decision, Close) and decision.reason == "legacy_server"
 
 
-@pytest.mark.parametrize("kind", ["stdio", "http"])
-def test_exit_reconnects_and_next_attempt_is_legacy_in_auto(kind: str) -> None:
-    assert classify(ProbeExit(), kind) == Reconnect("server_exited", next_legacy=True)
-    assert classify(ProbeExit(), kind, mode="modern") == Reconnect(
+def test_exit_reconnects_and_next_attempt_is_legacy_in_auto() -> None:
+    assert classify(ProbeExit(), "stdio") == Reconnect("server_exited", next_legacy=True)
+    assert classify(ProbeExit(), "stdio", mode="modern") == Reconnect(
         "server_exited", next_legacy=False
     )
+
+
+@pytest.mark.parametrize("mode", ["auto", "modern"])
+def test_http_connection_lost_during_probe_is_no_era_evidence(mode: str) -> None:
+    # A refused connection or a restarting HTTP server says nothing about its era.
+    assert classify(ProbeExit(), "http", mode=mode) == Reconnect("unreachable")
 
 
 # -- HTTP (mcp-spec §7, peers.md §3) ---------------------------------------------------------------

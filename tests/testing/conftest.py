@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from conduit_mcp.testing import ScriptedServer
+from conduit_mcp.testing.http_process import HttpServerProcess
 from conduit_mcp.testing.raw import RawPeer
 
 
@@ -47,3 +48,33 @@ def spawn(tmp_path: Path) -> Iterator[Spawner]:
         yield spawner
     finally:
         spawner.close()
+
+
+class HttpStarter:
+    """Starts scripted HTTP servers (subprocesses); kills whatever still runs at teardown."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.procs: list[HttpServerProcess] = []
+
+    def __call__(
+        self, *, options: Mapping[str, Any] | None = None, **server_kw: Any
+    ) -> tuple[ScriptedServer, HttpServerProcess]:
+        srv = ScriptedServer(self.tmp_path / "srv", **server_kw)
+        proc = srv.http_server(**dict(options or {}))
+        self.procs.append(proc)
+        return srv, proc
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.running():
+                proc.kill()
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[HttpStarter]:
+    starter = HttpStarter(tmp_path)
+    try:
+        yield starter
+    finally:
+        starter.close()
