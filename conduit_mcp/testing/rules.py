@@ -78,7 +78,16 @@ _ACTION_KEYS = {
     "expire_session",
     "drop_stream",
 }
-_TERMINALS = ("error", "result", "drop", "exit", "garbage", "close_stdout", "http", "expire_session")
+_TERMINALS = (
+    "error",
+    "result",
+    "drop",
+    "exit",
+    "garbage",
+    "close_stdout",
+    "http",
+    "expire_session",
+)
 # Terminal actions that only the HTTP front can carry out (over stdio: the default answer).
 HTTP_FAULTS = frozenset({"http", "expire_session"})
 
@@ -124,7 +133,13 @@ def _parse_rule(index: int, raw: Any) -> Rule:
         raise ConfigError(f"{where}: missing action")
     action = raw["action"]
     if isinstance(action, str):
-        if action not in _ACTION_KEYS or action in ("error", "result", "delay", "http", "drop_stream"):
+        if action not in _ACTION_KEYS or action in (
+            "error",
+            "result",
+            "delay",
+            "http",
+            "drop_stream",
+        ):
             raise ConfigError(f"{where}: unknown action {action!r}")
         action = {action: True}
     if not isinstance(action, dict) or not action:
@@ -184,7 +199,9 @@ def _parse_rule(index: int, raw: Any) -> Rule:
             rule.arg = _parse_http(value, where)
         elif kind == "expire_session" and value is not True:
             raise ConfigError(f"{where}: expire_session must be true")
-    elif not (rule.delay or rule.twice or rule.wrong_id is not None or rule.drop_stream is not None):
+    elif not (
+        rule.delay or rule.twice or rule.wrong_id is not None or rule.drop_stream is not None
+    ):
         raise ConfigError(f"{where}: the action does nothing")
     return rule
 

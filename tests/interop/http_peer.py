@@ -1,8 +1,9 @@
 """Start a real third-party MCP server on a loopback HTTP port, for the interop tests.
 
-The server is ready when it says so on its output (uvicorn: "Uvicorn running on"; node:
-"listening"): the start waits on that line with a deadline, never on a sleep. A reader thread
-keeps draining the output afterwards, so a chatty server never blocks on a full pipe.
+The server is ready when it says so on its output (node: "listening on port") or, for servers
+that log nothing at their log level (the Python peers run uvicorn at WARNING), when its port
+accepts a TCP connection; the start waits for that with a deadline. A reader thread keeps
+draining the output, so a chatty server never blocks on a full pipe.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 
@@ -39,7 +41,16 @@ class HttpPeer:
             start_new_session=True,
         )
         threading.Thread(target=self._drain, name="http-peer-output", daemon=True).start()
-        if not self._ready.wait(timeout) or self.proc.poll() is not None:
+        deadline = time.monotonic() + timeout
+        while not self._ready.is_set() and time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                self._ready.set()
+            except OSError:
+                self._ready.wait(0.05)  # woken early by the output marker or EOF
+        if not self._ready.is_set() or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError(f"HTTP peer not ready: {self.output[-20:]}")
 

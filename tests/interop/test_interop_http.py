@@ -54,7 +54,7 @@ def peers() -> Iterator[Callable[..., HttpPeer]]:
 
 def python_peer(peers: Callable[..., HttpPeer], cmd: list[str]) -> HttpPeer:
     port = free_port()
-    return peers([*cmd[:-1], "http", "--port", str(port)], port, ready=["Uvicorn running on"])
+    return peers([*cmd[:-1], "http", "--port", str(port)], port, ready=[])
 
 
 class ProgressLog:

@@ -17,7 +17,11 @@ from conduit_mcp.testing.http_raw import RawHttpPeer, SseReader
 pytestmark = pytest.mark.timeout(30)
 
 ADD = {"name": "add", "arguments": {"a": 1, "b": 2}}
-NOT_FOUND = {"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Session not found"}}
+NOT_FOUND = {
+    "jsonrpc": "2.0",
+    "id": "server-error",
+    "error": {"code": -32600, "message": "Session not found"},
+}
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -99,7 +103,9 @@ def test_drop_stream_then_resume_with_last_event_id(http_server):
     assert [e.data["params"]["progress"] for e in seen] == [1]
     assert [e.data.get("method") for e in rest] == ["notifications/progress"] * 2 + [None]
     assert [e.data["params"]["progress"] for e in rest[:2]] == [2, 3]
-    assert rest[-1].data["id"] == 9 and rest[-1].data["result"]["content"][0]["text"] == "done 3 steps"
+    assert (
+        rest[-1].data["id"] == 9 and rest[-1].data["result"]["content"][0]["text"] == "done 3 steps"
+    )
     ids = [e.id for e in seen + rest]
     assert len(set(ids)) == 4 and all(ids)
     assert srv.wait_for("stream_dropped")["id"] == 9

@@ -200,7 +200,9 @@ def test_listen_stream_then_client_close_cancels(http_server):
                 assert response.content_type == "text/event-stream"
                 reader = SseReader(response)
                 ack = await reader.next()
-                changed = await peer.modern("tools/call", {"name": "changed", "arguments": {"kind": "tools"}})
+                changed = await peer.modern(
+                    "tools/call", {"name": "changed", "arguments": {"kind": "tools"}}
+                )
                 note = await reader.next()
             # leaving the block closes the stream: the listen is cancelled
             await srv.wait_for_async({"event": "cancelled", "id": "L1"})
@@ -220,9 +222,7 @@ def test_closing_a_json_request_cancels_it(http_server):
 
     async def body():
         async with RawHttpPeer(proc.url) as peer:
-            task = asyncio.create_task(
-                peer.modern("tools/call", {"name": "never"}, request_id=41)
-            )
+            task = asyncio.create_task(peer.modern("tools/call", {"name": "never"}, request_id=41))
             await srv.wait_for_async({"dir": "in", "id": 41})
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -230,6 +230,17 @@ def test_closing_a_json_request_cancels_it(http_server):
 
     assert run(body())["found"] is True
     assert srv.wait_for({"event": "http", "status": None})["verb"] == "POST"
+
+
+def test_initialize_against_a_modern_only_server(http_server):
+    _, proc = http_server(era="modern")
+
+    async def body():
+        async with RawHttpPeer(proc.url) as peer:
+            return await peer.initialize()
+
+    reply = run(body())
+    assert reply.status == 404 and reply.json["error"]["code"] == -32601
 
 
 def _meta() -> dict[str, Any]:
@@ -303,13 +314,18 @@ def test_unknown_session_and_wrong_version(http_server):
             await peer.initialize()
             wrong = await peer.legacy("tools/list", headers={"MCP-Protocol-Version": "2025-03-26"})
             absent = await peer.legacy("tools/list", headers={"MCP-Protocol-Version": None})
+            async with peer.open_get() as first, peer.open_get() as second:
+                conflict = (first.status, second.status)
+            async with peer.open_get(last_event_id="999-1") as resumed:
+                bad_resume = resumed.status
             peer.session_id = "no-such-session"
             unknown = await peer.legacy("tools/list")
             async with peer.open_get() as got:
                 get_unknown = got.status
-            return wrong, absent, unknown, get_unknown
+            return wrong, absent, unknown, get_unknown, conflict, bad_resume
 
-    wrong, absent, unknown, get_unknown = run(body())
+    wrong, absent, unknown, get_unknown, conflict, bad_resume = run(body())
+    assert conflict == (200, 409) and bad_resume == 400
     assert wrong.status == 400
     assert absent.status == 200 and "tools" in absent.json["result"]
     assert unknown.status == 404 and get_unknown == 404
@@ -366,11 +382,13 @@ def test_restart_on_the_same_port(http_server):
 
 def test_start_failure_raises_with_stderr(http_server):
     srv, proc = http_server()
-    with pytest.raises(RuntimeError, match="address already in use|Errno 98"):
+    with pytest.raises(RuntimeError, match=r"address already in use|Errno 98"):
         srv.http_server(port=proc.port)
 
 
-def test_port_file(http_server, tmp_path):
+def test_port_file_and_sigterm(http_server, tmp_path):
     port_file = tmp_path / "port"
-    _, proc = http_server(options={"port_file": str(port_file)})
+    srv, proc = http_server(options={"port_file": str(port_file)})
     assert port_file.read_text() == str(proc.port)
+    assert proc.stop() == 0
+    assert srv.wait_for("sigterm")["ignored"] is False
