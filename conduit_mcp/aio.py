@@ -4,6 +4,7 @@ the caller's loop (the connection answers through ``call_soon_threadsafe`` on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from .api import (
     _Request,
     _timeout,
 )
+from .cached import fresh_items, store_walk, walk_credential
 from .errors import Error
 from .replies import AsyncReply, Reply
 from .status import Status
@@ -54,28 +56,44 @@ class AsyncClient(_Front[Any]):
         conn = self._client._tell(runtime, AwaitReady(reply, time.monotonic() + seconds))
         return await self._await(future, reply, conn, seconds, "await_ready")
 
-    async def list_all_tools(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+    async def list_all_tools(self, *, timeout: float | None = None,
+                         refresh: bool = False) -> tuple[Any, ...]:
         """Every tool, following cursors."""
-        return await self._list_all("tools", timeout)
+        return await self._list_all("tools", timeout, refresh)
 
-    async def list_all_prompts(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+    async def list_all_prompts(self, *, timeout: float | None = None,
+                         refresh: bool = False) -> tuple[Any, ...]:
         """Every prompt, following cursors."""
-        return await self._list_all("prompts", timeout)
+        return await self._list_all("prompts", timeout, refresh)
 
-    async def list_all_resources(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+    async def list_all_resources(self, *, timeout: float | None = None,
+                         refresh: bool = False) -> tuple[Any, ...]:
         """Every resource, following cursors."""
-        return await self._list_all("resources", timeout)
+        return await self._list_all("resources", timeout, refresh)
 
-    async def list_all_resource_templates(self, *, timeout: float | None = None) -> tuple[Any, ...]:
+    async def list_all_resource_templates(self, *, timeout: float | None = None,
+                         refresh: bool = False) -> tuple[Any, ...]:
         """Every resource template, following cursors."""
-        return await self._list_all("resource_templates", timeout)
+        return await self._list_all("resource_templates", timeout, refresh)
 
-    async def _list_all(self, kind: str, timeout: float | None) -> tuple[Any, ...]:
+    async def _list_all(self, kind: str, timeout: float | None,
+                        refresh: bool = False) -> tuple[Any, ...]:
         runtime = self._client._runtime()
-        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout))
+        if not refresh:
+            cached = fresh_items(runtime, kind)
+            if cached is not None:
+                return cached
+        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
+                        walk_credential(runtime))
         while not walk.done:
             request, remaining = walk.next()
             walk.add(await self._do(request, remaining))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if store_walk(runtime, walk, AsyncReply(loop, future)):
+            # stored before we return, so tool(name) finds it; never failing on it
+            with contextlib.suppress(TimeoutError, Error):
+                await asyncio.wait_for(future, max(0.0, min(1.0, walk.deadline - time.monotonic())))
         return tuple(walk.items)
 
     async def _do(self, req: _Request, timeout: float | None, on_progress: Any = None) -> Any:

@@ -260,15 +260,21 @@ class PageWalk:
     whole walk; a server whose cursors never end is cut at ``MAX_PAGES``.
     """
 
-    __slots__ = ("kind", "deadline", "items", "cursor", "pages", "done")
+    __slots__ = ("kind", "deadline", "items", "cursor", "pages", "done", "raws", "started",
+                 "credential")
 
-    def __init__(self, kind: str, seconds: float) -> None:
+    def __init__(self, kind: str, seconds: float, credential: str | None = None) -> None:
         self.kind = kind
-        self.deadline = time.monotonic() + seconds
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
         self.items: list[Any] = []
         self.cursor: str | None = None
         self.pages = 0
         self.done = False
+        # For the cache: each page's raw result (ttlMs, cacheScope) and the credential
+        # identity the walk started under (seed 003).
+        self.raws: list[Any] = []
+        self.credential = credential
 
     def next(self) -> tuple[_Request, float]:
         """The next page's request and the time left for it."""
@@ -284,6 +290,7 @@ class PageWalk:
     def add(self, page: Page) -> None:
         self.pages += 1
         self.items.extend(page.items)
+        self.raws.append(page.raw)
         # An empty-string cursor is a real cursor (spec: pagination); only None ends.
         self.cursor = page.next_cursor
         self.done = page.next_cursor is None

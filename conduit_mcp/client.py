@@ -38,6 +38,7 @@ from .api import (
     _Request,
     _timeout,
 )
+from .cached import CacheApi, fresh_items, store_walk_and_wait, walk_credential
 from .config import build_config
 from .errors import Error
 from .futures import FutureClient
@@ -52,7 +53,7 @@ from .types import (
 )
 
 
-class Client(_Front[Any]):
+class Client(CacheApi, _Front[Any]):
     """A supervised MCP client for one server. Start it with :meth:`start`.
 
     >>> import sys, conduit_mcp as mcp
@@ -221,27 +222,40 @@ class Client(_Front[Any]):
 
     # -- the blocking front end ---------------------------------------------------------------
 
-    def list_all_tools(self, *, timeout: float | None = None) -> tuple[Any, ...]:
-        """Every tool, following cursors; ``timeout`` bounds the whole walk."""
-        return self._list_all("tools", timeout)
+    def list_all_tools(self, *, timeout: float | None = None,
+                       refresh: bool = False) -> tuple[Any, ...]:
+        """Every tool, following cursors; ``timeout`` bounds the whole walk. Served from the
+        cache while it is fresh (the server's ``ttlMs``, capped by ``max_cache_ttl``; not
+        after a ``list_changed``); ``refresh=True`` always asks the server."""
+        return self._list_all("tools", timeout, refresh)
 
-    def list_all_prompts(self, *, timeout: float | None = None) -> tuple[Any, ...]:
-        """Every prompt, following cursors."""
-        return self._list_all("prompts", timeout)
+    def list_all_prompts(self, *, timeout: float | None = None,
+                         refresh: bool = False) -> tuple[Any, ...]:
+        """Every prompt, following cursors (cached like :meth:`list_all_tools`)."""
+        return self._list_all("prompts", timeout, refresh)
 
-    def list_all_resources(self, *, timeout: float | None = None) -> tuple[Any, ...]:
-        """Every resource, following cursors."""
-        return self._list_all("resources", timeout)
+    def list_all_resources(self, *, timeout: float | None = None,
+                           refresh: bool = False) -> tuple[Any, ...]:
+        """Every resource, following cursors (cached like :meth:`list_all_tools`)."""
+        return self._list_all("resources", timeout, refresh)
 
-    def list_all_resource_templates(self, *, timeout: float | None = None) -> tuple[Any, ...]:
-        """Every resource template, following cursors."""
-        return self._list_all("resource_templates", timeout)
+    def list_all_resource_templates(self, *, timeout: float | None = None,
+                                    refresh: bool = False) -> tuple[Any, ...]:
+        """Every resource template, following cursors (cached like :meth:`list_all_tools`)."""
+        return self._list_all("resource_templates", timeout, refresh)
 
-    def _list_all(self, kind: str, timeout: float | None) -> tuple[Any, ...]:
-        walk = PageWalk(kind, _timeout(timeout, self._runtime().config.request_timeout))
+    def _list_all(self, kind: str, timeout: float | None, refresh: bool) -> tuple[Any, ...]:
+        runtime = self._runtime()
+        if not refresh:
+            cached = fresh_items(runtime, kind)
+            if cached is not None:
+                return cached
+        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
+                        walk_credential(runtime))
         while not walk.done:
             request, remaining = walk.next()
             walk.add(self._do(request, remaining))
+        store_walk_and_wait(runtime, walk)
         return tuple(walk.items)
 
     def _tell(self, runtime: rt.Runtime, message: Any) -> pykka.ActorRef[Any]:

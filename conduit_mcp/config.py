@@ -41,6 +41,8 @@ class Config:
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     shutdown_timeout: float = 5.0
+    # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
+    max_cache_ttl: float | None = 300.0
     # OpenTelemetry providers (README, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
@@ -56,6 +58,7 @@ _NUMBERS = {
     "health_check": (True, True),
     "health_timeout": (False, True),
     "shutdown_timeout": (False, True),
+    "max_cache_ttl": (True, False),
 }
 _INTS = {
     # option: (allow None, minimum)

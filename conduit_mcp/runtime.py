@@ -1,7 +1,9 @@
 """One client's actor tree, and the directory of running clients by name.
 
-``ClientSupervisor`` (one_for_one, 3 restarts in 5 s) supervises the ``Connection`` today;
-the refresher, handler, listen and OAuth actors of later issues join it as lazy children.
+``ClientSupervisor`` (one_for_one, 3 restarts in 5 s) supervises the ``Connection``, and two
+lazy children started on their first work: the ``notifier`` (runs notification subscribers'
+code) and the ``refresher`` (fetches cached lists). The handler and OAuth actors of later
+issues join them.
 The connection is ``transient``: a crash restarts it (its callers get ``transport``), a
 normal exit does not. With ``on_give_up="stop"`` it is also *significant*: giving up ends
 the whole client, so an application supervisor above it starts a fresh one.
@@ -21,7 +23,10 @@ from typing import Any
 import pykka
 
 from .actors.connection import Connection
+from .actors.notifier import child_spec as notifier_spec
+from .actors.refresher import child_spec as refresher_spec
 from .actors.registry import Registry
+from .actors.siblings import Siblings
 from .actors.supervisor import ChildSpec, Supervisor, WhichChildren
 from .config import Config
 from .errors import Error
@@ -85,18 +90,24 @@ class Runtime:
         )
         self.registry = Registry()
         self.supervisor: pykka.ActorRef[Any] | None = None
+        # The lazy children (notifier, refresher), told without blocking (actors/siblings.py).
+        self.siblings = Siblings(self.registry, lambda: self.supervisor)
         self.stopped = threading.Event()
 
     def __repr__(self) -> str:
         return f"<Runtime {self.name!r}>"
 
     def children(self) -> list[ChildSpec]:
-        spec, cfg, shared = self.spec, self.config, self.shared
+        cfg, shared = self.config, self.shared
         hooks = self.telemetry.connection
 
+        siblings = self.siblings
+
         def start_connection(link: Any) -> pykka.ActorRef[Any]:
+            # self.spec, read at each (re)start: set_auth may have changed the credentials
             return Connection.start(
-                spec, cfg, shared, transport_factory=make_transport, link=link, telemetry=hooks
+                self.spec, cfg, shared, transport_factory=make_transport, link=link, telemetry=hooks,
+                client_name=self.name, siblings=siblings,
             )
 
         return [
@@ -106,7 +117,9 @@ class Runtime:
                 restart="transient",
                 shutdown=cfg.shutdown_timeout,
                 significant=cfg.on_give_up == "stop",
-            )
+            ),
+            notifier_spec(self.name),
+            refresher_spec(self.registry),
         ]
 
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:

@@ -39,7 +39,7 @@ class Shared:
 
     __slots__ = (
         "status", "server_info", "capabilities", "instructions", "transport", "closing",
-        "_changed", "transitions",
+        "_changed", "transitions", "cache",
     )
 
     def __init__(self) -> None:
@@ -51,6 +51,9 @@ class Shared:
         self.instructions: str | None = None
         self.transport: Any = None
         self.closing: list[Any] = []
+        # The connection's cache (conduit_mcp.cache.Cache); a restarted connection has a new
+        # one, and the old one answers cache_gone.
+        self.cache: Any = None
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

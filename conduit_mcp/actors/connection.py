@@ -60,6 +60,7 @@ from ..transports.base import (
     TransportDown,
     TransportUp,
 )
+from .changes import ChangeTracking
 from .events import (
     _CONNECT,
     _HEALTH,
@@ -81,6 +82,7 @@ log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
+_RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
 _READS = frozenset({
     "tools/list", "prompts/list", "resources/list", "resources/templates/list",
@@ -90,7 +92,14 @@ _READS = frozenset({
 __all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]
 
 
-class Connection(HandshakeStates, Statem):
+class _NoSiblings:
+    """A connection started on its own (tests): nobody to notify, nothing refreshes."""
+
+    def tell(self, child_id: str, message: Any) -> bool:
+        return False
+
+
+class Connection(ChangeTracking, HandshakeStates, Statem):
     """See the module docstring for the state table."""
 
     def __init__(
@@ -102,6 +111,8 @@ class Connection(HandshakeStates, Statem):
         transport_factory: Any,
         link: Any = None,
         telemetry: Any = None,
+        client_name: str = "client",
+        siblings: Any = None,
     ) -> None:
         super().__init__(link=link)
         # O(1) counters on transitions, cancellations and dropped responses (never per request)
@@ -143,6 +154,9 @@ class Connection(HandshakeStates, Statem):
         # The request hot path reads these on every call: keep them flat.
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
+        credential = getattr(transport_spec, "credential", None)
+        self._init_changes(client_name, siblings or _NoSiblings(),
+                           credential() if callable(credential) else None)
 
     def __repr__(self) -> str:
         return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
@@ -170,6 +184,7 @@ class Connection(HandshakeStates, Statem):
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
         self._drop_transport()
+        self._changes_closed()
         self._publish("closed", "stopped" if reason is None else "crashed")
 
     # -- connecting ---------------------------------------------------------------------------
@@ -204,6 +219,7 @@ class Connection(HandshakeStates, Statem):
         self.set_timeout(_STABLE, cfg.stable_after, _STABLE)
         if cfg.health_check is not None:
             self.set_timeout(_HEALTH, cfg.health_check, _HEALTH)
+        self._changes_ready()
         return []
 
     def on_ready(self, kind: str, ev: Any) -> Any:
@@ -255,6 +271,7 @@ class Connection(HandshakeStates, Statem):
         return self._common(kind, ev)
 
     def _leave_ready(self) -> None:
+        self._changes_lost()
         self.set_timeout(_STABLE, None, None)
         self.set_timeout(_HEALTH, None, None)
         self.set_timeout(_HEALTH_TIMEOUT, None, None)
@@ -364,6 +381,8 @@ class Connection(HandshakeStates, Statem):
             if ev.gen == self._gen:
                 self._request_failed(ev)
             return None
+        if self._changes_event(ev):
+            return None
         if t is StreamBroken:
             if ev.gen == self._gen:
                 return self._stream_broken(ev)
@@ -380,8 +399,11 @@ class Connection(HandshakeStates, Statem):
             if ev.reply is not None:
                 ev.reply.ok(None)
             return None
-        if kind == "timeout" and ev in (_STABLE, _HEALTH, _HEALTH_TIMEOUT):
-            return None  # armed in ready, fired elsewhere: ready cancels them on leaving
+        if kind == "timeout":
+            if ev in (_STABLE, _HEALTH, _HEALTH_TIMEOUT):
+                return None  # armed in ready, fired elsewhere: ready cancels them on leaving
+            if self._changes_timeout(ev):
+                return None
         log.warning("connection ignored an unexpected %s event of type %s", kind, t.__name__)
         return None
 
@@ -448,6 +470,8 @@ class Connection(HandshakeStates, Statem):
         reply = call.reply
         if reply.done:
             return  # the caller gave up while it was queued: never sent
+        if call.method in _RESOURCE_SUBS and self._resource_call(call):
+            return
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
             reply.fail(Error("timeout", "deadline",
@@ -501,7 +525,8 @@ class Connection(HandshakeStates, Statem):
         if t is Response:
             call = self._pending.pop(m.id, None)
             if call is None:
-                self._unmatched(m)
+                if not self._listen_answer(m):
+                    self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
             call.reply.ok(m.result)
@@ -509,7 +534,8 @@ class Connection(HandshakeStates, Statem):
         if t is ErrorResponse:
             call = self._pending.pop(m.id, None)
             if call is None:
-                self._unmatched(m)
+                if not self._listen_answer(m):
+                    self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
             if (
@@ -528,8 +554,8 @@ class Connection(HandshakeStates, Statem):
             call.reply.fail(server_error(m, call.method))
             return None
         if t is Notification:
-            # Progress never gets here: the transport's reader routes it (pending.py). Other
-            # notifications reach subscribers with the notifications issue.
+            # Progress never gets here: the transport's reader routes it (pending.py).
+            self._on_notification(m.method, m.params)
             return None
         if t is Request:
             self._server_request(m)
@@ -554,6 +580,8 @@ class Connection(HandshakeStates, Statem):
         ``transport`` (the seed's: never retry what may have run)."""
         call = self._pending.pop(ev.rid, None)
         if call is None:
+            if self._is_listen(ev.rid):
+                self._listen_ended(ev.rid, dropped=True)
             return None
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:

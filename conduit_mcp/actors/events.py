@@ -94,3 +94,56 @@ def _transport_error(reason: str, detail: str | None = None) -> Error:
     if detail:
         text += f" ({reason} {detail})"
     return Error("transport", reason, text)
+
+
+# -- the cache, notifications and credentials (issue 4) ---------------------------------------
+
+
+class CacheStore:
+    """A caller walked every page of a list (``list_all_*`` on a miss): store it. ``reply``
+    (if any) is answered once it is stored, so the caller's next ``tool(name)`` finds it."""
+
+    __slots__ = ("kind", "items", "pages", "fetched_at", "credential", "reply")
+
+    def __init__(self, kind: str, items: tuple[Any, ...], pages: list[Any], fetched_at: float,
+                 credential: str | None, reply: Reply | None = None) -> None:
+        self.kind = kind
+        self.items = items
+        self.pages = pages
+        self.fetched_at = fetched_at
+        self.credential = credential
+        self.reply = reply
+
+    def __repr__(self) -> str:
+        return f"<CacheStore {self.kind} items={len(self.items)}>"
+
+
+class Consumers:
+    """A notification subscriber came (``methods``: its filter, None for every method) or
+    went (``add=False``): the connection listens for what subscribers want (seed 000)."""
+
+    __slots__ = ("key", "methods", "add")
+
+    def __init__(self, key: Any, methods: frozenset[str] | None, add: bool) -> None:
+        self.key = key
+        self.methods = methods
+        self.add = add
+
+
+class SetAuth:
+    """``Client.set_auth``: send these credentials from now on (``spec`` is the transport spec
+    with them). Its repr never shows them."""
+
+    __slots__ = ("spec", "reply")
+
+    def __init__(self, spec: Any, reply: Reply | None = None) -> None:
+        self.spec = spec
+        self.reply = reply
+
+    def __repr__(self) -> str:
+        return "<SetAuth>"
+
+
+_COALESCE = "coalesce"
+_REFRESH = "refresh"
+_LISTEN_REOPEN = "listen_reopen"

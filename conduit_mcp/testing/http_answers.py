@@ -12,7 +12,7 @@ request routing in :mod:`.http` and the answering here each read on their own.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from aiohttp import web
@@ -157,7 +157,7 @@ class ExchangeMixin:
         while not stream.finished:
             await stream.changed()
         if stream.abort:
-            return self._abort(request, router, exchange)
+            self._abort(request, router, exchange)
         if not stream.items:  # the session ended (DELETE, expire_session) before the answer
             return json_response(SESSION_NOT_FOUND, 404)
         item = stream.items[0]
@@ -167,7 +167,7 @@ class ExchangeMixin:
             status = 404 if code == METHOD_NOT_FOUND else 400 if code in _MODERN_400 else 200
         return json_response(item.data, status, self._headers(router))
 
-    def _abort(self, request: web.Request, router: Router, exchange: Exchange | None) -> Any:
+    def _abort(self, request: web.Request, router: Router, exchange: Exchange | None) -> NoReturn:
         if exchange is not None:
             exchange.dropped = True
         rid = None if exchange is None else exchange.request_id

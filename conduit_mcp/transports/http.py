@@ -185,6 +185,12 @@ class HttpTransport:
             modern = False
         io.call_soon(self._start, rid, method or "", body, headers, modern)
 
+    def set_credentials(self, spec: Http) -> None:
+        """``Client.set_auth``: the next request carries these (connection thread; each
+        field is one reference store the loop reads when it builds a request's headers)."""
+        self._base = {**_ACCEPT, **spec.static_headers()}
+        self._spec = spec
+
     def cancel(self, request_id: int | str, reason: str) -> None:
         sent = self._sent.get(request_id)
         if sent is not None and not sent.modern:
