@@ -35,6 +35,9 @@ _LAZY = {
     "FutureClient": ".client",
     "Config": ".config",
     "Status": ".status",
+    "ServerNotification": ".notifications",
+    "LIST_REFRESHED": ".notifications",
+    "TOOL_DEFINITION_CHANGED": ".notifications",
     "Stdio": ".transports.stdio_spec",
     "Http": ".transports.http_spec",
     "CallToolResult": ".types",
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from .backoff import full_jitter
     from .client import AsyncClient, Client, FutureClient
     from .config import Config
+    from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .status import Status
     from .transports.http_spec import Http
     from .transports.stdio_spec import Stdio
@@ -102,6 +106,7 @@ __all__ = [
     "GetPromptResult",
     "Http",
     "KINDS",
+    "LIST_REFRESHED",
     "Link",
     "Page",
     "Progress",
@@ -112,10 +117,12 @@ __all__ = [
     "ResourceTemplate",
     "SafeActor",
     "ServerInfo",
+    "ServerNotification",
     "Statem",
     "Status",
     "Stdio",
     "Supervisor",
+    "TOOL_DEFINITION_CHANGED",
     "Tool",
     "__version__",
     "full_jitter",

@@ -150,6 +150,19 @@ class CacheApi:
         runtime.siblings.tell("notifier", message)
         runtime.connection().tell(Consumers(message.key, None, False))
 
+    def await_listening(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Modern era: block until the server acknowledged a ``subscriptions/listen`` and
+        return the filter it honours (so a change made after this is not missed). Legacy
+        era: ``{}`` at once (notifications need no listen there). ``Error("timeout")`` if no
+        listen is acknowledged in time (no consumer, or the server advertises nothing)."""
+        runtime = self._runtime()
+        if runtime.shared.status.era == "legacy":
+            return {}
+        honoured = runtime.shared.wait_listen(_timeout(timeout, timeout))
+        if honoured is None:
+            raise Error("timeout", "deadline", "no subscriptions/listen was acknowledged in time")
+        return honoured
+
     def subscribe(self, uri: str, *, timeout: float | None = None) -> None:
         """Subscribe to ``notifications/resources/updated`` for ``uri``. Kept across
         reconnects: sent again on every new session (legacy ``resources/subscribe``) or

@@ -38,7 +38,22 @@ import pykka
 
 from .errors import Error
 
-__all__ = ["ServerNotification", "Subscriber", "SubscriberKind", "subscriber_key"]
+__all__ = [
+    "LIST_REFRESHED",
+    "TOOL_DEFINITION_CHANGED",
+    "ServerNotification",
+    "Subscriber",
+    "SubscriberKind",
+    "subscriber_key",
+]
+
+#: Synthetic notifications the client itself delivers to subscribers (never from a server:
+#: the ``conduit_mcp/`` prefix is not an MCP method). ``TOOL_DEFINITION_CHANGED`` (params
+#: ``{"name": ...}``): a refreshed tool list holds a tool whose definition changed under the
+#: same name. ``LIST_REFRESHED`` (params ``{"kind": "tools" | "prompts" | "resources" |
+#: "resource_templates"}``): a list_changed refresh has landed in the cache.
+TOOL_DEFINITION_CHANGED: Final = "conduit_mcp/tool_definition_changed"
+LIST_REFRESHED: Final = "conduit_mcp/list_refreshed"
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 

@@ -39,7 +39,7 @@ class Shared:
 
     __slots__ = (
         "status", "server_info", "capabilities", "instructions", "transport", "closing",
-        "_changed", "transitions", "cache",
+        "_changed", "transitions", "cache", "listen",
     )
 
     def __init__(self) -> None:
@@ -54,6 +54,8 @@ class Shared:
         # The connection's cache (conduit_mcp.cache.Cache); a restarted connection has a new
         # one, and the old one answers cache_gone.
         self.cache: Any = None
+        # The filter the server acknowledged for the live subscriptions/listen (None: none).
+        self.listen: dict[str, Any] | None = None
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions
@@ -62,6 +64,24 @@ class Shared:
             self.status = status
             self.transitions += 1
             self._changed.notify_all()
+
+    def publish_listen(self, honoured: dict[str, Any] | None) -> None:
+        """A listen was acknowledged (or lost): wake :meth:`wait_listen` (rare: never on the
+        request path)."""
+        with self._changed:
+            self.listen = honoured
+            self._changed.notify_all()
+
+    def wait_listen(self, timeout: float) -> dict[str, Any] | None:
+        """Block until a listen is acknowledged; its filter, or None on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.listen is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+            return self.listen
 
     def wait(self, predicate: Callable[[Status], bool], timeout: float) -> Status | None:
         """Block (a caller's thread) until ``predicate(status)`` holds; None on timeout."""

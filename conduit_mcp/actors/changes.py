@@ -35,7 +35,7 @@ from typing import Any
 
 from ..cache import Cache
 from ..errors import Error
-from ..notifications import ServerNotification
+from ..notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
 from ..protocol import listen as lsn
 from ..protocol.cache_rules import scope as page_scope
 from ..protocol.cache_rules import ttl_ms
@@ -48,9 +48,6 @@ log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
-#: The method of the synthetic notification a subscriber gets for each tool whose definition
-#: changed under the same name (params ``{"name": ...}``).
-TOOL_DEFINITION_CHANGED = "conduit_mcp/tool_definition_changed"
 #: seed 000: "At most four listens exist at once."
 MAX_LISTENS = 4
 LIST_CHANGED_WINDOW = 0.25
@@ -99,6 +96,7 @@ class ChangeTracking:
         if t is Refreshed:
             self._refresh_done(ev.kind, "ok")
             self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
+            self._deliver(LIST_REFRESHED, {"kind": ev.kind})
             return True
         if t is RefreshFailed:
             log.info("refreshing the cached %s failed: %s/%s", ev.kind, ev.error.kind,
@@ -261,6 +259,8 @@ class ChangeTracking:
         self._listens.clear()
         self._listen_filter = {}
         self._quiet.clear()
+        if self._shared.listen is not None:
+            self._shared.publish_listen(None)
         self.set_timeout(_LISTEN_REOPEN, None, None)
         self._cache.mark_stale()
 
@@ -327,6 +327,7 @@ class ChangeTracking:
         honoured = params.get("notifications") if type(params) is dict else None
         if honoured != listen.filter:
             log.info("the server honours only part of the listen filter")
+        self._shared.publish_listen(dict(honoured) if type(honoured) is dict else {})
         # seed 000: the old listen closes once the new one is acknowledged.
         for other, older in list(self._listens.items()):
             if older.seq < listen.seq:
