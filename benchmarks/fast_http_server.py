@@ -41,9 +41,13 @@ _sessions = itertools.count(1)
 
 def _head(status: bytes, length: int, extra: bytes = b"", ctype: bool = True) -> bytes:
     return (
-        b"HTTP/1.1 " + status + b"\r\n"
+        b"HTTP/1.1 "
+        + status
+        + b"\r\n"
         + (b"Content-Type: application/json\r\n" if ctype else b"")
-        + b"Content-Length: " + str(length).encode() + b"\r\n"
+        + b"Content-Length: "
+        + str(length).encode()
+        + b"\r\n"
         + extra
         + b"\r\n"
     )

@@ -75,6 +75,7 @@ from .events import (
     _transport_error,
 )
 from .handshake import HandshakeStates
+from .http_outcomes import HttpOutcomes
 from .pending import PendingTable
 from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
@@ -83,11 +84,6 @@ log = logging.getLogger("conduit_mcp.connection")
 _monotonic = time.monotonic
 
 _RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
-# Requests that cannot have acted: re-issued once when their HTTP stream breaks.
-_READS = frozenset({
-    "tools/list", "prompts/list", "resources/list", "resources/templates/list",
-    "resources/read", "prompts/get", "server/discover", "completion/complete",
-})
 
 __all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]
 
@@ -99,7 +95,7 @@ class _NoSiblings:
         return False
 
 
-class Connection(ChangeTracking, HandshakeStates, Statem):
+class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
     """See the module docstring for the state table."""
 
     def __init__(
@@ -560,38 +556,6 @@ class Connection(ChangeTracking, HandshakeStates, Statem):
         if t is Request:
             self._server_request(m)
             return None
-        return None
-
-    def _request_failed(self, ev: RequestFailed) -> None:
-        """An HTTP answer that is not a JSON-RPC one (401/403, 429, 5xx, too large)."""
-        if ev.rid is not None and ev.rid == self._health_id:
-            self._unmatched(Response(ev.rid, None))  # the server is there: that is health
-            return
-        call = self._pending.pop(ev.rid, None)
-        if call is None:
-            self._tel.dropped()
-            return
-        self.set_timeout(call, None, None)
-        call.reply.fail(ev.error)
-
-    def _stream_broken(self, ev: StreamBroken) -> Any:
-        """A response stream broke before its answer (DESIGN, "Errors"): a read is re-issued
-        once with a new id (the spec's rule); anything that may have acted fails with
-        ``transport`` (the seed's: never retry what may have run)."""
-        call = self._pending.pop(ev.rid, None)
-        if call is None:
-            if self._is_listen(ev.rid):
-                self._listen_ended(ev.rid, dropped=True)
-            return None
-        self.set_timeout(call, None, None)
-        if call.method in _READS and not call.retried:
-            retry = Call(call.method, call.params, call.deadline, call.reply,
-                         call.progress, retried=True)
-            call.reply.request_id = None
-            return Step(None, [NextEvent(retry, kind="cast")])
-        call.reply.fail(Error("transport", "stream_broken",
-                              f"{call.method}: the response stream broke before the answer; "
-                              "the request may have run"))
         return None
 
     def _unmatched(self, m: Any) -> None:

@@ -23,3 +23,22 @@ def start_client() -> Iterator[Callable[..., mcp.Client]]:
     yield start
     for client in clients:
         client.stop()
+
+
+@pytest.fixture
+def serve_http(make_server: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """Start scripted servers over Streamable HTTP on loopback: ``serve_http(era=..., rules=...,
+    **options)`` gives ``(ScriptedServer, HttpServerProcess)``; whatever runs is killed at
+    teardown (after the clients of ``start_client``, when requested after this fixture)."""
+    procs: list[Any] = []
+
+    def start(*, era: str = "both", rules: Any = (), **options: Any) -> tuple[Any, Any]:
+        server = make_server(era=era, rules=rules)
+        proc = server.http_server(**options)
+        procs.append(proc)
+        return server, proc
+
+    yield start
+    for proc in procs:
+        if proc.running():
+            proc.kill()
