@@ -61,6 +61,8 @@ test: venv peers
 
 bench: venv
 	$(BIN)/python benchmarks/bench_stdio.py
+	$(BIN)/python benchmarks/bench_http.py
+	$(BIN)/python benchmarks/bench_cache.py
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info
