@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pykka
+
 from .actors.events import CacheStore, Consumers, SetAuth
 from .actors.notifier import Subscribe, Unsubscribe
 from .api import _timeout
@@ -109,8 +111,10 @@ class CacheApi:
     def tool(self, name: str) -> Any:
         """The cached :class:`~conduit_mcp.types.Tool` named ``name``, or None. A point lookup:
         one item, no copy of the list, no message, no lock."""
-        runtime = self._pinned or self._runtime()
-        return runtime.shared.cache.lookup("tools", name)
+        cache = (self._pinned or self._runtime()).shared.cache
+        if cache is None:  # a tree still starting (a supervisor's child_spec), as _cache()
+            raise Error("unavailable", "cache_gone", "the client has no cache yet")
+        return cache.lookup("tools", name)
 
     def prompt(self, name: str) -> Any:
         """The cached prompt named ``name``, or None."""
@@ -141,14 +145,14 @@ class CacheApi:
         sub = message.subscriber
         if not runtime.siblings.tell("notifier", message):
             raise Error("closed", "stopped", f"client {self.name!r} is not running")
-        runtime.connection().tell(Consumers(sub.key, sub.methods, True))
+        _tell_connection(runtime, Consumers(sub.key, sub.methods, True))
 
     def unsubscribe_notifications(self, subscriber: Any) -> None:
         """Stop delivering to ``subscriber`` (no-op if it was not subscribed)."""
         runtime = self._runtime()
         message = Unsubscribe(subscriber)
         runtime.siblings.tell("notifier", message)
-        runtime.connection().tell(Consumers(message.key, None, False))
+        _tell_connection(runtime, Consumers(message.key, None, False))
 
     def await_listening(self, timeout: float = 5.0) -> dict[str, Any]:
         """Modern era: block until the server acknowledged a ``subscriptions/listen`` and
@@ -206,6 +210,16 @@ class CacheApi:
             raise Error("timeout", "deadline", "set_auth was not applied in time") from None
         if isinstance(value, Error):
             raise value
+
+
+def _tell_connection(runtime: Runtime, message: Any) -> None:
+    """Tell the connection who consumes notifications now. A connection restarting after a
+    crash may miss it: the notifier, which has the subscription already, tells the new one
+    every subscriber when it starts (``Replay``), so this never fails the caller."""
+    try:
+        runtime.connection().tell(message)
+    except (Error, pykka.ActorDeadError):
+        pass
 
 
 def _uri(uri: Any) -> str:

@@ -33,6 +33,8 @@ import logging
 import time
 from typing import Any
 
+import pykka
+
 from ..cache import Cache
 from ..errors import Error
 from ..notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
@@ -41,7 +43,7 @@ from ..protocol.cache_rules import scope as page_scope
 from ..protocol.cache_rules import ttl_ms
 from ..protocol.coalesce import Coalescer, RefreshGate
 from .events import _COALESCE, _LISTEN_REOPEN, _REFRESH, CacheStore, Call, Consumers, SetAuth
-from .notifier import Deliver
+from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
 
 log = logging.getLogger("conduit_mcp.connection")
@@ -82,6 +84,14 @@ class ChangeTracking:
         self._listen_attempt = 0
         self._listen_seq = 0
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
+        # A restarted connection (after a crash) starts with no consumers, but the notifier
+        # kept its subscribers: it tells them back (Consumers), so this one listens for them.
+        notifier = self._siblings_get("notifier")
+        if notifier is not None:
+            try:
+                notifier.tell(Replay(self.actor_ref))
+            except pykka.ActorDeadError:
+                pass
 
     # -- messages from the API and the refresher ---------------------------------------------
 
@@ -180,12 +190,19 @@ class ChangeTracking:
                 self._request_refresh(kind)
 
     def _deliver(self, method: str, params: Any) -> None:
-        if not self._consumers:
+        # Nobody subscribed, and no notifier: nothing to tell (the notifier is started by the
+        # first subscription; checked too, as a restarted connection learns its consumers
+        # from it a moment after it starts).
+        if not self._consumers and self._siblings_get("notifier") is None:
             return
         note = ServerNotification(self._client_name, method,
                                   params if type(params) is dict else None)
         self._tel.notification(method)
         self._siblings.tell("notifier", Deliver((note,)))
+
+    def _siblings_get(self, child_id: str) -> Any:
+        get = getattr(self._siblings, "get", None)
+        return get(child_id) if get is not None else None
 
     # -- the cache -----------------------------------------------------------------------------
 
@@ -193,6 +210,13 @@ class ChangeTracking:
                credential: str | None) -> None:
         first = kind not in self._fetched
         self._fetched.add(kind)
+        if first:
+            self._update_listen()  # a cached list is a consumer of its list_changed
+        current = self._cache.entry(kind)
+        if current is not None and current.fetched_at > fetched_at:
+            # A walk that started before the cached list's (a refresh that answered after a
+            # caller's listing): its answer may be older, and it would be served as fresh.
+            return
         raws = [p for p in pages if isinstance(p, dict)]
         result = self._cache.put(
             kind, items, fetched_at=fetched_at, ttl_ms=ttl_ms(raws), scope=page_scope(raws),
@@ -204,8 +228,6 @@ class ChangeTracking:
         for name in result.changed:
             self._tel.tool_changed()
             self._deliver(TOOL_DEFINITION_CHANGED, {"name": name})
-        if first:
-            self._update_listen()  # a cached list is a consumer of its list_changed
 
     def _request_refresh(self, kind: str) -> None:
         now = _monotonic()
@@ -259,8 +281,7 @@ class ChangeTracking:
         self._listens.clear()
         self._listen_filter = {}
         self._quiet.clear()
-        if self._shared.listen is not None:
-            self._shared.publish_listen(None)
+        self._unpublish_listen()
         self.set_timeout(_LISTEN_REOPEN, None, None)
         self._cache.mark_stale()
 
@@ -306,6 +327,8 @@ class ChangeTracking:
         )
         if want == self._listen_filter:
             return
+        # await_listening waits from now on: what the consumers want is not listened for yet
+        self._unpublish_listen()
         if not want:
             for rid in list(self._listens):
                 self._close_listen(rid)
@@ -327,12 +350,17 @@ class ChangeTracking:
         honoured = params.get("notifications") if type(params) is dict else None
         if honoured != listen.filter:
             log.info("the server honours only part of the listen filter")
-        self._shared.publish_listen(dict(honoured) if type(honoured) is dict else {})
+        if listen.filter is self._listen_filter:  # the newest: what consumers want now
+            self._shared.publish_listen(dict(honoured) if type(honoured) is dict else {})
         # seed 000: the old listen closes once the new one is acknowledged.
         for other, older in list(self._listens.items()):
             if older.seq < listen.seq:
                 self._close_listen(other)
         self._update_listen()
+
+    def _unpublish_listen(self) -> None:
+        if self._shared.listen is not None:
+            self._shared.publish_listen(None)
 
     def _close_listen(self, rid: Any) -> None:
         self._listens.pop(rid, None)
@@ -353,6 +381,7 @@ class ChangeTracking:
             self._cache.mark_stale()  # notifications may have been missed
         if listen.filter is self._listen_filter:
             self._listen_filter = {}
+            self._unpublish_listen()
             self._listen_attempt += 1
             delay = self._backoff(self._listen_attempt)
             self.set_timeout(_LISTEN_REOPEN, delay, _LISTEN_REOPEN)

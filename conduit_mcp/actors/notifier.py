@@ -24,7 +24,8 @@ batch: a ``Subscribe`` or ``Unsubscribe`` is a message like ``Deliver``, handled
 order.
 
 The notifier is a lazy supervisor child (:func:`child_spec`): a client nobody subscribes to
-never starts its thread. It holds its subscribers in memory; user code cannot crash it (every
+never starts its thread. It outlives a crashed connection: the restarted one tells it
+:class:`Replay`, and hears every subscriber back (so it listens for them again). It holds its subscribers in memory; user code cannot crash it (every
 exception from a subscriber is caught).
 """
 
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pykka
 
 from conduit_mcp.actors.base import Link, SafeActor
+from conduit_mcp.actors.events import Consumers
 from conduit_mcp.actors.supervisor import ChildSpec, RestartType, child_spec_for
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
 
@@ -50,6 +52,7 @@ __all__ = [
     "Deliver",
     "Notifier",
     "NotifierStats",
+    "Replay",
     "Stats",
     "Subscribe",
     "Unsubscribe",
@@ -97,6 +100,14 @@ class Deliver(NamedTuple):
     """Deliver ``notifications`` (in order) to every subscriber that wants each."""
 
     notifications: Sequence[ServerNotification]
+
+
+class Replay(NamedTuple):
+    """A (re)started connection asks who is subscribed: each subscriber is told back to
+    ``connection`` as a ``Consumers`` message, so it listens for them again (its copy of the
+    subscribers died with the crashed incarnation; the notifier's did not)."""
+
+    connection: Any
 
 
 class Stats(NamedTuple):
@@ -183,6 +194,9 @@ class Notifier(SafeActor):
             return self._answer(message.reply, self._subs.pop(message.key, None) is not None)
         if isinstance(message, Stats):
             return NotifierStats(len(self._subs), self._delivered, self._dropped.value)
+        if isinstance(message, Replay):
+            self._replay(message.connection)
+            return None
         return super().receive(message)
 
     def terminate(self, reason: BaseException | None) -> None:
@@ -201,6 +215,13 @@ class Notifier(SafeActor):
         # Assigning an existing key keeps its position in the dict: the place is kept.
         self._subs[sub.key] = sub
         return new
+
+    def _replay(self, connection: Any) -> None:
+        try:
+            for sub in list(self._subs.values()):
+                connection.tell(Consumers(sub.key, sub.methods, True))
+        except pykka.ActorDeadError:
+            pass  # that incarnation died too; the next one asks again
 
     def _remove(self, sub: Subscriber, why: str) -> None:
         if self._subs.get(sub.key) is sub:
