@@ -46,6 +46,7 @@ conduit_mcp.errors.Error: unavailable (cache_gone): the connection's cache is go
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -171,9 +172,15 @@ class Cache:
     """The list cache of one connection (see the module docstring for who calls what)."""
 
     # Slots: the hot path is one attribute load of _snapshot; slots make it a fixed offset.
-    __slots__ = ("_snapshot",)
+    __slots__ = ("_snapshot", "_heard")
 
-    def __init__(self, credential: str | None = None) -> None:
+    def __init__(self, credential: str | None = None,
+                 heard: dict[str, float] | None = None) -> None:
+        # kind -> when the transport's reader last saw a list_changed for it (monotonic).
+        # The reader answers a response straight to its caller, while the list_changed just
+        # before it on the wire is still on its way to the connection (the writer): without
+        # this, add_tool then list_all_tools could be served the old list.
+        self._heard: dict[str, float] = heard if heard is not None else {}
         """An empty cache for a connection that sends ``credential`` (``Http.credential()``;
         None without credentials)."""
         self._snapshot: _Snapshot | _Gone = _Snapshot({}, _NO_INDEX, credential, 0)
@@ -218,6 +225,7 @@ class Cache:
             or entry.stale
             or not now < entry.expires_at
             or (entry.owner is not PUBLIC and not _visible(entry, snap))
+            or self._heard.get(kind, -math.inf) >= entry.fetched_at
         ):
             return None
         return entry

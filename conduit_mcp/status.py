@@ -39,7 +39,7 @@ class Shared:
 
     __slots__ = (
         "status", "server_info", "capabilities", "instructions", "transport", "closing",
-        "_changed", "transitions", "cache", "listen",
+        "_changed", "transitions", "cache", "listen", "resource_uris",
     )
 
     def __init__(self) -> None:
@@ -56,6 +56,9 @@ class Shared:
         self.cache: Any = None
         # The filter the server acknowledged for the live subscriptions/listen (None: none).
         self.listen: dict[str, Any] | None = None
+        # The resources the user subscribed to: the connection's, kept here so that a
+        # restarted connection subscribes to them again.
+        self.resource_uris: set[str] = set()
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

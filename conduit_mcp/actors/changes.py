@@ -71,14 +71,15 @@ class ChangeTracking:
     def _init_changes(self, client_name: str, siblings: Any, credential: str | None) -> None:
         self._client_name = client_name
         self._siblings = siblings
-        self._cache = Cache(credential)
+        self._cache = Cache(credential, heard=self._table.changed_at)
         self._shared.cache = self._cache
         self._coalescer = Coalescer(LIST_CHANGED_WINDOW)
         self._gate = RefreshGate(REFRESH_INTERVAL)
         self._consumers: dict[Any, frozenset[str] | None] = {}
         self._fetched: set[str] = set()
         self._changed_at: dict[str, float] = {}
-        self._resource_uris: set[str] = set()
+        # Kept in Shared: it outlives a crashed connection (its successor subscribes again).
+        self._resource_uris: set[str] = self._shared.resource_uris
         self._listens: dict[Any, _Listen] = {}
         self._listen_filter: dict[str, Any] = {}
         self._listen_attempt = 0
@@ -105,8 +106,8 @@ class ChangeTracking:
             return True
         if t is Refreshed:
             self._refresh_done(ev.kind, "ok")
-            self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
-            self._deliver(LIST_REFRESHED, {"kind": ev.kind})
+            if self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential):
+                self._deliver(LIST_REFRESHED, {"kind": ev.kind})
             return True
         if t is RefreshFailed:
             log.info("refreshing the cached %s failed: %s/%s", ev.kind, ev.error.kind,
@@ -207,7 +208,8 @@ class ChangeTracking:
     # -- the cache -----------------------------------------------------------------------------
 
     def _store(self, kind: str, items: tuple[Any, ...], pages: list[Any], fetched_at: float,
-               credential: str | None) -> None:
+               credential: str | None) -> bool:
+        """Write a fetched list (seed 003's rules); True if it is now the cached one."""
         first = kind not in self._fetched
         self._fetched.add(kind)
         if first:
@@ -216,7 +218,7 @@ class ChangeTracking:
         if current is not None and current.fetched_at > fetched_at:
             # A walk that started before the cached list's (a refresh that answered after a
             # caller's listing): its answer may be older, and it would be served as fresh.
-            return
+            return False
         raws = [p for p in pages if isinstance(p, dict)]
         result = self._cache.put(
             kind, items, fetched_at=fetched_at, ttl_ms=ttl_ms(raws), scope=page_scope(raws),
@@ -228,6 +230,7 @@ class ChangeTracking:
         for name in result.changed:
             self._tel.tool_changed()
             self._deliver(TOOL_DEFINITION_CHANGED, {"name": name})
+        return result.stored
 
     def _request_refresh(self, kind: str) -> None:
         now = _monotonic()
@@ -298,7 +301,13 @@ class ChangeTracking:
         uri = params.get("uri")
         if type(uri) is not str:
             return False
-        if call.method == "resources/subscribe":
+        subscribe = call.method == "resources/subscribe"
+        if subscribe and self._era == "modern" and not lsn.advertised(
+                self._shared.capabilities, "resources", "subscribe"):
+            call.reply.fail(Error("unavailable", "not_supported",
+                                  "the server does not advertise resources.subscribe"))
+            return True
+        if subscribe:
             self._resource_uris.add(uri)
         else:
             self._resource_uris.discard(uri)

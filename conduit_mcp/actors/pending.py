@@ -20,6 +20,7 @@ deadline, whichever comes first).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -30,15 +31,19 @@ from ..protocol.jsonrpc import (
     Response,
     server_error,
 )
+from ..protocol.listen import STALE_KINDS
 
 
 class PendingTable:
     """``calls``: request id -> ``Call``, shared by the connection and its transport's reader."""
 
-    __slots__ = ("calls", "answered")
+    __slots__ = ("calls", "answered", "changed_at")
 
     def __init__(self) -> None:
         self.calls: dict[Any, Any] = {}
+        # list kind -> when a list_changed for it was read (monotonic): the cache treats a
+        # list fetched before that as stale at once, before the connection hears of it.
+        self.changed_at: dict[str, float] = {}
         # Calls the reader answered, for the connection to cancel their timers (deque
         # append/popleft are atomic: no lock between the two threads).
         self.answered: deque[Any] = deque()
@@ -75,6 +80,12 @@ class PendingTable:
                 if call is not None:
                     call.reply.progress(params)
             else:
+                if t is Notification:
+                    kinds = STALE_KINDS.get(m.method)
+                    if kinds is not None:
+                        now = time.monotonic()
+                        for kind in kinds:
+                            self.changed_at[kind] = now
                 forward.append(m)
         return forward
 

@@ -46,7 +46,8 @@ _FILTER: Final = {
 _MISSING: Final = object()
 
 
-def _advertised(capabilities: Mapping[str, Any] | None, cap: str, flag: str) -> bool:
+def advertised(capabilities: Mapping[str, Any] | None, cap: str, flag: str) -> bool:
+    """Whether the server's capabilities set ``cap.flag`` to true."""
     if not isinstance(capabilities, Mapping):
         return False
     entry = capabilities.get(cap)
@@ -85,10 +86,10 @@ def desired_filter(
     result: dict[str, Any] = {}
     for method in (TOOLS_CHANGED, PROMPTS_CHANGED, RESOURCES_CHANGED):
         cap, field = _FILTER[method]
-        if method in wanted and _advertised(capabilities, cap, "listChanged"):
+        if method in wanted and advertised(capabilities, cap, "listChanged"):
             result[field] = True
     uris = sorted(set(resource_uris))
-    if uris and _advertised(capabilities, "resources", "subscribe"):
+    if uris and advertised(capabilities, "resources", "subscribe"):
         result["resourceSubscriptions"] = uris
     return result
 

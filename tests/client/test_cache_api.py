@@ -280,14 +280,6 @@ def test_max_cache_ttl_clamps_the_servers_ttl(make_server, start_client, max_cac
     assert lists(server) == fetches
 
 
-STALE_RACE = (
-    "the transport's reader answers a response straight to its caller (actors/pending.py) "
-    "while a list_changed read just before it is still on its way to the connection, so "
-    "a listing made right after the answer can be served the stale list"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=STALE_RACE)
 def test_list_changed_makes_the_list_stale_at_once(make_server, start_client):
     """Seed 003: a list_changed marks the list stale as soon as it arrives, so a listing
     made after the change was announced includes it (the server sends the notification

@@ -397,14 +397,6 @@ def crashable(monkeypatch):
     monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
-LOST_ON_CRASH = (
-    "the connection keeps the resource subscriptions in its own state (_resource_uris), "
-    "which dies with a crashed incarnation; they belong in the runtime's Shared, which "
-    "outlives it"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=LOST_ON_CRASH)
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 def test_resource_subscriptions_survive_a_connection_crash(
     crashable, make_server, start_client, protocol
@@ -441,3 +433,24 @@ def test_subscribe_checks_its_uri(make_server, start_client):
         with pytest.raises(mcp.Error) as err:
             client.subscribe(bad)  # type: ignore[arg-type]
         assert (err.value.kind, err.value.reason) == ("argument", "uri")
+
+
+def test_modern_subscribe_refused_when_the_server_does_not_advertise_it(
+    make_server, start_client
+):
+    # A modern server whose discover result advertises no resources.subscribe: a resource
+    # subscription could never be honoured, so it is refused instead of silently kept.
+    discover = {
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {"listChanged": True}, "resources": {}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "nosub", "version": "1"}},
+    }
+    server = make_server(rules=[{"match": {"method": "server/discover"},
+                                 "action": {"result": discover}}])
+    client = start_client(server.stdio())
+    assert client.await_ready(timeout=10).era == "modern"
+    with pytest.raises(mcp.Error) as err:
+        client.subscribe("test://static/hello", timeout=5)
+    assert (err.value.kind, err.value.reason) == ("unavailable", "not_supported")
+    assert server.received("subscriptions/listen") == []
