@@ -24,7 +24,14 @@ Era differences, decided per message (a modern request carries its version in ``
 HTTP outcomes (issue 3; seed 000 "HTTP outcomes"): 401/403 fail the request with kind
 ``auth`` (the parsed ``WWW-Authenticate`` challenges in ``Error.data``, never logged); 429
 with ``overloaded`` and the server's ``Retry-After`` (never retried here); 5xx and a broken
-stream with ``transport``; an unreachable server is :class:`TransportDown`, the reconnect path.
+stream with ``transport``; an unreachable server is :class:`TransportDown`, the reconnect path;
+no connection within ``connect_timeout`` (connecting, or waiting for a pooled connection)
+fails that request with ``transport``/``connect_timeout`` (it was never sent). A response
+body or an SSE event over ``max_response`` is ``protocol``/``response_too_large``.
+
+Pools: requests share one connection pool of ``pool_limit`` connections; the long-lived
+streams (the legacy GET stream, modern ``subscriptions/listen``) have their own small pool,
+so that they never hold the requests' connections for good.
 
 Credentials: static headers and a bearer token are merged once; an ``auth`` callable is user
 code, so it runs on a small worker pool (never on the loop or an actor), bounded by
@@ -74,6 +81,10 @@ _SSE_ACCEPT = {"Accept": "text/event-stream"}
 _RESUME_ATTEMPTS = 3
 _GET_ATTEMPTS = 5
 _DEFAULT_RETRY_MS = 1000
+# The long-lived streams' own pool (see HttpTransport._streams): the GET stream, a listen,
+# and room for one of each being replaced.
+_LISTEN = "subscriptions/listen"
+_STREAM_LIMIT = 4
 # Failures that mean "this response stream broke" (the server may have acted), as opposed
 # to "the server cannot be reached" (aiohttp.ClientConnectorError, tested first).
 _BROKEN = (
@@ -140,6 +151,10 @@ class HttpTransport:
             "header_plans", {}
         )
         self._session: aiohttp.ClientSession | None = None
+        # Long-lived streams (the legacy GET stream, modern subscriptions/listen) get their
+        # own pool: counted in pool_limit they would hold its connections for good, and a
+        # pool_limit of 1 (or 2 with both) would leave no connection for any request.
+        self._streams: aiohttp.ClientSession | None = None
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=spec.connect_timeout,
@@ -216,6 +231,8 @@ class HttpTransport:
             return
         connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        streams = aiohttp.TCPConnector(limit=_STREAM_LIMIT, limit_per_host=0)
+        self._streams = aiohttp.ClientSession(connector=streams, timeout=self._timeout)
         safe_tell(self._owner, TransportUp(self._gen))
 
     async def _close(self) -> None:
@@ -232,6 +249,8 @@ class HttpTransport:
         finally:
             if session is not None:
                 await session.close()
+            if self._streams is not None:
+                await self._streams.close()
             self._sent.clear()
             self._report_down("closed", None)
             self._gone.set()
@@ -241,7 +260,8 @@ class HttpTransport:
         headers = await self._headers(False, {}, session_id=self._session_id)
         try:
             async with session.delete(
-                self._url, headers=headers,
+                self._url,
+                headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self._spec.close_timeout),
             ):
                 pass
@@ -256,8 +276,9 @@ class HttpTransport:
 
     # -- I/O loop: requests -----------------------------------------------------------------
 
-    def _start(self, rid: Any, method: str, body: bytes, headers: dict[str, str],
-               modern: bool) -> None:
+    def _start(
+        self, rid: Any, method: str, body: bytes, headers: dict[str, str], modern: bool
+    ) -> None:
         if self._closing or self._session is None:
             return
         if rid is not None and method:
@@ -274,8 +295,14 @@ class HttpTransport:
         if sent is not None and sent.task is not None:
             sent.task.cancel()  # closes the response stream: the modern cancellation
 
-    async def _headers(self, modern: bool, extra: Mapping[str, str], *,
-                       session_id: str | None, initialize: bool = False) -> dict[str, str]:
+    async def _headers(
+        self,
+        modern: bool,
+        extra: Mapping[str, str],
+        *,
+        session_id: str | None,
+        initialize: bool = False,
+    ) -> dict[str, str]:
         headers = dict(self._base)
         headers.update(extra)
         if not modern:
@@ -295,16 +322,23 @@ class HttpTransport:
                 loop.run_in_executor(_pool(), auth), self._spec.auth_timeout
             )
         except TimeoutError:
-            raise Error("auth", "credentials_timeout",
-                        "the auth callable did not return within auth_timeout") from None
+            raise Error(
+                "auth",
+                "credentials_timeout",
+                "the auth callable did not return within auth_timeout",
+            ) from None
         except Exception as exc:
-            raise Error("auth", "credentials_failed",
-                        f"the auth callable raised {type(exc).__name__}") from None
+            raise Error(
+                "auth", "credentials_failed", f"the auth callable raised {type(exc).__name__}"
+            ) from None
         if not isinstance(got, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in got.items()
         ):
-            raise Error("auth", "credentials_failed",
-                        "the auth callable must return a mapping of str to str")
+            raise Error(
+                "auth",
+                "credentials_failed",
+                "the auth callable must return a mapping of str to str",
+            )
         return got
 
     async def _request(self, rid: Any, sent: _Sent) -> None:
@@ -312,10 +346,12 @@ class HttpTransport:
         try:
             initialize = sent.method == "initialize"
             session_id = None if initialize else self._session_id
-            headers = await self._headers(sent.modern, sent.headers, session_id=session_id,
-                                          initialize=initialize)
-            assert self._session is not None
-            async with self._session.post(self._url, data=sent.body, headers=headers) as resp:
+            headers = await self._headers(
+                sent.modern, sent.headers, session_id=session_id, initialize=initialize
+            )
+            session = self._streams if sent.method == _LISTEN else self._session
+            assert session is not None
+            async with session.post(self._url, data=sent.body, headers=headers) as resp:
                 stream = _StreamState()
                 await self._answer(resp, rid, sent, session_id, stream)
         except asyncio.CancelledError:
@@ -323,6 +359,18 @@ class HttpTransport:
         except aiohttp.ClientConnectorError as exc:
             self._sent.pop(rid, None)
             self._report_down("unreachable", type(exc).__name__)
+        except aiohttp.ConnectionTimeoutError:
+            # No connection within connect_timeout (connecting, or waiting for a pooled one):
+            # the request was never sent, so it is not a broken stream (which "may have run").
+            self._fail(
+                rid,
+                Error(
+                    "transport",
+                    "connect_timeout",
+                    f"{sent.method}: no connection to the server within "
+                    "connect_timeout; the request was not sent",
+                ),
+            )
         except Error as exc:
             self._fail(rid, exc)
         except _BROKEN as exc:
@@ -332,8 +380,14 @@ class HttpTransport:
             if self._sent.get(rid) is sent and (stream is None or stream.done):
                 self._sent.pop(rid, None)
 
-    async def _answer(self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent,
-                      session_id: str | None, stream: _StreamState) -> None:
+    async def _answer(
+        self,
+        resp: aiohttp.ClientResponse,
+        rid: Any,
+        sent: _Sent,
+        session_id: str | None,
+        stream: _StreamState,
+    ) -> None:
         status = resp.status
         if 200 <= status < 300:
             if sent.method == "initialize" and not sent.modern:
@@ -347,8 +401,14 @@ class HttpTransport:
             stream.done = True
             if not body:
                 if sent.modern:
-                    self._fail(rid, Error("protocol", "no_response",
-                                          f"{sent.method}: the server answered without a body"))
+                    self._fail(
+                        rid,
+                        Error(
+                            "protocol",
+                            "no_response",
+                            f"{sent.method}: the server answered without a body",
+                        ),
+                    )
                 return  # legacy: the answer may still come on the GET stream
             self._deliver_one(body, rid, sent)
             return
@@ -359,16 +419,31 @@ class HttpTransport:
         if status in (401, 403):
             challenges = parse_challenges(resp.headers.getall("WWW-Authenticate", []))
             reason = "unauthorized" if status == 401 else "forbidden"
-            self._fail(rid, Error("auth", reason,
-                                  f"{sent.method}: the server refused the credentials ({status})",
-                                  data={"status": status, "challenges": challenges}),
-                       status, b"")
+            self._fail(
+                rid,
+                Error(
+                    "auth",
+                    reason,
+                    f"{sent.method}: the server refused the credentials ({status})",
+                    data={"status": status, "challenges": challenges},
+                ),
+                status,
+                b"",
+            )
             return
         if status == 429:
             retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            self._fail(rid, Error("overloaded", "http_429",
-                                  f"{sent.method}: the server is rate limiting (429)",
-                                  data={"retry_after": retry_after}), status, b"")
+            self._fail(
+                rid,
+                Error(
+                    "overloaded",
+                    "http_429",
+                    f"{sent.method}: the server is rate limiting (429)",
+                    data={"retry_after": retry_after},
+                ),
+                status,
+                b"",
+            )
             return
         body = await _read_body(resp, self._max)
         msg = decode(body) if body else None
@@ -378,8 +453,12 @@ class HttpTransport:
             self._deliver([msg if msg.id == rid else msg._replace(id=rid)])
             return
         kind = "transport" if status >= 500 else "protocol"
-        self._fail(rid, Error(kind, f"http_{status}",
-                              f"{sent.method}: the server answered HTTP {status}"), status, body)
+        self._fail(
+            rid,
+            Error(kind, f"http_{status}", f"{sent.method}: the server answered HTTP {status}"),
+            status,
+            body,
+        )
 
     def _new_session(self, resp: aiohttp.ClientResponse) -> None:
         sid = resp.headers.get(hh.MCP_SESSION_ID)
@@ -387,12 +466,15 @@ class HttpTransport:
             sid = None  # spec: visible ASCII only; anything else is not echoed
         self._session_id = sid
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent,
-                           stream: _StreamState) -> None:
+    async def _read_stream(
+        self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent, stream: _StreamState
+    ) -> None:
         parser = stream.parser or SseParser(self._max)
         stream.parser = parser
         async for chunk in resp.content.iter_any():
-            events = parser.feed(chunk)
+            events, too_large = _feed(parser, chunk)
+            if too_large is not None and not events:
+                raise too_large
             if not events:
                 continue
             messages = []
@@ -413,13 +495,21 @@ class HttpTransport:
                 self._deliver(messages)
             if stream.done:
                 return
+            if too_large is not None:
+                raise too_large
 
     def _deliver_one(self, body: bytes, rid: Any, sent: _Sent) -> None:
         msg = decode(body)
         t = type(msg)
         if t is Invalid:
-            self._fail(rid, Error("protocol", "bad_body",
-                                  f"{sent.method}: the response body is not a JSON-RPC message"))
+            self._fail(
+                rid,
+                Error(
+                    "protocol",
+                    "bad_body",
+                    f"{sent.method}: the response body is not a JSON-RPC message",
+                ),
+            )
             return
         if t is ErrorResponse and msg.id != rid:
             msg = msg._replace(id=rid)
@@ -434,8 +524,9 @@ class HttpTransport:
         if messages:
             safe_tell(self._owner, Inbound(self._gen, messages))
 
-    def _fail(self, rid: Any, error: Error, status: int | None = None,
-              body: bytes | None = None) -> None:
+    def _fail(
+        self, rid: Any, error: Error, status: int | None = None, body: bytes | None = None
+    ) -> None:
         self._sent.pop(rid, None)
         safe_tell(self._owner, RequestFailed(self._gen, rid, error, status, body))
 
@@ -457,8 +548,9 @@ class HttpTransport:
 
     # -- I/O loop: broken streams, sessions -------------------------------------------------
 
-    async def _broken(self, rid: Any, sent: _Sent, stream: _StreamState | None,
-                      detail: str) -> None:
+    async def _broken(
+        self, rid: Any, sent: _Sent, stream: _StreamState | None, detail: str
+    ) -> None:
         """A response stream broke before its answer. Legacy: resume it with the last event
         id (mcp-spec §10); otherwise, or if that fails, tell the connection."""
         if stream is not None and stream.done:
@@ -471,9 +563,11 @@ class HttpTransport:
                 if self._closing or self._sent.get(rid) is not sent:
                     return
                 try:
-                    headers = await self._headers(False, {**_SSE_ACCEPT,
-                                                          "Last-Event-ID": parser.last_event_id},
-                                                  session_id=self._session_id)
+                    headers = await self._headers(
+                        False,
+                        {**_SSE_ACCEPT, "Last-Event-ID": parser.last_event_id},
+                        session_id=self._session_id,
+                    )
                     assert self._session is not None
                     async with self._session.get(self._url, headers=headers) as resp:
                         if resp.status != 200 or resp.content_type != "text/event-stream":
@@ -481,7 +575,12 @@ class HttpTransport:
                         await self._read_stream(resp, rid, sent, stream)
                 except asyncio.CancelledError:
                     raise
-                except (*_BROKEN, aiohttp.ClientError, Error):
+                except Error as exc:
+                    if exc.reason == "response_too_large":
+                        self._fail(rid, exc)  # resuming would meet the same event again
+                        return
+                    continue
+                except (*_BROKEN, aiohttp.ClientError):
                     continue
                 if stream.done:
                     self._sent.pop(rid, None)
@@ -491,8 +590,14 @@ class HttpTransport:
 
     def _session_expired(self, rid: Any, sent: _Sent, session_id: str) -> None:
         if sent.resent:
-            self._fail(rid, Error("transport", "session_expired",
-                                  f"{sent.method}: the server lost the session twice"))
+            self._fail(
+                rid,
+                Error(
+                    "transport",
+                    "session_expired",
+                    f"{sent.method}: the server lost the session twice",
+                ),
+            )
             return
         self._expired.append(rid)
         if self._session_id == session_id:
@@ -564,8 +669,8 @@ class HttpTransport:
                 headers_extra["Last-Event-ID"] = parser.last_event_id
             try:
                 headers = await self._headers(False, headers_extra, session_id=session_id)
-                assert self._session is not None
-                async with self._session.get(self._url, headers=headers) as resp:
+                assert self._streams is not None
+                async with self._streams.get(self._url, headers=headers) as resp:
                     if resp.status == 404 and session_id is not None:
                         if self._session_id == session_id:
                             self._session_id = None
@@ -576,17 +681,21 @@ class HttpTransport:
                     failures = 0
                     async for chunk in resp.content.iter_any():
                         messages = []
-                        for ev in parser.feed(chunk):
+                        events, too_large = _feed(parser, chunk)
+                        for ev in events:
                             if ev.event != "message" or not ev.data:
                                 continue
                             msg = decode(ev.data)
                             if type(msg) is Invalid:
-                                safe_tell(self._owner,
-                                          FrameProblem(self._gen, "malformed", msg.reason))
+                                safe_tell(
+                                    self._owner, FrameProblem(self._gen, "malformed", msg.reason)
+                                )
                             else:
                                 messages.append(msg)
                         if messages:
                             self._deliver(messages)
+                        if too_large is not None:
+                            raise too_large
             except asyncio.CancelledError:
                 raise
             except aiohttp.ClientConnectorError as exc:
@@ -615,18 +724,35 @@ class _StreamState:
         self.done = False
 
 
+def _feed(parser: SseParser, chunk: bytes) -> tuple[list[Any], Error | None]:
+    """The events a chunk completed, and the error to raise once they are delivered when an
+    event went over the limit (the parser keeps the events completed before it in the
+    error's ``data``; issue 3 names that ``response_too_large``, as for a JSON body)."""
+    try:
+        return parser.feed(chunk), None
+    except Error as exc:
+        if exc.reason != "event_too_large":
+            raise
+        events = exc.data if type(exc.data) is list else []
+        return events, Error("protocol", "response_too_large", exc.message)
+
+
 async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
     length = resp.content_length
     if length is not None and length > limit:
-        raise Error("protocol", "response_too_large",
-                    f"the response is {length} bytes, over the {limit} byte limit")
+        raise Error(
+            "protocol",
+            "response_too_large",
+            f"the response is {length} bytes, over the {limit} byte limit",
+        )
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():
         size += len(chunk)
         if size > limit:
-            raise Error("protocol", "response_too_large",
-                        f"the response is over the {limit} byte limit")
+            raise Error(
+                "protocol", "response_too_large", f"the response is over the {limit} byte limit"
+            )
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
