@@ -144,6 +144,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._init_offered = LATEST_LEGACY
         self._legacy_offer: str | None = None
         self._health_id: int | None = None
+        self._auth_error: Error | None = None  # the refusal that closed us (auth_required)
         choice = config.protocol
         self._mode = choice.mode
         self._pinned = choice.version
@@ -326,6 +327,13 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def _closed_error(self) -> Error:
         reason = self._reason or "closed"
+        auth = self._auth_error
+        if reason == "auth_required" and auth is not None:
+            # The server refused our credentials: callers see kind auth, with the parsed
+            # challenges (issue 3), not a bare "closed".
+            return Error("auth", auth.reason,
+                         f"the server refused the credentials; the client is closed ({reason})",
+                         data=auth.data)
         return Error("closed", reason, f"the client is closed ({reason})")
 
     def on_closed(self, kind: str, ev: Any) -> Any:
@@ -336,6 +344,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if t is ReconnectNow:
             self._attempt = 0
             self._reason = None
+            self._auth_error = None
             if ev.reply is not None:
                 ev.reply.ok(None)
             return Step("connecting", [NextEvent(_CONNECT)])

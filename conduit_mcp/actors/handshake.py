@@ -77,6 +77,8 @@ class HandshakeStates:
             return self._route_batch(ev, self._discovering_message)
         if type(ev) is RequestFailed and ev.gen == self._gen and ev.rid == self._probe_id:
             self._probe_id = None
+            if ev.error.kind == "auth":
+                self._auth_error = ev.error
             if ev.status is None:
                 # no HTTP answer to judge (the auth callable failed, a body over the limit)
                 self._drop_transport()
@@ -164,6 +166,7 @@ class HandshakeStates:
             self._init_id = None
             error = ev.error if type(ev) is RequestFailed else None
             if error is not None and error.kind == "auth":
+                self._auth_error = error
                 return self._closed("auth_required")
             if error is not None and error.kind == "protocol":
                 log.warning("unusable initialize answer: %s", error.reason)

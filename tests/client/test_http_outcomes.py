@@ -241,19 +241,14 @@ def test_without_the_bearer_token_the_client_closes_without_retrying(serve_http,
     assert server.received("server/discover") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a 401/403 on the probe closes the client with Error('closed', 'auth_required'); "
-        "requests should fail with kind 'auth' (issue 3, rule 5): fix in handshake.py/connection.py"
-    ),
-)
 def test_without_the_bearer_token_a_request_fails_with_kind_auth(serve_http, start_client):
     _, srv = serve_http(require_bearer=TOKEN)
     client = start_client(srv.spec(), **FAST)
     with pytest.raises(mcp.Error) as err:
         client.call_tool("add", {"a": 1, "b": 2}, timeout=3)
-    assert err.value.kind == "auth"
+    assert (err.value.kind, err.value.reason) == ("auth", "unauthorized")
+    assert [c.scheme for c in err.value.data["challenges"]] == ["bearer"]
+    assert client.status().reason == "auth_required"
     assert err.value.data["challenges"][0].scheme == "bearer"
 
 
