@@ -44,74 +44,49 @@ import asyncio
 import logging
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
+import orjson
 import pykka
 
 from ..actors.base import safe_tell
 from ..errors import Error
 from ..protocol import http_headers as hh
-from ..protocol.http_status import parse_challenges, parse_retry_after
-from ..protocol.jsonrpc import ErrorResponse, Invalid, Response, decode, encode
+from ..protocol.jsonrpc import HEADER_MISMATCH, ErrorResponse, Invalid, Response, decode, encode
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
 from . import loop as io
-from .base import (
-    FrameProblem,
-    Inbound,
-    RequestFailed,
-    SessionExpired,
-    StreamBroken,
-    TransportDown,
-    TransportUp,
-)
+from .base import FrameProblem, Inbound, RequestFailed, TransportDown, TransportUp
+from .http_legacy import LegacySession
 from .http_spec import Http, describe
+from .http_wire import (
+    ACCEPT,
+    BROKEN,
+    LISTEN,
+    PV_META,
+    STREAM_LIMIT,
+    StreamState,
+    call_auth,
+    feed,
+    http_error,
+    read_body,
+    status_error,
+)
 
 log = logging.getLogger("conduit_mcp.http")
 
 __all__ = ["Http", "HttpTransport"]
 
-_PV_META = "io.modelcontextprotocol/protocolVersion"
-_ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-_SSE_ACCEPT = {"Accept": "text/event-stream"}
-# How often a legacy stream is resumed before it is given up, and the wait when the server
-# named no ``retry`` (ms).
-_RESUME_ATTEMPTS = 3
-_GET_ATTEMPTS = 5
-_DEFAULT_RETRY_MS = 1000
-# The long-lived streams' own pool (see HttpTransport._streams): the GET stream, a listen,
-# and room for one of each being replaced.
-_LISTEN = "subscriptions/listen"
-_STREAM_LIMIT = 4
-# Failures that mean "this response stream broke" (the server may have acted), as opposed
-# to "the server cannot be reached" (aiohttp.ClientConnectorError, tested first).
-_BROKEN = (
-    aiohttp.ClientPayloadError,
-    aiohttp.ServerDisconnectedError,
-    aiohttp.ClientOSError,
-    aiohttp.ClientResponseError,
-    aiohttp.http_exceptions.HttpProcessingError,  # LineTooLong and friends: not ClientErrors
-    TimeoutError,
-)
-
-_auth_pool: ThreadPoolExecutor | None = None
-_auth_lock = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _auth_pool
-    with _auth_lock:
-        if _auth_pool is None:
-            _auth_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conduit-mcp-auth")
-        return _auth_pool
+# A tools/list the transport sends itself to learn header plans (never a connection's id).
+_PLANS_ID = "conduit-mcp:header-plans"
+_PLAN_PAGES = 20
 
 
 class _Sent:
     """A request in flight: what is needed to resume, re-send or fail it."""
 
-    __slots__ = ("method", "body", "headers", "modern", "resent", "task")
+    __slots__ = ("method", "body", "headers", "modern", "resent", "relearned", "task")
 
     def __init__(self, method: str, body: bytes, headers: dict[str, str], modern: bool) -> None:
         self.method = method
@@ -119,10 +94,11 @@ class _Sent:
         self.headers = headers
         self.modern = modern
         self.resent = False
+        self.relearned = False  # re-sent once after learning the tools' header plans
         self.task: asyncio.Task[None] | None = None
 
 
-class HttpTransport:
+class HttpTransport(LegacySession):
     """One incarnation of a connection to a streamable HTTP server (a reconnect builds a new
     one; ``memory`` outlives it: the tools' header plans)."""
 
@@ -146,7 +122,8 @@ class HttpTransport:
         self._url = spec.url
         self._max = spec.max_response or max_frame
         self._limit = spec.pool_limit or max_in_flight + 8
-        self._base = {**_ACCEPT, **spec.static_headers()}
+        self._static = spec.static_headers()
+        self._warned: set[str] = set()  # tools already warned about (hidden for x-mcp-header)
         self._plans: dict[str, Any] = (memory if memory is not None else {}).setdefault(
             "header_plans", {}
         )
@@ -186,7 +163,7 @@ class HttpTransport:
         rid = message.get("id")
         params = message.get("params")
         meta = params.get("_meta") if type(params) is dict else None
-        version = meta.get(_PV_META) if type(meta) is dict else None
+        version = meta.get(PV_META) if type(meta) is dict else None
         headers: dict[str, str]
         if version is not None and method is not None:
             headers = hh.request_headers(method, params, version)
@@ -203,7 +180,7 @@ class HttpTransport:
     def set_credentials(self, spec: Http) -> None:
         """``Client.set_auth``: the next request carries these (connection thread; each
         field is one reference store the loop reads when it builds a request's headers)."""
-        self._base = {**_ACCEPT, **spec.static_headers()}
+        self._static = spec.static_headers()
         self._spec = spec
 
     def cancel(self, request_id: int | str, reason: str) -> None:
@@ -231,7 +208,7 @@ class HttpTransport:
             return
         connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        streams = aiohttp.TCPConnector(limit=_STREAM_LIMIT, limit_per_host=0)
+        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
         self._streams = aiohttp.ClientSession(connector=streams, timeout=self._timeout)
         safe_tell(self._owner, TransportUp(self._gen))
 
@@ -303,82 +280,66 @@ class HttpTransport:
         session_id: str | None,
         initialize: bool = False,
     ) -> dict[str, str]:
-        headers = dict(self._base)
+        """The user's headers first (static, then the auth callable's), then the protocol's,
+        which they can never override (Accept, Content-Type, the Mcp-* and session headers)."""
+        headers = dict(self._static)
+        auth = self._spec.auth
+        if auth is not None:
+            headers.update(await call_auth(auth, self._spec.auth_timeout))
+        headers.update(ACCEPT)
         headers.update(extra)
         if not modern:
             if session_id is not None:
                 headers[hh.MCP_SESSION_ID] = session_id
             if self._legacy_version is not None and not initialize:
                 headers[hh.MCP_PROTOCOL_VERSION] = self._legacy_version
-        auth = self._spec.auth
-        if auth is not None:
-            headers.update(await self._call_auth(auth))
         return headers
 
-    async def _call_auth(self, auth: Any) -> Mapping[str, str]:
-        loop = asyncio.get_running_loop()
-        try:
-            got = await asyncio.wait_for(
-                loop.run_in_executor(_pool(), auth), self._spec.auth_timeout
-            )
-        except TimeoutError:
-            raise Error(
-                "auth",
-                "credentials_timeout",
-                "the auth callable did not return within auth_timeout",
-            ) from None
-        except Exception as exc:
-            raise Error(
-                "auth", "credentials_failed", f"the auth callable raised {type(exc).__name__}"
-            ) from None
-        if not isinstance(got, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in got.items()
-        ):
-            raise Error(
-                "auth",
-                "credentials_failed",
-                "the auth callable must return a mapping of str to str",
-            )
-        return got
-
     async def _request(self, rid: Any, sent: _Sent) -> None:
-        stream: _StreamState | None = None
-        try:
-            initialize = sent.method == "initialize"
-            session_id = None if initialize else self._session_id
-            headers = await self._headers(
-                sent.modern, sent.headers, session_id=session_id, initialize=initialize
-            )
-            session = self._streams if sent.method == _LISTEN else self._session
-            assert session is not None
-            async with session.post(self._url, data=sent.body, headers=headers) as resp:
-                stream = _StreamState()
-                await self._answer(resp, rid, sent, session_id, stream)
-        except asyncio.CancelledError:
-            raise
-        except aiohttp.ClientConnectorError as exc:
-            self._sent.pop(rid, None)
-            self._report_down("unreachable", type(exc).__name__)
-        except aiohttp.ConnectionTimeoutError:
-            # No connection within connect_timeout (connecting, or waiting for a pooled one):
-            # the request was never sent, so it is not a broken stream (which "may have run").
-            self._fail(
-                rid,
-                Error(
-                    "transport",
-                    "connect_timeout",
-                    f"{sent.method}: no connection to the server within "
-                    "connect_timeout; the request was not sent",
-                ),
-            )
-        except Error as exc:
-            self._fail(rid, exc)
-        except _BROKEN as exc:
-            if self._sent.get(rid) is sent:
-                await self._broken(rid, sent, stream, type(exc).__name__)
-        finally:
-            if self._sent.get(rid) is sent and (stream is None or stream.done):
+        while True:
+            stream: StreamState | None = None
+            mismatch: ErrorResponse | None = None
+            try:
+                initialize = sent.method == "initialize"
+                session_id = None if initialize else self._session_id
+                headers = await self._headers(
+                    sent.modern, sent.headers, session_id=session_id, initialize=initialize
+                )
+                session = self._streams if sent.method == LISTEN else self._session
+                assert session is not None
+                async with session.post(self._url, data=sent.body, headers=headers) as resp:
+                    stream = StreamState()
+                    mismatch = await self._answer(resp, rid, sent, session_id, stream)
+            except asyncio.CancelledError:
+                raise
+            except aiohttp.ClientConnectorError as exc:
                 self._sent.pop(rid, None)
+                self._report_down("unreachable", type(exc).__name__)
+            except aiohttp.ConnectionTimeoutError:
+                # No connection within connect_timeout (connecting, or waiting for a pooled
+                # one): never sent, so not a broken stream (which "may have run").
+                self._fail(rid, Error("transport", "connect_timeout",
+                                      f"{sent.method}: no connection to the server within "
+                                      "connect_timeout; the request was not sent"))
+            except Error as exc:
+                self._fail(rid, exc)
+            except BROKEN as exc:
+                if self._sent.get(rid) is sent:
+                    await self._broken(rid, sent, stream, type(exc).__name__)
+            finally:
+                if self._sent.get(rid) is sent and (stream is None or stream.done):
+                    self._sent.pop(rid, None)
+            if mismatch is None:
+                return
+            # mcp-spec §7: on -32020 for Mcp-Param-* the client SHOULD list the tools to
+            # learn their schemas, then retry (the server refused it: it never ran). Once.
+            sent.relearned = True
+            headers = await self._relearn(sent)
+            if headers is None or self._sent.get(rid) is not sent:
+                self._sent.pop(rid, None)
+                self._deliver([mismatch])
+                return
+            sent.headers = headers
 
     async def _answer(
         self,
@@ -386,8 +347,9 @@ class HttpTransport:
         rid: Any,
         sent: _Sent,
         session_id: str | None,
-        stream: _StreamState,
-    ) -> None:
+        stream: StreamState,
+    ) -> ErrorResponse | None:
+        """Route one HTTP answer; returns a ``-32020`` worth retrying with learned headers."""
         status = resp.status
         if 200 <= status < 300:
             if sent.method == "initialize" and not sent.modern:
@@ -396,69 +358,94 @@ class HttpTransport:
                 await self._read_stream(resp, rid, sent, stream)
                 if not stream.done and self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, "stream_ended")
-                return
-            body = await _read_body(resp, self._max)
+                return None
+            body = await read_body(resp, self._max)
             stream.done = True
             if not body:
                 if sent.modern:
-                    self._fail(
-                        rid,
-                        Error(
-                            "protocol",
-                            "no_response",
-                            f"{sent.method}: the server answered without a body",
-                        ),
-                    )
-                return  # legacy: the answer may still come on the GET stream
+                    self._fail(rid, Error("protocol", "no_response",
+                                          f"{sent.method}: the server answered without a body"))
+                return None  # legacy: the answer may still come on the GET stream
             self._deliver_one(body, rid, sent)
-            return
+            return None
         if status == 404 and session_id is not None and not sent.modern:
             self._session_expired(rid, sent, session_id)  # kept: it is re-sent later
-            return
-        stream.done = True
-        if status in (401, 403):
-            challenges = parse_challenges(resp.headers.getall("WWW-Authenticate", []))
-            reason = "unauthorized" if status == 401 else "forbidden"
-            self._fail(
-                rid,
-                Error(
-                    "auth",
-                    reason,
-                    f"{sent.method}: the server refused the credentials ({status})",
-                    data={"status": status, "challenges": challenges},
-                ),
-                status,
-                b"",
-            )
-            return
-        if status == 429:
-            retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            self._fail(
-                rid,
-                Error(
-                    "overloaded",
-                    "http_429",
-                    f"{sent.method}: the server is rate limiting (429)",
-                    data={"retry_after": retry_after},
-                ),
-                status,
-                b"",
-            )
-            return
-        body = await _read_body(resp, self._max)
+            return None
+        refused = status_error(sent.method, status, resp.headers)
+        if refused is not None:
+            stream.done = True
+            self._fail(rid, refused, status, b"")
+            return None
+        try:
+            body = await read_body(resp, self._max)
+        except Error:
+            body = b""  # an error page over the limit: the status says enough
         msg = decode(body) if body else None
         if type(msg) is ErrorResponse:
             # The transport, not the id, says which request an HTTP error answers (mcp 1.30
             # answers id "server-error"; others null).
-            self._deliver([msg if msg.id == rid else msg._replace(id=rid)])
-            return
-        kind = "transport" if status >= 500 else "protocol"
-        self._fail(
-            rid,
-            Error(kind, f"http_{status}", f"{sent.method}: the server answered HTTP {status}"),
-            status,
-            body,
-        )
+            msg = msg if msg.id == rid else msg._replace(id=rid)
+            if (msg.code == HEADER_MISMATCH and sent.modern and sent.method == "tools/call"
+                    and not sent.relearned):
+                return msg  # stream.done stays False: _request keeps the request
+            stream.done = True
+            self._deliver([msg])
+            return None
+        stream.done = True
+        self._fail(rid, http_error(sent.method, status), status, body)
+        return None
+
+    async def _relearn(self, sent: _Sent) -> dict[str, str] | None:
+        """List the tools (every page) to learn their ``x-mcp-header`` plans, and return the
+        re-sent call's headers; None if that cannot help."""
+        try:
+            params = orjson.loads(sent.body)["params"]
+            meta = {k: v for k, v in params["_meta"].items() if k == PV_META
+                    or k.startswith("io.modelcontextprotocol/client")}
+            version = meta[PV_META]
+            cursor: str | None = None
+            for _ in range(_PLAN_PAGES):
+                list_params: dict[str, Any] = {"_meta": meta}
+                if cursor is not None:
+                    list_params["cursor"] = cursor
+                result = await self._fetch("tools/list", list_params, version)
+                tools = result.get("tools") if type(result) is dict else None
+                if type(tools) is not list:
+                    return None
+                self._filter_tools(Response(_PLANS_ID, result))
+                cursor = result.get("nextCursor")
+                if type(cursor) is not str:
+                    break
+            plan = self._plans.get(params.get("name"))
+            if not plan:
+                return None
+            headers = hh.request_headers("tools/call", params, version)
+            headers.update(hh.param_headers(plan, params.get("arguments")))
+            return headers
+        except (Error, KeyError, TypeError, ValueError, aiohttp.ClientError, *BROKEN) as exc:
+            log.debug("could not learn the tools' header plans: %s", type(exc).__name__)
+            return None
+
+    async def _fetch(self, method: str, params: dict[str, Any], version: str) -> Any:
+        """One request of the transport's own (modern), answered as JSON or SSE: its result."""
+        body = orjson.dumps({"jsonrpc": "2.0", "id": _PLANS_ID, "method": method,
+                             "params": params})
+        headers = await self._headers(True, hh.request_headers(method, params, version),
+                                      session_id=None)
+        assert self._session is not None
+        async with self._session.post(self._url, data=body, headers=headers) as resp:
+            if resp.status != 200:
+                return None
+            if resp.content_type != "text/event-stream":
+                msg = decode(await read_body(resp, self._max))
+                return msg.result if type(msg) is Response else None
+            parser = SseParser(self._max)
+            async for chunk in resp.content.iter_any():
+                for ev in parser.feed(chunk):
+                    msg = decode(ev.data) if ev.data else None
+                    if type(msg) is Response and msg.id == _PLANS_ID:
+                        return msg.result
+        return None
 
     def _new_session(self, resp: aiohttp.ClientResponse) -> None:
         sid = resp.headers.get(hh.MCP_SESSION_ID)
@@ -467,12 +454,12 @@ class HttpTransport:
         self._session_id = sid
 
     async def _read_stream(
-        self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent, stream: _StreamState
+        self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent, stream: StreamState
     ) -> None:
         parser = stream.parser or SseParser(self._max)
         stream.parser = parser
         async for chunk in resp.content.iter_any():
-            events, too_large = _feed(parser, chunk)
+            events, too_large = feed(parser, chunk)
             if too_large is not None and not events:
                 raise too_large
             if not events:
@@ -541,218 +528,10 @@ class HttpTransport:
         self._plans.update(plans)
         for name, reason in dropped:
             self._plans.pop(name, None)
-            log.warning("hiding tool %r: invalid x-mcp-header annotation (%s)", name, reason)
+            if name not in self._warned:  # once per tool, not on every listing
+                self._warned.add(name)
+                log.warning("hiding tool %r: invalid x-mcp-header annotation (%s)", name,
+                            reason)
         if not dropped:
             return msg
         return msg._replace(result={**result, "tools": kept})
-
-    # -- I/O loop: broken streams, sessions -------------------------------------------------
-
-    async def _broken(
-        self, rid: Any, sent: _Sent, stream: _StreamState | None, detail: str
-    ) -> None:
-        """A response stream broke before its answer. Legacy: resume it with the last event
-        id (mcp-spec §10); otherwise, or if that fails, tell the connection."""
-        if stream is not None and stream.done:
-            return
-        parser = stream.parser if stream is not None else None
-        if not sent.modern and parser is not None and parser.last_event_id is not None:
-            assert stream is not None
-            for _ in range(_RESUME_ATTEMPTS):
-                await asyncio.sleep((parser.retry or _DEFAULT_RETRY_MS) / 1000)
-                if self._closing or self._sent.get(rid) is not sent:
-                    return
-                try:
-                    headers = await self._headers(
-                        False,
-                        {**_SSE_ACCEPT, "Last-Event-ID": parser.last_event_id},
-                        session_id=self._session_id,
-                    )
-                    assert self._session is not None
-                    async with self._session.get(self._url, headers=headers) as resp:
-                        if resp.status != 200 or resp.content_type != "text/event-stream":
-                            break
-                        await self._read_stream(resp, rid, sent, stream)
-                except asyncio.CancelledError:
-                    raise
-                except Error as exc:
-                    if exc.reason == "response_too_large":
-                        self._fail(rid, exc)  # resuming would meet the same event again
-                        return
-                    continue
-                except (*_BROKEN, aiohttp.ClientError):
-                    continue
-                if stream.done:
-                    self._sent.pop(rid, None)
-                    return
-        self._sent.pop(rid, None)
-        safe_tell(self._owner, StreamBroken(self._gen, rid, detail))
-
-    def _session_expired(self, rid: Any, sent: _Sent, session_id: str) -> None:
-        if sent.resent:
-            self._fail(
-                rid,
-                Error(
-                    "transport",
-                    "session_expired",
-                    f"{sent.method}: the server lost the session twice",
-                ),
-            )
-            return
-        self._expired.append(rid)
-        if self._session_id == session_id:
-            # The first to find out: forget the session and tell the connection, which runs a
-            # new initialize; the expired requests wait for it (seed 000 "HTTP outcomes").
-            self._session_id = None
-            self._stop_get_stream()
-            safe_tell(self._owner, SessionExpired(self._gen, rid))
-        elif self._session_id is not None:
-            self._resend_expired()  # a new session already exists
-
-    def _resend_expired(self) -> None:
-        expired, self._expired = self._expired, []
-        for rid in expired:
-            sent = self._sent.get(rid)
-            if sent is None:
-                continue  # cancelled or timed out meanwhile
-            sent.resent = True
-            sent.task = asyncio.ensure_future(self._request(rid, sent))
-
-    async def _post_other(self, method: str, body: bytes, modern: bool) -> None:
-        """A notification, or a response to a server request: the server answers 202."""
-        try:
-            session_id = self._session_id
-            headers = await self._headers(modern, {}, session_id=session_id)
-            assert self._session is not None
-            async with self._session.post(self._url, data=body, headers=headers) as resp:
-                status = resp.status
-            if status == 404 and session_id is not None and not modern:
-                if self._session_id == session_id:
-                    self._session_id = None
-                    self._stop_get_stream()
-                    safe_tell(self._owner, SessionExpired(self._gen, None))
-                return
-            if status >= 400:
-                log.debug("%s POST answered HTTP %s", method or "response", status)
-        except asyncio.CancelledError:
-            raise
-        except aiohttp.ClientConnectorError as exc:
-            self._report_down("unreachable", type(exc).__name__)
-            return
-        except (*_BROKEN, aiohttp.ClientError, Error) as exc:
-            log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
-        if method == "notifications/initialized" and not self._closing:
-            # The session is usable now: re-send what expired, open the GET stream.
-            self._resend_expired()
-            self._start_get_stream()
-
-    # -- I/O loop: the legacy GET stream ----------------------------------------------------
-
-    def _start_get_stream(self) -> None:
-        self._stop_get_stream()
-        self._get_task = asyncio.ensure_future(self._get_stream())
-
-    def _stop_get_stream(self) -> None:
-        task, self._get_task = self._get_task, None
-        if task is not None:
-            task.cancel()
-
-    async def _get_stream(self) -> None:
-        """Server-to-client messages outside any request (mcp-spec §10), kept open: after a
-        drop it is resumed with ``Last-Event-ID`` once the server's ``retry`` has passed."""
-        parser = SseParser(self._max)
-        failures = 0
-        session_id = self._session_id
-        while not self._closing and failures < _GET_ATTEMPTS and session_id == self._session_id:
-            headers_extra = dict(_SSE_ACCEPT)
-            if parser.last_event_id is not None:
-                headers_extra["Last-Event-ID"] = parser.last_event_id
-            try:
-                headers = await self._headers(False, headers_extra, session_id=session_id)
-                assert self._streams is not None
-                async with self._streams.get(self._url, headers=headers) as resp:
-                    if resp.status == 404 and session_id is not None:
-                        if self._session_id == session_id:
-                            self._session_id = None
-                            safe_tell(self._owner, SessionExpired(self._gen, None))
-                        return
-                    if resp.status != 200 or resp.content_type != "text/event-stream":
-                        return  # 405: the server offers no stream; that is allowed
-                    failures = 0
-                    async for chunk in resp.content.iter_any():
-                        messages = []
-                        events, too_large = _feed(parser, chunk)
-                        for ev in events:
-                            if ev.event != "message" or not ev.data:
-                                continue
-                            msg = decode(ev.data)
-                            if type(msg) is Invalid:
-                                safe_tell(
-                                    self._owner, FrameProblem(self._gen, "malformed", msg.reason)
-                                )
-                            else:
-                                messages.append(msg)
-                        if messages:
-                            self._deliver(messages)
-                        if too_large is not None:
-                            raise too_large
-            except asyncio.CancelledError:
-                raise
-            except aiohttp.ClientConnectorError as exc:
-                self._report_down("unreachable", type(exc).__name__)
-                return
-            except (*_BROKEN, aiohttp.ClientError, Error) as exc:
-                log.debug("GET stream broke: %s", type(exc).__name__)
-            failures += 1
-            await asyncio.sleep((parser.retry or _DEFAULT_RETRY_MS) / 1000)
-
-    def negotiated(self, era: str, version: str) -> None:
-        """The connection tells the negotiated version: in the legacy era it is sent as
-        ``MCP-Protocol-Version`` on every later request (mcp-spec §10). Connection thread:
-        a plain assignment, read by the loop when it builds the next request's headers."""
-        if era == "legacy":
-            self._legacy_version = version
-
-
-class _StreamState:
-    """One response stream: its SSE parser (kept for resumption) and whether it answered."""
-
-    __slots__ = ("parser", "done")
-
-    def __init__(self) -> None:
-        self.parser: SseParser | None = None
-        self.done = False
-
-
-def _feed(parser: SseParser, chunk: bytes) -> tuple[list[Any], Error | None]:
-    """The events a chunk completed, and the error to raise once they are delivered when an
-    event went over the limit (the parser keeps the events completed before it in the
-    error's ``data``; issue 3 names that ``response_too_large``, as for a JSON body)."""
-    try:
-        return parser.feed(chunk), None
-    except Error as exc:
-        if exc.reason != "event_too_large":
-            raise
-        events = exc.data if type(exc.data) is list else []
-        return events, Error("protocol", "response_too_large", exc.message)
-
-
-async def _read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
-    length = resp.content_length
-    if length is not None and length > limit:
-        raise Error(
-            "protocol",
-            "response_too_large",
-            f"the response is {length} bytes, over the {limit} byte limit",
-        )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise Error(
-                "protocol", "response_too_large", f"the response is over the {limit} byte limit"
-            )
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

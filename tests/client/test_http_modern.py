@@ -146,6 +146,39 @@ def test_a_tool_with_an_invalid_annotation_is_hidden_with_a_warning(
     assert client.call_tool("weather", {"region": "Oslo"}).text == "Oslo null null"
 
 
+@pytest.mark.parametrize("mode", ["json", "sse"])
+def test_a_header_tool_called_before_any_listing_learns_its_plan_and_is_resent_once(
+    serve_http, start_client, mode
+):
+    # mcp-spec §7: on -32020 the client SHOULD list the tools, then retry. The server
+    # refused the first POST (it never ran); the second carries Mcp-Param-Region.
+    server, srv = serve_http(header_tools=True, http_response=mode)
+    client = start(start_client, srv)
+    assert client.call_tool("weather", {"region": "Zürich", "days": 2}).text == "Zürich 2 null"
+    calls = posts(server, "tools/call", "weather")
+    assert [params_of(e) for e in calls] == [
+        {},
+        {"mcp-param-region": b64("Zürich"), "mcp-param-days": "2"},
+    ]
+    assert len(server.received("tools/list")) >= 1
+    assert len(server.received("tools/call")) == 1  # only the one that ran reached the tool
+    # known now: the next call carries its headers at once
+    assert client.call_tool("weather", {"region": "Oslo"}).text == "Oslo null null"
+    assert len(posts(server, "tools/call", "weather")) == 3
+
+
+def test_user_headers_never_override_the_protocol_headers(serve_http, start_client):
+    server, srv = serve_http()
+    forged = {"Mcp-Method": "forged", "Accept": "text/plain", "MCP-Protocol-Version": "1999"}
+    client = start_client(srv.spec(headers=forged, auth=lambda: forged), **FAST)
+    assert client.await_ready(timeout=5).era == "modern"
+    assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    event = posts(server, "tools/call", "add")[-1]
+    assert event["headers"]["mcp-method"] == "tools/call"
+    assert event["headers"]["mcp-protocol-version"] == MODERN
+    assert "text/event-stream" in event["headers"]["accept"]
+
+
 @pytest.mark.parametrize("mode", ["json", "sse", "auto"])
 def test_answers_come_as_json_or_as_an_sse_stream(serve_http, start_client, mode):
     # auto (the default): SSE when the request carries a progress token, else JSON

@@ -1,0 +1,139 @@
+"""The HTTP transport's small pieces around aiohttp: headers, limits, the error an HTTP
+status means, and the worker pool that runs ``auth`` callables (user code).
+
+Kept apart from :mod:`.http` (the transport's life cycle and routing) and
+:mod:`.http_legacy` (sessions, resumption, the GET stream) so each reads on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import aiohttp
+
+from ..errors import Error
+from ..protocol.http_status import parse_challenges, parse_retry_after
+from ..protocol.sse import SseParser
+
+PV_META = "io.modelcontextprotocol/protocolVersion"
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+SSE_ACCEPT = {"Accept": "text/event-stream"}
+LISTEN = "subscriptions/listen"
+# How often a legacy stream is resumed before it is given up, and the wait when the server
+# named no ``retry`` (ms).
+RESUME_ATTEMPTS = 3
+GET_ATTEMPTS = 5
+DEFAULT_RETRY_MS = 1000
+# The long-lived streams' own pool: the GET stream, a listen, and room for one of each being
+# replaced.
+STREAM_LIMIT = 4
+# Failures that mean "this response stream broke" (the server may have acted), as opposed
+# to "the server cannot be reached" (aiohttp.ClientConnectorError, tested first).
+BROKEN = (
+    aiohttp.ClientPayloadError,
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientResponseError,
+    aiohttp.http_exceptions.HttpProcessingError,  # LineTooLong and friends: not ClientErrors
+    TimeoutError,
+)
+# Auth callables run here: a callable that hangs keeps its thread (a thread cannot be
+# killed; ``auth_timeout`` only stops the wait), so the pool is sized to survive a few.
+AUTH_WORKERS = 8
+
+_auth_pool: ThreadPoolExecutor | None = None
+_auth_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _auth_pool
+    with _auth_lock:
+        if _auth_pool is None:
+            _auth_pool = ThreadPoolExecutor(
+                max_workers=AUTH_WORKERS, thread_name_prefix="conduit-mcp-auth"
+            )
+        return _auth_pool
+
+
+async def call_auth(auth: Callable[[], Mapping[str, str]], timeout: float) -> Mapping[str, str]:
+    """Run an ``auth`` callable off the loop, bounded by ``timeout``; its headers."""
+    loop = asyncio.get_running_loop()
+    try:
+        got = await asyncio.wait_for(loop.run_in_executor(_pool(), auth), timeout)
+    except TimeoutError:
+        raise Error("auth", "credentials_timeout",
+                    "the auth callable did not return within auth_timeout") from None
+    except Exception as exc:
+        raise Error("auth", "credentials_failed",
+                    f"the auth callable raised {type(exc).__name__}") from None
+    if not isinstance(got, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in got.items()
+    ):
+        raise Error("auth", "credentials_failed",
+                    "the auth callable must return a mapping of str to str")
+    return got
+
+
+def status_error(method: str, status: int, headers: Any) -> Error | None:
+    """The error a caller sees for an HTTP status that carries no JSON-RPC answer to read:
+    401/403 (``auth``, with the parsed challenges), 429 (``overloaded``, with Retry-After).
+    None for the others: their body may hold a JSON-RPC error."""
+    if status in (401, 403):
+        challenges = parse_challenges(headers.getall("WWW-Authenticate", []))
+        return Error("auth", "unauthorized" if status == 401 else "forbidden",
+                     f"{method}: the server refused the credentials ({status})",
+                     data={"status": status, "challenges": challenges})
+    if status == 429:
+        return Error("overloaded", "http_429", f"{method}: the server is rate limiting (429)",
+                     data={"retry_after": parse_retry_after(headers.get("Retry-After"))})
+    return None
+
+
+def http_error(method: str, status: int) -> Error:
+    """A non-2xx answer with no JSON-RPC error in it: 5xx is ``transport``, else ``protocol``."""
+    kind = "transport" if status >= 500 else "protocol"
+    return Error(kind, f"http_{status}", f"{method}: the server answered HTTP {status}")
+
+
+class StreamState:
+    """One response stream: its SSE parser (kept for resumption) and whether it answered."""
+
+    __slots__ = ("parser", "done")
+
+    def __init__(self) -> None:
+        self.parser: SseParser | None = None
+        self.done = False
+
+
+def feed(parser: SseParser, chunk: bytes) -> tuple[list[Any], Error | None]:
+    """The events a chunk completed, and the error to raise once they are delivered when an
+    event went over the limit (the parser keeps the events completed before it in the
+    error's ``data``; issue 3 names that ``response_too_large``, as for a JSON body)."""
+    try:
+        return parser.feed(chunk), None
+    except Error as exc:
+        if exc.reason != "event_too_large":
+            raise
+        events = exc.data if type(exc.data) is list else []
+        return events, Error("protocol", "response_too_large", exc.message)
+
+
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
+    length = resp.content_length
+    if length is not None and length > limit:
+        raise Error("protocol", "response_too_large",
+                    f"the response is {length} bytes, over the {limit} byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise Error("protocol", "response_too_large",
+                        f"the response is over the {limit} byte limit")
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
