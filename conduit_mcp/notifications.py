@@ -51,7 +51,9 @@ __all__ = [
 #: the ``conduit_mcp/`` prefix is not an MCP method). ``TOOL_DEFINITION_CHANGED`` (params
 #: ``{"name": ...}``): a refreshed tool list holds a tool whose definition changed under the
 #: same name. ``LIST_REFRESHED`` (params ``{"kind": "tools" | "prompts" | "resources" |
-#: "resource_templates"}``): a list_changed refresh has landed in the cache.
+#: "resource_templates", "stored": bool}``): a list_changed refresh has finished; ``stored``
+#: is False when its answer was not cached (older than the cached list, or private under
+#: credentials that cannot be identified).
 TOOL_DEFINITION_CHANGED: Final = "conduit_mcp/tool_definition_changed"
 LIST_REFRESHED: Final = "conduit_mcp/list_refreshed"
 

@@ -106,8 +106,8 @@ class ChangeTracking:
             return True
         if t is Refreshed:
             self._refresh_done(ev.kind, "ok")
-            if self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential):
-                self._deliver(LIST_REFRESHED, {"kind": ev.kind})
+            stored = self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
+            self._deliver(LIST_REFRESHED, {"kind": ev.kind, "stored": stored})
             return True
         if t is RefreshFailed:
             log.info("refreshing the cached %s failed: %s/%s", ev.kind, ev.error.kind,

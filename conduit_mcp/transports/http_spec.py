@@ -44,8 +44,10 @@ class Http:
     ``max_frame``). ``stream_idle`` is the longest silence allowed on a long-lived stream
     (the legacy GET stream, a ``subscriptions/listen`` stream) before it is reopened; a
     request's own stream is bounded by its deadline instead. ``connect_timeout`` bounds
-    opening a TCP connection (and waiting for a free pooled one). ``pool_limit`` caps the
-    client's connections (None: ``max_in_flight`` plus room for its streams).
+    opening a TCP connection and waiting for a free pooled one (past it, the request fails
+    with ``transport``/``connect_timeout``: it was never sent). ``pool_limit`` caps the
+    connections requests use (None: ``max_in_flight`` + 8); the long-lived streams (the
+    legacy GET stream, a listen) have a pool of their own, so they never starve requests.
     ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
     """
 

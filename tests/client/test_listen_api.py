@@ -160,7 +160,9 @@ def test_a_server_that_advertises_nothing_gets_no_listen(make_server, start_clie
     client.subscribe_notifications(queue.Queue())
     client.list_all_tools()
     client.list_all_prompts()
-    client.subscribe(HELLO)
+    with pytest.raises(mcp.Error) as refused:
+        client.subscribe(HELLO)  # resources.subscribe is not advertised either
+    assert (refused.value.kind, refused.value.reason) == ("unavailable", "not_supported")
     client.ping()
     assert listens(server) == []
     with pytest.raises(mcp.Error) as err:
