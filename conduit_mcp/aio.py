@@ -13,7 +13,6 @@ import pykka
 from .actors.events import AwaitReady, Call
 from .api import (
     _GRACE,
-    PageWalk,
     _abandon,
     _copy,
     _Front,
@@ -21,7 +20,7 @@ from .api import (
     _Request,
     _timeout,
 )
-from .cached import fresh_items, store_walk, walk_credential
+from .cached import begin_listing, store_walk
 from .errors import Error
 from .replies import AsyncReply, Reply
 from .status import Status
@@ -79,12 +78,9 @@ class AsyncClient(_Front[Any]):
     async def _list_all(self, kind: str, timeout: float | None,
                         refresh: bool = False) -> tuple[Any, ...]:
         runtime = self._client._runtime()
-        if not refresh:
-            cached = fresh_items(runtime, kind)
-            if cached is not None:
-                return cached
-        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
-                        walk_credential(runtime))
+        walk = begin_listing(runtime, kind, timeout, refresh)
+        if type(walk) is tuple:
+            return walk
         while not walk.done:
             request, remaining = walk.next()
             walk.add(await self._do(request, remaining))

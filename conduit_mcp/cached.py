@@ -20,7 +20,7 @@ import pykka
 
 from .actors.events import CacheStore, Consumers, SetAuth
 from .actors.notifier import Subscribe, Unsubscribe
-from .api import _timeout
+from .api import PageWalk, _timeout
 from .errors import Error
 from .replies import SyncReply
 from .transports.http_spec import Http
@@ -44,6 +44,18 @@ def fresh_items(runtime: Runtime, kind: str) -> tuple[Any, ...] | None:
     except Error:
         return None
     return entry.items if entry is not None else None
+
+
+def begin_listing(runtime: Runtime, kind: str, timeout: float | None,
+                  refresh: bool) -> tuple[Any, ...] | PageWalk:
+    """``list_all_*``'s first step, for every front end: the cached items when fresh (and not
+    ``refresh``), else the :class:`~conduit_mcp.api.PageWalk` to run."""
+    if not refresh:
+        cached = fresh_items(runtime, kind)
+        if cached is not None:
+            return cached
+    return PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
+                    walk_credential(runtime))
 
 
 def store_walk(runtime: Runtime, walk: Any, reply: Any = None) -> bool:

@@ -29,7 +29,6 @@ from .actors.events import AwaitReady, Call, ReconnectNow
 from .aio import AsyncClient
 from .api import (
     _GRACE,
-    PageWalk,
     _abandon,
     _copy,
     _Front,
@@ -38,7 +37,7 @@ from .api import (
     _Request,
     _timeout,
 )
-from .cached import CacheApi, fresh_items, store_walk_and_wait, walk_credential
+from .cached import CacheApi, begin_listing, store_walk_and_wait
 from .config import build_config
 from .errors import Error
 from .futures import FutureClient
@@ -246,12 +245,9 @@ class Client(CacheApi, _Front[Any]):
 
     def _list_all(self, kind: str, timeout: float | None, refresh: bool) -> tuple[Any, ...]:
         runtime = self._runtime()
-        if not refresh:
-            cached = fresh_items(runtime, kind)
-            if cached is not None:
-                return cached
-        walk = PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
-                        walk_credential(runtime))
+        walk = begin_listing(runtime, kind, timeout, refresh)
+        if type(walk) is tuple:
+            return walk
         while not walk.done:
             request, remaining = walk.next()
             walk.add(self._do(request, remaining))

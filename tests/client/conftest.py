@@ -42,3 +42,31 @@ def serve_http(make_server: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
     for proc in procs:
         if proc.running():
             proc.kill()
+
+
+class _Boom:
+    """A message the patched connection crashes on (fault injection)."""
+
+
+@pytest.fixture
+def crashable(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
+    """Make the connection actor crash on a planted message; returns its factory
+    (``conn.tell(crashable())`` crashes that connection, in any state)."""
+    from conduit_mcp.actors.connection import Connection
+
+    original = Connection._common
+    original_ready = Connection.on_ready
+
+    def common(self: Any, kind: str, ev: Any) -> Any:
+        if isinstance(ev, _Boom):
+            raise RuntimeError("injected connection crash")
+        return original(self, kind, ev)
+
+    def on_ready(self: Any, kind: str, ev: Any) -> Any:
+        if isinstance(ev, _Boom):
+            raise RuntimeError("injected connection crash")
+        return original_ready(self, kind, ev)
+
+    monkeypatch.setattr(Connection, "_common", common)
+    monkeypatch.setattr(Connection, "on_ready", on_ready)
+    return _Boom

@@ -17,7 +17,6 @@ import pykka
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.actors.connection import Connection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -158,27 +157,6 @@ def test_a_stopped_clients_cache_is_gone(make_server, start_client):
     assert (err.value.kind, err.value.reason) == ("closed", "not_started")
 
 
-class _Boom:
-    """A message the patched connection crashes on (fault injection)."""
-
-
-@pytest.fixture
-def crashable(monkeypatch):
-    original = Connection._common
-    original_ready = Connection.on_ready
-
-    def common(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original(self, kind, ev)
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original_ready(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "_common", common)
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
 def test_a_crashed_connections_cache_dies_with_it(crashable, make_server, start_client):
@@ -190,7 +168,7 @@ def test_a_crashed_connections_cache_dies_with_it(crashable, make_server, start_
     assert client.tool("add") is not None
     runtime = client._runtime()
     old = runtime.registry.get("connection")
-    old.tell(_Boom())
+    old.tell(crashable())
     client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
     assert runtime.registry.get("connection") is not old
     assert client.cached_tools() is None

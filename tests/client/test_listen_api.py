@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.actors.connection import Connection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -376,27 +375,6 @@ def test_modern_subscribe_rides_on_the_listen_and_survives_reconnects(make_serve
     assert until_barrier(notes) == []
 
 
-class _Boom:
-    """A message the patched connection crashes on (fault injection)."""
-
-
-@pytest.fixture
-def crashable(monkeypatch):
-    original = Connection._common
-    original_ready = Connection.on_ready
-
-    def common(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original(self, kind, ev)
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original_ready(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "_common", common)
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
@@ -410,7 +388,7 @@ def test_resource_subscriptions_survive_a_connection_crash(
     client.subscribe(HELLO)
     runtime = client._runtime()
     old = runtime.registry.get("connection")
-    old.tell(_Boom())
+    old.tell(crashable())
     client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
     assert runtime.registry.get("connection") is not old
     if protocol == "legacy":

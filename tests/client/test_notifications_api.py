@@ -19,7 +19,6 @@ import pykka
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.actors.connection import Connection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -263,27 +262,6 @@ def test_a_raising_callable_stays_subscribed(make_server, start_client, caplog):
     assert not any("secret-param-value" in r.getMessage() for r in caplog.records)
 
 
-class _Boom:
-    """A message the patched connection crashes on (fault injection)."""
-
-
-@pytest.fixture
-def crashable(monkeypatch):
-    original = Connection._common
-    original_ready = Connection.on_ready
-
-    def common(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original(self, kind, ev)
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original_ready(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "_common", common)
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
 @pytest.mark.parametrize("protocol", ERAS)
@@ -299,7 +277,7 @@ def test_subscribers_survive_a_connection_crash(crashable, make_server, start_cl
     assert [n.method for n in until_barrier(notes)] == ["test/a"]
     runtime = client._runtime()
     old = runtime.registry.get("connection")
-    old.tell(_Boom())
+    old.tell(crashable())
     client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
     assert runtime.registry.get("connection") is not old
     notify(client, "test/b")
