@@ -1,9 +1,10 @@
 """Change notifications and the cache against real servers (issue 4).
 
-* mcp 2.3.0 (``modern_peer.py``): ``add_dynamic_tool`` announces a tool list change. In the
-  modern era it reaches the client only through ``subscriptions/listen`` (the client opens
-  one for its subscriber and its cached list); in the legacy era directly. Either way the
-  subscriber is told and the cache is refreshed without anyone asking.
+* mcp 2.3.0 (``modern_peer.py``, over stdio and streamable HTTP): ``add_dynamic_tool``
+  announces a tool list change. In the modern era it reaches the client only through
+  ``subscriptions/listen`` (the client opens one for its subscriber and its cached list: over
+  HTTP a long-lived SSE answer); in the legacy era directly (over HTTP on the GET stream).
+  Either way the subscriber is told and the cache is refreshed without anyone asking.
 * server-everything: ``notifications/resources/updated`` for a URI the client subscribed to
   (``resources/subscribe``), sent by its ``toggle-subscriber-updates`` tool every 5 s.
 
@@ -16,12 +17,14 @@ import os
 import queue
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import conduit_mcp as mcp
+
+from .http_peer import HttpPeer, free_port
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.interop]
 
@@ -45,11 +48,30 @@ def wait_refreshed(notes: queue.Queue[mcp.ServerNotification], client: mcp.Clien
         assert note.method in (TOOLS_CHANGED, mcp.LIST_REFRESHED)
 
 
+@pytest.fixture
+def http_peers() -> Iterator[Callable[[list[str]], HttpPeer]]:
+    started: list[HttpPeer] = []
+
+    def start(cmd: list[str]) -> HttpPeer:
+        port = free_port()
+        peer = HttpPeer([*cmd[:-1], "http", "--port", str(port)], port, ready=[])
+        started.append(peer)
+        return peer
+
+    yield start
+    for peer in started:
+        peer.kill()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 def test_mcp_peer_tool_list_change_reaches_subscriber_and_refreshes_cache(
-    start_client: Callable[..., mcp.Client], modern_peer_cmd: list[str], protocol: str
+    start_client: Callable[..., mcp.Client], modern_peer_cmd: list[str], protocol: str,
+    transport: str, http_peers: Callable[[list[str]], HttpPeer],
 ) -> None:
-    client = start_client(stdio(modern_peer_cmd), protocol=protocol)
+    spec = (stdio(modern_peer_cmd) if transport == "stdio"
+            else mcp.Http(http_peers(modern_peer_cmd).url))
+    client = start_client(spec, protocol=protocol)
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert status.era == ("modern" if protocol == "auto" else "legacy")
     notes: queue.Queue[mcp.ServerNotification] = queue.Queue()
