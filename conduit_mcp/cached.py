@@ -86,7 +86,21 @@ def walk_credential(runtime: Runtime) -> str | None:
 
 
 class CacheApi:
-    """Cache reads, notification subscriptions and ``set_auth`` (see the module docstring)."""
+    """Cache reads, notification subscriptions and ``set_auth`` (see the module docstring).
+
+    >>> import queue, sys, conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--ttl-ms", "60000"])
+    >>> with mcp.Client.start(server) as client:
+    ...     _ = client.await_ready(timeout=10)
+    ...     notes = queue.Queue()
+    ...     client.subscribe_notifications(notes, methods=[mcp.LIST_REFRESHED])
+    ...     names = {t.name for t in client.list_all_tools()}   # fetched, then cached
+    ...     client.tool("add").name, client.list_all_tools() == client.cached_tools()
+    ...     _ = client.call_tool("add_tool", {"name": "fresh_tool"})  # the server announces it
+    ...     notes.get(timeout=10).params["kind"], client.tool("fresh_tool").name
+    ('add', True)
+    ('tools', 'fresh_tool')
+    """
 
     name: str
     _pinned: Runtime | None
