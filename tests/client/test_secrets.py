@@ -116,3 +116,62 @@ def test_stdio_repr_hides_env_and_args():
     spec = mcp.Stdio("server", [f"--token={SECRET}"], env={"TOKEN": SECRET})
     assert SECRET not in repr(spec)
     assert SECRET not in str(spec)
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_no_secret_anywhere_over_http(make_server, captured, monkeypatch, era):
+    """Over HTTP the secrets are the bearer token, a header value, the session id and tool
+    arguments mirrored into ``Mcp-Param-*`` headers: none may reach a repr, a log record
+    (a 401's challenge and a crash report included) or an exception text."""
+    original = Connection.on_ready
+
+    def on_ready(self, kind, ev):
+        if isinstance(ev, _Boom):
+            raise RuntimeError("injected crash")
+        return original(self, kind, ev)
+
+    monkeypatch.setattr(Connection, "on_ready", on_ready)
+    server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
+                                 "action": {"http": {"status": 401, "headers": {
+                                     "WWW-Authenticate": f'Bearer error="{SECRET}"'}}},
+                                 "times": 1}])
+    with server.http_server(require_bearer=SECRET, header_tools=True) as srv:
+        spec = srv.spec(bearer=SECRET, headers={"X-Api-Key": SECRET})
+        texts: list[str] = [repr(spec), str(spec)]
+        errors: list[BaseException] = []
+        client = mcp.Client.start(spec, protocol=era, backoff=lambda a: 0.01)
+        try:
+            client.await_ready(timeout=10)
+            client.list_all_tools()
+            for call in (
+                lambda: client.call_tool("echo", {"text": SECRET}, timeout=5),  # the 401
+                lambda: client.call_tool("never", {"text": SECRET}, timeout=0.3),
+                lambda: client.call_tool("weather", {"region": SECRET}, timeout=0.3),
+            ):
+                try:
+                    call()
+                except mcp.Error as exc:
+                    errors.append(exc)
+            assert [e.kind for e in errors][:2] == ["auth", "timeout"]
+            runtime = client._runtime()
+            texts += [repr(runtime.shared.transport), repr(client), repr(client.status())]
+            sessions = {e["session"] for e in server.events("http") if e.get("session")}
+            assert (len(sessions) > 0) == (era == "legacy")
+            with ThreadPoolExecutor(1) as pool:
+                pending = pool.submit(client.call_tool, "never", {"text": SECRET}, timeout=10)
+                server.wait_for(lambda e: e.get("method") == "tools/call"
+                                and e.get("params", {}).get("name") == "never", count=2,
+                                timeout=5)
+                conn = runtime.registry.get("connection")
+                texts.append(repr(conn))
+                conn.tell(_Boom())
+                with pytest.raises(mcp.Error) as err:
+                    pending.result(timeout=5)
+                errors.append(err.value)
+        finally:
+            client.stop()
+    texts += [t for e in errors for t in (str(e), repr(e), repr(e.args))]
+    texts += captured.texts
+    assert any("Unhandled exception" in t or "injected crash" in t for t in captured.texts)
+    for secret in (SECRET, *sessions):
+        assert [t for t in texts if secret in t] == []
