@@ -1,26 +1,60 @@
-"""``python -m conduit_mcp`` / ``conduit-mcp``: the demo, and list/call on any stdio server.
+"""``python -m conduit_mcp`` / ``conduit-mcp``: the demo, and list/call on any server.
 
-    conduit-mcp demo                      # the embedded scriptable server, auto mode
+    conduit-mcp demo                      # the embedded scriptable server: stdio, then HTTP
     conduit-mcp tools -- CMD [ARGS...]    # list a stdio server's tools
+    conduit-mcp tools --url URL           # ... or a streamable HTTP server's
     conduit-mcp call TOOL '{"a": 1}' -- CMD [ARGS...]
+    conduit-mcp call TOOL '{"a": 1}' --url URL
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import sys
+import tempfile
 from collections.abc import Sequence
+from typing import Any
 
-from . import Client, Error, Stdio
+from . import LIST_REFRESHED, Client, Error, Http, Stdio
 
 
-def _connect(command: Sequence[str], protocol: str) -> Client:
+def _connect(transport: Any, protocol: str) -> Client:
     # One-shot use: a server that cannot start is reported at once, not retried for minutes.
-    client = Client.start(
-        Stdio(command[0], list(command[1:])), protocol=protocol, max_reconnects=0
-    )
+    client = Client.start(transport, protocol=protocol, max_reconnects=0)
     client.await_ready(timeout=15)
     return client
+
+
+def demo_http() -> None:
+    """The same server over streamable HTTP: the cache, and a change notification that
+    reaches a subscriber through a ``subscriptions/listen`` stream and refreshes the cache."""
+    from .testing import ScriptedServer
+
+    with tempfile.TemporaryDirectory() as workdir:
+        server = ScriptedServer(workdir, name="demo-server", extra_args=["--ttl-ms", "60000"])
+        print("starting it again over streamable HTTP on 127.0.0.1 ...")
+        with server.http_server() as http, Client.start(http.spec(), name="demo-http") as client:
+            status = client.await_ready(timeout=15)
+            print(f"status: state={status.state} era={status.era} version={status.version} "
+                  f"url={http.url}")
+            notes: queue.Queue[Any] = queue.Queue()
+            client.subscribe_notifications(notes)
+            tools = client.list_all_tools()
+            client.list_all_tools()
+            fetched = len(server.received("tools/list"))
+            print(f"tools: {len(tools)} listed twice, {fetched} tools/list sent "
+                  "(ttlMs 60000: the second came from the cache)")
+            client.await_listening(timeout=10)
+            client.call_tool("add_tool", {"name": "hello_http"})
+            note = notes.get(timeout=10)
+            print(f"notification: {note.method}")
+            while note.method != LIST_REFRESHED:
+                note = notes.get(timeout=10)
+            found = client.tool("hello_http")
+            print(f"cache refreshed in the background: tool('hello_http') -> "
+                  f"{found.name if found else None}")
+    print("stopped: the HTTP server is closed.")
 
 
 def demo() -> int:
@@ -45,6 +79,7 @@ def demo() -> int:
         total = client.call_tool("add", {"a": 20, "b": 22})
         print(f"add(20, 22) = {total.text}  structured={total.structured_content}")
     print("stopped: the server process is closed.")
+    demo_http()
     return 0
 
 
@@ -57,12 +92,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command == "demo":
             return demo()
-        if "--" not in args:
-            print("give the server command after --", file=sys.stderr)
+        if "--url" in args:
+            at = args.index("--url")
+            if at + 1 >= len(args):
+                print("give the server's URL after --url", file=sys.stderr)
+                return 2
+            transport: Any = Http(args[at + 1])
+            rest = args[1:at]
+        elif "--" in args:
+            split = args.index("--")
+            server, rest = args[split + 1 :], args[1:split]
+            transport = Stdio(server[0], list(server[1:]))
+        else:
+            print("give the server command after --, or its URL after --url", file=sys.stderr)
             return 2
-        split = args.index("--")
-        server, rest = args[split + 1 :], args[1:split]
-        client = _connect(server, "auto")
+        client = _connect(transport, "auto")
         try:
             if command == "tools":
                 for tool in client.list_all_tools():

@@ -24,6 +24,23 @@ def test_demo_prints_the_negotiated_era_and_a_tool_result():
     assert "era=modern version=2026-07-28" in done.stdout
     assert "progress 3/3" in done.stdout
     assert "add(20, 22) = 42" in done.stdout
+    # then over streamable HTTP: the cache answered the second listing, and a change
+    # notification refreshed it
+    assert "1 tools/list sent" in done.stdout
+    assert "notification: notifications/tools/list_changed" in done.stdout
+    assert "tool('hello_http') -> hello_http" in done.stdout
+
+
+def test_tools_and_call_on_an_http_server(make_server):
+    with make_server(era="legacy").http_server() as srv:
+        tools = _run("tools", "--url", srv.url)
+        assert tools.returncode == 0, tools.stderr
+        assert any(line.startswith("add:") for line in tools.stdout.splitlines())
+        call = _run("call", "add", '{"a": 2, "b": 40}', "--url", srv.url)
+        assert call.returncode == 0, call.stderr
+        assert json.loads(call.stdout)["structuredContent"] == {"sum": 42}
+    bad = _run("tools", "--url", "ftp://nowhere")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: config (http.url)")
 
 
 def test_tools_and_call_on_any_stdio_server():
