@@ -144,6 +144,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._init_offered = LATEST_LEGACY
         self._legacy_offer: str | None = None
         self._health_id: int | None = None
+        self._deferred: Error | None = None  # see on_ready's TransportDown
         self._auth_error: Error | None = None  # the refusal that closed us (auth_required)
         choice = config.protocol
         self._mode = choice.mode
@@ -164,6 +165,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         return "connecting", [NextEvent(_CONNECT)]
 
     def terminate(self, reason: BaseException | None) -> None:
+        self._fail_deferred()
         # A crash fails what was in flight as `transport` (it may have run); a stop as `closed`.
         err = (
             Error("closed", "stopped", "the client was stopped")
@@ -232,7 +234,10 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             if ev.gen != self._gen:
                 return None
             self._leave_ready()
-            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            # Failed once the new state is published (enter_reconnecting/enter_closed), so
+            # a caller who gets `transport` and then asks status() or await_ready() never
+            # sees the stale "ready".
+            self._deferred = _transport_error(ev.reason, ev.detail)
             return self._lost(ev.reason, ev.detail)
         if t is AwaitReady:
             self._answer_ready(ev)
@@ -263,7 +268,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                             self._cfg.health_timeout)
                 self._leave_ready()
                 self._drop_transport()
-                self._fail_pending(_transport_error("health_check"))
+                self._deferred = _transport_error("health_check")
                 return self._lost("health_check")
         return self._common(kind, ev)
 
@@ -283,7 +288,14 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def enter_reconnecting(self, old: str) -> list[Any]:
         self._publish("reconnecting", self._reason)
+        self._fail_deferred()
         return [StateTimeout(self._delay, _STATE_TIMEOUT)]
+
+    def _fail_deferred(self) -> None:
+        """Fail the calls a lost transport left in flight, with its ``transport`` error."""
+        error, self._deferred = self._deferred, None
+        if error is not None:
+            self._fail_pending(error)
 
     def on_reconnecting(self, kind: str, ev: Any) -> Any:
         if kind == "state_timeout" or type(ev) is ReconnectNow:
@@ -312,12 +324,14 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if self._cfg.on_give_up == "stop" and reason == "max_reconnects":
             # A normal exit: the transient connection is not restarted, and being
             # significant it ends the whole client, so a supervisor above starts a new one.
+            self._fail_deferred()
             self._fail_pending(Error("closed", reason, "the client gave up reconnecting"))
             return Step("closed", [Stop(None)])
         return "closed"
 
     def enter_closed(self, old: str) -> list[Any]:
         self._publish("closed", self._reason)
+        self._fail_deferred()
         err = self._closed_error()
         self._fail_pending(err)
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):

@@ -360,3 +360,24 @@ def test_a_client_costs_two_threads_and_no_thread_per_server_process(make_server
     finally:
         for client in [first, *clients]:
             client.stop()
+
+
+@pytest.mark.parametrize("max_reconnects", [10, 0])
+def test_a_call_failed_by_a_lost_server_never_sees_a_stale_ready(
+    make_server, start_client, max_reconnects
+):
+    # The failed caller's next look at the client already shows the loss: status() is not
+    # "ready", so await_ready() waits for the reconnection instead of returning at once.
+    server = make_server()
+    client = start_client(server.stdio(), max_reconnects=max_reconnects,
+                          backoff=lambda attempt: 0.5)
+    client.await_ready(timeout=10)
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("crash", {"code": 9})
+    assert err.value.kind == "transport"
+    after = client.status()
+    assert after.state == ("reconnecting" if max_reconnects else "closed")
+    assert after.reason in ("exit", "max_reconnects")
+    if max_reconnects:
+        assert client.await_ready(timeout=10).state == "ready"
+        assert server.starts() == 2
