@@ -405,7 +405,3 @@ class ChangeTracking:
             self._quiet.discard(mid)
             return True
         return False
-
-
-def cache_gone() -> Error:
-    return Error("unavailable", "cache_gone", "the client's cache is gone with its connection")

@@ -113,34 +113,18 @@ class ConnectionTelemetry:
 
     def transition(self, old: str, new: str, reason: str | None) -> None:
         log.debug("connection %s -> %s (reason %s)", old, new, reason)
-        counter = self._transitions
-        if counter is None:
+        if self._transitions is None:
             return
         attrs = {FROM: old, TO: new}
         if reason is not None:
             attrs[REASON] = reason
-        try:
-            counter.add(1, attrs)
-        except Exception as exc:
-            _tlog.debug("transition not counted: %s", type(exc).__name__)
+        _add(self._transitions, attrs)
 
     def cancelled(self, reason: str) -> None:
-        counter = self._cancellations
-        if counter is None:
-            return
-        try:
-            counter.add(1, {REASON: reason})
-        except Exception as exc:
-            _tlog.debug("cancellation not counted: %s", type(exc).__name__)
+        _add(self._cancellations, {REASON: reason})
 
     def dropped(self) -> None:
-        counter = self._dropped
-        if counter is None:
-            return
-        try:
-            counter.add(1)
-        except Exception as exc:
-            _tlog.debug("dropped response not counted: %s", type(exc).__name__)
+        _add(self._dropped, None)
 
 
     def notification(self, method: str) -> None:

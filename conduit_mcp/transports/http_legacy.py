@@ -89,14 +89,19 @@ class LegacySession:
             )
             return
         self._expired.append(rid)
-        if self._session_id == session_id:
-            # The first to find out: forget the session and tell the connection, which runs a
-            # new initialize; the expired requests wait for it (seed 000 "HTTP outcomes").
-            self._session_id = None
-            self._stop_get_stream()
-            safe_tell(self._owner, SessionExpired(self._gen, rid))
-        elif self._session_id is not None:
+        if not self._forget_session(session_id, rid) and self._session_id is not None:
             self._resend_expired()  # a new session already exists
+
+    def _forget_session(self, session_id: str, rid: Any) -> bool:
+        """The server lost ``session_id``. The first to find out forgets it and tells the
+        connection, which runs a new initialize (expired requests wait for it, seed 000
+        "HTTP outcomes"); False if the session was already forgotten or replaced."""
+        if self._session_id != session_id:
+            return False
+        self._session_id = None
+        self._stop_get_stream()
+        safe_tell(self._owner, SessionExpired(self._gen, rid))
+        return True
 
     def _resend_expired(self) -> None:
         expired, self._expired = self._expired, []
@@ -116,10 +121,7 @@ class LegacySession:
             async with self._session.post(self._url, data=body, headers=headers) as resp:
                 status = resp.status
             if status == 404 and session_id is not None and not modern:
-                if self._session_id == session_id:
-                    self._session_id = None
-                    self._stop_get_stream()
-                    safe_tell(self._owner, SessionExpired(self._gen, None))
+                self._forget_session(session_id, None)
                 return
             if status >= 400:
                 log.debug("%s POST answered HTTP %s", method or "response", status)
@@ -161,9 +163,7 @@ class LegacySession:
                 assert self._streams is not None
                 async with self._streams.get(self._url, headers=headers) as resp:
                     if resp.status == 404 and session_id is not None:
-                        if self._session_id == session_id:
-                            self._session_id = None
-                            safe_tell(self._owner, SessionExpired(self._gen, None))
+                        self._forget_session(session_id, None)
                         return
                     if resp.status != 200 or resp.content_type != "text/event-stream":
                         return  # 405: the server offers no stream; that is allowed

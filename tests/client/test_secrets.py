@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.actors.connection import Connection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -44,19 +43,7 @@ def captured():
     root.setLevel(old)
 
 
-class _Boom:
-    pass
-
-
-def test_no_secret_anywhere(make_server, captured, monkeypatch):
-    original = Connection.on_ready
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected crash")
-        return original(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
+def test_no_secret_anywhere(make_server, captured, crashable):
 
     server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
                                  "action": "garbage", "times": 1}])
@@ -97,7 +84,7 @@ def test_no_secret_anywhere(make_server, captured, monkeypatch):
                             timeout=5)
             conn = runtime.registry.get("connection")
             texts.append(repr(conn))
-            conn.tell(_Boom())
+            conn.tell(crashable())
             with pytest.raises(mcp.Error) as err:
                 pending.result(timeout=5)
             errors.append(err.value)
@@ -107,7 +94,8 @@ def test_no_secret_anywhere(make_server, captured, monkeypatch):
         client.stop()
     texts += [t for e in errors for t in (str(e), repr(e), repr(e.args))]
     texts += captured.texts
-    assert any("Unhandled exception" in t or "injected crash" in t for t in captured.texts)
+    assert any("Unhandled exception" in t or "injected connection crash" in t
+               for t in captured.texts)
     leaks = [t for t in texts if SECRET in t]
     assert leaks == []
 
@@ -119,18 +107,10 @@ def test_stdio_repr_hides_env_and_args():
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_no_secret_anywhere_over_http(make_server, captured, monkeypatch, era):
+def test_no_secret_anywhere_over_http(make_server, captured, crashable, era):
     """Over HTTP the secrets are the bearer token, a header value, the session id and tool
     arguments mirrored into ``Mcp-Param-*`` headers: none may reach a repr, a log record
     (a 401's challenge and a crash report included) or an exception text."""
-    original = Connection.on_ready
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected crash")
-        return original(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
     server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
                                  "action": {"http": {"status": 401, "headers": {
                                      "WWW-Authenticate": f'Bearer error="{SECRET}"'}}},
@@ -164,7 +144,7 @@ def test_no_secret_anywhere_over_http(make_server, captured, monkeypatch, era):
                                 timeout=5)
                 conn = runtime.registry.get("connection")
                 texts.append(repr(conn))
-                conn.tell(_Boom())
+                conn.tell(crashable())
                 with pytest.raises(mcp.Error) as err:
                     pending.result(timeout=5)
                 errors.append(err.value)
@@ -172,6 +152,7 @@ def test_no_secret_anywhere_over_http(make_server, captured, monkeypatch, era):
             client.stop()
     texts += [t for e in errors for t in (str(e), repr(e), repr(e.args))]
     texts += captured.texts
-    assert any("Unhandled exception" in t or "injected crash" in t for t in captured.texts)
+    assert any("Unhandled exception" in t or "injected connection crash" in t
+               for t in captured.texts)
     for secret in (SECRET, *sessions):
         assert [t for t in texts if secret in t] == []
