@@ -39,10 +39,14 @@ def main() -> int:
     for client in clients:
         client.stop()
     t4 = time.monotonic()
-    print(f"{n} clients: start {t1 - t0:.2f} s, all ready {t2 - t1:.2f} s, "
-          f"one call each {t3 - t2:.2f} s, stop {t4 - t3:.2f} s")
-    print(f"threads added: {threads} ({threads / n:.1f} per client); "
-          f"max RSS of this process {rss_mib:.0f} MiB ({rss_mib / n:.2f} MiB per client)")
+    print(
+        f"{n} clients: start {t1 - t0:.2f} s, all ready {t2 - t1:.2f} s, "
+        f"one call each {t3 - t2:.2f} s, stop {t4 - t3:.2f} s"
+    )
+    print(
+        f"threads added: {threads} ({threads / n:.1f} per client); "
+        f"max RSS of this process {rss_mib:.0f} MiB ({rss_mib / n:.2f} MiB per client)"
+    )
     return 0
 
 

@@ -1,10 +1,10 @@
 """``python -m conduit_mcp`` / ``conduit-mcp``: the demo, and list/call on any server.
 
-    conduit-mcp demo                      # the embedded scriptable server: stdio, then HTTP
-    conduit-mcp tools -- CMD [ARGS...]    # list a stdio server's tools
-    conduit-mcp tools --url URL           # ... or a streamable HTTP server's
-    conduit-mcp call TOOL '{"a": 1}' -- CMD [ARGS...]
-    conduit-mcp call TOOL '{"a": 1}' --url URL
+conduit-mcp demo                      # the embedded scriptable server: stdio, then HTTP
+conduit-mcp tools -- CMD [ARGS...]    # list a stdio server's tools
+conduit-mcp tools --url URL           # ... or a streamable HTTP server's
+conduit-mcp call TOOL '{"a": 1}' -- CMD [ARGS...]
+conduit-mcp call TOOL '{"a": 1}' --url URL
 """
 
 from __future__ import annotations
@@ -36,15 +36,19 @@ def demo_http() -> None:
         print("starting it again over streamable HTTP on 127.0.0.1 ...")
         with server.http_server() as http, Client.start(http.spec(), name="demo-http") as client:
             status = client.await_ready(timeout=15)
-            print(f"status: state={status.state} era={status.era} version={status.version} "
-                  f"url={http.url}")
+            print(
+                f"status: state={status.state} era={status.era} version={status.version} "
+                f"url={http.url}"
+            )
             notes: queue.Queue[Any] = queue.Queue()
             client.subscribe_notifications(notes)
             tools = client.list_all_tools()
             client.list_all_tools()
             fetched = len(server.received("tools/list"))
-            print(f"tools: {len(tools)} listed twice, {fetched} tools/list sent "
-                  "(ttlMs 60000: the second came from the cache)")
+            print(
+                f"tools: {len(tools)} listed twice, {fetched} tools/list sent "
+                "(ttlMs 60000: the second came from the cache)"
+            )
             client.await_listening(timeout=10)
             client.call_tool("add_tool", {"name": "hello_http"})
             note = notes.get(timeout=10)
@@ -52,8 +56,10 @@ def demo_http() -> None:
             while note.method != LIST_REFRESHED:
                 note = notes.get(timeout=10)
             found = client.tool("hello_http")
-            print(f"cache refreshed in the background: tool('hello_http') -> "
-                  f"{found.name if found else None}")
+            print(
+                f"cache refreshed in the background: tool('hello_http') -> "
+                f"{found.name if found else None}"
+            )
     print("stopped: the HTTP server is closed.")
 
 
@@ -63,8 +69,10 @@ def demo() -> int:
     with Client.start(server, name="demo", protocol="auto") as client:
         status = client.await_ready(timeout=15)
         info = client.server_info()
-        print(f"status: state={status.state} era={status.era} version={status.version} "
-              f"origin={status.origin}")
+        print(
+            f"status: state={status.state} era={status.era} version={status.version} "
+            f"origin={status.origin}"
+        )
         if info is not None:
             print(f"server: {info.name} {info.version}")
         tools = client.list_all_tools()

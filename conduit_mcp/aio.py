@@ -55,28 +55,33 @@ class AsyncClient(_Front[Any]):
         conn = self._client._tell(runtime, AwaitReady(reply, time.monotonic() + seconds))
         return await self._await(future, reply, conn, seconds, "await_ready")
 
-    async def list_all_tools(self, *, timeout: float | None = None,
-                         refresh: bool = False) -> tuple[Any, ...]:
+    async def list_all_tools(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every tool, following cursors."""
         return await self._list_all("tools", timeout, refresh)
 
-    async def list_all_prompts(self, *, timeout: float | None = None,
-                         refresh: bool = False) -> tuple[Any, ...]:
+    async def list_all_prompts(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every prompt, following cursors."""
         return await self._list_all("prompts", timeout, refresh)
 
-    async def list_all_resources(self, *, timeout: float | None = None,
-                         refresh: bool = False) -> tuple[Any, ...]:
+    async def list_all_resources(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every resource, following cursors."""
         return await self._list_all("resources", timeout, refresh)
 
-    async def list_all_resource_templates(self, *, timeout: float | None = None,
-                         refresh: bool = False) -> tuple[Any, ...]:
+    async def list_all_resource_templates(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every resource template, following cursors."""
         return await self._list_all("resource_templates", timeout, refresh)
 
-    async def _list_all(self, kind: str, timeout: float | None,
-                        refresh: bool = False) -> tuple[Any, ...]:
+    async def _list_all(
+        self, kind: str, timeout: float | None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         runtime = self._client._runtime()
         walk = begin_listing(runtime, kind, timeout, refresh)
         if type(walk) is tuple:

@@ -260,8 +260,17 @@ class PageWalk:
     whole walk; a server whose cursors never end is cut at ``MAX_PAGES``.
     """
 
-    __slots__ = ("kind", "deadline", "items", "cursor", "pages", "done", "raws", "started",
-                 "credential")
+    __slots__ = (
+        "kind",
+        "deadline",
+        "items",
+        "cursor",
+        "pages",
+        "done",
+        "raws",
+        "started",
+        "credential",
+    )
 
     def __init__(self, kind: str, seconds: float, credential: str | None = None) -> None:
         self.kind = kind

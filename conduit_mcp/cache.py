@@ -174,8 +174,9 @@ class Cache:
     # Slots: the hot path is one attribute load of _snapshot; slots make it a fixed offset.
     __slots__ = ("_snapshot", "_heard")
 
-    def __init__(self, credential: str | None = None,
-                 heard: dict[str, float] | None = None) -> None:
+    def __init__(
+        self, credential: str | None = None, heard: dict[str, float] | None = None
+    ) -> None:
         # kind -> when the transport's reader last saw a list_changed for it (monotonic).
         # The reader answers a response straight to its caller, while the list_changed just
         # before it on the wire is still on its way to the connection (the writer): without

@@ -46,16 +46,18 @@ def fresh_items(runtime: Runtime, kind: str) -> tuple[Any, ...] | None:
     return entry.items if entry is not None else None
 
 
-def begin_listing(runtime: Runtime, kind: str, timeout: float | None,
-                  refresh: bool) -> tuple[Any, ...] | PageWalk:
+def begin_listing(
+    runtime: Runtime, kind: str, timeout: float | None, refresh: bool
+) -> tuple[Any, ...] | PageWalk:
     """``list_all_*``'s first step, for every front end: the cached items when fresh (and not
     ``refresh``), else the :class:`~conduit_mcp.api.PageWalk` to run."""
     if not refresh:
         cached = fresh_items(runtime, kind)
         if cached is not None:
             return cached
-    return PageWalk(kind, _timeout(timeout, runtime.config.request_timeout),
-                    walk_credential(runtime))
+    return PageWalk(
+        kind, _timeout(timeout, runtime.config.request_timeout), walk_credential(runtime)
+    )
 
 
 def store_walk(runtime: Runtime, walk: Any, reply: Any = None) -> bool:
@@ -63,8 +65,11 @@ def store_walk(runtime: Runtime, walk: Any, reply: Any = None) -> bool:
     the caller can wait until it is stored (a miss already cost a whole fetch; one more
     round trip makes ``list_all_tools()`` then ``tool(name)`` find it)."""
     try:
-        runtime.connection().tell(CacheStore(walk.kind, tuple(walk.items), walk.raws,
-                                             walk.started, walk.credential, reply))
+        runtime.connection().tell(
+            CacheStore(
+                walk.kind, tuple(walk.items), walk.raws, walk.started, walk.credential, reply
+            )
+        )
         return True
     except Exception:  # the connection is gone or restarting: nothing to store it in
         return False
@@ -156,8 +161,9 @@ class CacheApi:
 
     # -- notifications ------------------------------------------------------------------------
 
-    def subscribe_notifications(self, subscriber: Any,
-                                methods: Iterable[str] | None = None) -> None:
+    def subscribe_notifications(
+        self, subscriber: Any, methods: Iterable[str] | None = None
+    ) -> None:
         """Deliver server notifications (all but progress and cancelled) to ``subscriber``,
         in order: a Pykka ``ActorRef`` (told a
         :class:`~conduit_mcp.notifications.ServerNotification`), a callable (run in the
@@ -222,8 +228,9 @@ class CacheApi:
         if not isinstance(spec, Http):
             raise Error("argument", "transport", "set_auth needs an Http transport")
         try:
-            new = dataclasses.replace(spec, bearer=bearer, headers=headers, auth=auth,
-                                      credential_id=credential_id)
+            new = dataclasses.replace(
+                spec, bearer=bearer, headers=headers, auth=auth, credential_id=credential_id
+            )
         except Error as exc:
             raise Error("argument", exc.reason, exc.message) from None
         runtime.spec = new  # a restarted connection starts with these

@@ -221,25 +221,29 @@ class Client(CacheApi, _Front[Any]):
 
     # -- the blocking front end ---------------------------------------------------------------
 
-    def list_all_tools(self, *, timeout: float | None = None,
-                       refresh: bool = False) -> tuple[Any, ...]:
+    def list_all_tools(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every tool, following cursors; ``timeout`` bounds the whole walk. Served from the
         cache while it is fresh (the server's ``ttlMs``, capped by ``max_cache_ttl``; not
         after a ``list_changed``); ``refresh=True`` always asks the server."""
         return self._list_all("tools", timeout, refresh)
 
-    def list_all_prompts(self, *, timeout: float | None = None,
-                         refresh: bool = False) -> tuple[Any, ...]:
+    def list_all_prompts(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every prompt, following cursors (cached like :meth:`list_all_tools`)."""
         return self._list_all("prompts", timeout, refresh)
 
-    def list_all_resources(self, *, timeout: float | None = None,
-                           refresh: bool = False) -> tuple[Any, ...]:
+    def list_all_resources(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every resource, following cursors (cached like :meth:`list_all_tools`)."""
         return self._list_all("resources", timeout, refresh)
 
-    def list_all_resource_templates(self, *, timeout: float | None = None,
-                                    refresh: bool = False) -> tuple[Any, ...]:
+    def list_all_resource_templates(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Any, ...]:
         """Every resource template, following cursors (cached like :meth:`list_all_tools`)."""
         return self._list_all("resource_templates", timeout, refresh)
 

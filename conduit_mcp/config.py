@@ -145,7 +145,8 @@ def build_config(options: Mapping[str, Any]) -> Config:
         provider = values.get(name)
         if provider is not None and not callable(getattr(provider, method, None)):
             raise Error(
-                "config", name,
+                "config",
+                name,
                 f"option {name!r} must be None or an OpenTelemetry provider (with {method}())",
             )
     return Config(**values)

@@ -57,15 +57,24 @@ def make_transport(
     if isinstance(spec, Stdio):
         return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame, pending=pending)
     if isinstance(spec, Http):
-        return HttpTransport(spec, owner, gen, max_frame=cfg.max_frame,
-                             max_in_flight=cfg.max_in_flight, pending=pending, memory=memory)
+        return HttpTransport(
+            spec,
+            owner,
+            gen,
+            max_frame=cfg.max_frame,
+            max_in_flight=cfg.max_in_flight,
+            pending=pending,
+            memory=memory,
+        )
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
 
 def check_transport(spec: Any) -> None:
     if not isinstance(spec, (Stdio, Http)):
         raise Error(
-            "config", "transport", "transport must be conduit_mcp.Stdio(...) or conduit_mcp.Http(...)"
+            "config",
+            "transport",
+            "transport must be conduit_mcp.Stdio(...) or conduit_mcp.Http(...)",
         )
 
 
@@ -106,8 +115,14 @@ class Runtime:
         def start_connection(link: Any) -> pykka.ActorRef[Any]:
             # self.spec, read at each (re)start: set_auth may have changed the credentials
             return Connection.start(
-                self.spec, cfg, shared, transport_factory=make_transport, link=link, telemetry=hooks,
-                client_name=self.name, siblings=siblings,
+                self.spec,
+                cfg,
+                shared,
+                transport_factory=make_transport,
+                link=link,
+                telemetry=hooks,
+                client_name=self.name,
+                siblings=siblings,
             )
 
         return [
@@ -141,8 +156,9 @@ class Runtime:
         try:
             self.supervisor.ask(WhichChildren(), timeout=30.0)
         except pykka.ActorDeadError as exc:
-            raise Error("unavailable", "start_failed", "the client's actors failed to start") \
-                from exc
+            raise Error(
+                "unavailable", "start_failed", "the client's actors failed to start"
+            ) from exc
         return self.supervisor
 
     def connection(self) -> pykka.ActorRef[Any]:

@@ -38,8 +38,17 @@ class Shared:
     """The per-client values the connection publishes for lock-free reads."""
 
     __slots__ = (
-        "status", "server_info", "capabilities", "instructions", "transport", "closing",
-        "_changed", "transitions", "cache", "listen", "resource_uris",
+        "status",
+        "server_info",
+        "capabilities",
+        "instructions",
+        "transport",
+        "closing",
+        "_changed",
+        "transitions",
+        "cache",
+        "listen",
+        "resource_uris",
     )
 
     def __init__(self) -> None:

@@ -110,8 +110,9 @@ class ChangeTracking:
             self._deliver(LIST_REFRESHED, {"kind": ev.kind, "stored": stored})
             return True
         if t is RefreshFailed:
-            log.info("refreshing the cached %s failed: %s/%s", ev.kind, ev.error.kind,
-                     ev.error.reason)
+            log.info(
+                "refreshing the cached %s failed: %s/%s", ev.kind, ev.error.kind, ev.error.reason
+            )
             self._refresh_done(ev.kind, "error")
             return True
         if t is Consumers:
@@ -196,8 +197,9 @@ class ChangeTracking:
         # from it a moment after it starts).
         if not self._consumers and self._siblings_get("notifier") is None:
             return
-        note = ServerNotification(self._client_name, method,
-                                  params if type(params) is dict else None)
+        note = ServerNotification(
+            self._client_name, method, params if type(params) is dict else None
+        )
         self._tel.notification(method)
         self._siblings.tell("notifier", Deliver((note,)))
 
@@ -207,8 +209,14 @@ class ChangeTracking:
 
     # -- the cache -----------------------------------------------------------------------------
 
-    def _store(self, kind: str, items: tuple[Any, ...], pages: list[Any], fetched_at: float,
-               credential: str | None) -> bool:
+    def _store(
+        self,
+        kind: str,
+        items: tuple[Any, ...],
+        pages: list[Any],
+        fetched_at: float,
+        credential: str | None,
+    ) -> bool:
         """Write a fetched list (seed 003's rules); True if it is now the cached one."""
         first = kind not in self._fetched
         self._fetched.add(kind)
@@ -221,8 +229,13 @@ class ChangeTracking:
             return False
         raws = [p for p in pages if isinstance(p, dict)]
         result = self._cache.put(
-            kind, items, fetched_at=fetched_at, ttl_ms=ttl_ms(raws), scope=page_scope(raws),
-            max_ttl=self._cfg.max_cache_ttl, credential=credential,
+            kind,
+            items,
+            fetched_at=fetched_at,
+            ttl_ms=ttl_ms(raws),
+            scope=page_scope(raws),
+            max_ttl=self._cfg.max_cache_ttl,
+            credential=credential,
         )
         if result.stored and self._changed_at.get(kind, float("-inf")) >= fetched_at:
             # fetched before a list_changed we already heard of: it may be the old list
@@ -245,7 +258,8 @@ class ChangeTracking:
         self._gate.started(kind, now)
         self._tel.refresh(kind, "start")
         sent = self._siblings.tell(
-            "refresher", Refresh(kind, self._cache.credential, self._cfg.request_timeout))
+            "refresher", Refresh(kind, self._cache.credential, self._cfg.request_timeout)
+        )
         if not sent:
             self._gate.finished(kind, now)
 
@@ -276,8 +290,14 @@ class ChangeTracking:
         for uri in sorted(self._resource_uris):
             rid = self._new_id()
             self._quiet.add(rid)
-            self._send_raw({"jsonrpc": "2.0", "id": rid, "method": "resources/subscribe",
-                            "params": {"uri": uri}})
+            self._send_raw(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "resources/subscribe",
+                    "params": {"uri": uri},
+                }
+            )
 
     def _changes_lost(self) -> None:
         """The connection is gone (or leaving ready): its listens with it; lists are stale."""
@@ -302,10 +322,18 @@ class ChangeTracking:
         if type(uri) is not str:
             return False
         subscribe = call.method == "resources/subscribe"
-        if subscribe and self._era == "modern" and not lsn.advertised(
-                self._shared.capabilities, "resources", "subscribe"):
-            call.reply.fail(Error("unavailable", "not_supported",
-                                  "the server does not advertise resources.subscribe"))
+        if (
+            subscribe
+            and self._era == "modern"
+            and not lsn.advertised(self._shared.capabilities, "resources", "subscribe")
+        ):
+            call.reply.fail(
+                Error(
+                    "unavailable",
+                    "not_supported",
+                    "the server does not advertise resources.subscribe",
+                )
+            )
             return True
         if subscribe:
             self._resource_uris.add(uri)
@@ -349,8 +377,9 @@ class ChangeTracking:
         self._listen_seq += 1
         self._listens[rid] = _Listen(want, self._listen_seq)
         self._listen_filter = want
-        self._send_internal(rid, lsn.LISTEN, {"notifications": want}, era="modern",
-                            version=self._version or "")
+        self._send_internal(
+            rid, lsn.LISTEN, {"notifications": want}, era="modern", version=self._version or ""
+        )
 
     def _listen_acked(self, rid: Any, params: Any) -> None:
         listen = self._listens[rid]

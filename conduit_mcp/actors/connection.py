@@ -153,8 +153,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
         credential = getattr(transport_spec, "credential", None)
-        self._init_changes(client_name, siblings or _NoSiblings(),
-                           credential() if callable(credential) else None)
+        self._init_changes(
+            client_name, siblings or _NoSiblings(), credential() if callable(credential) else None
+        )
 
     def __repr__(self) -> str:
         return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
@@ -177,8 +178,11 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         queued_err = (
             err
             if reason is None
-            else Error("unavailable", "connection_crashed", "the connection actor crashed "
-                       "before this request was sent; it is safe to retry")
+            else Error(
+                "unavailable",
+                "connection_crashed",
+                "the connection actor crashed before this request was sent; it is safe to retry",
+            )
         )
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
@@ -257,15 +261,21 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             if ev == _HEALTH:
                 self._health_id = self._new_id()
                 if self._era == "modern":
-                    self._send_internal(self._health_id, msgs.DISCOVER, None, era="modern",
-                                        version=self._version or LATEST_MODERN)
+                    self._send_internal(
+                        self._health_id,
+                        msgs.DISCOVER,
+                        None,
+                        era="modern",
+                        version=self._version or LATEST_MODERN,
+                    )
                 else:
                     self._send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
                 self.set_timeout(_HEALTH_TIMEOUT, self._cfg.health_timeout, _HEALTH_TIMEOUT)
                 return None
             if ev == _HEALTH_TIMEOUT:
-                log.warning("health check unanswered within %ss; reconnecting",
-                            self._cfg.health_timeout)
+                log.warning(
+                    "health check unanswered within %ss; reconnecting", self._cfg.health_timeout
+                )
                 self._leave_ready()
                 self._drop_transport()
                 self._deferred = _transport_error("health_check")
@@ -345,9 +355,12 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if reason == "auth_required" and auth is not None:
             # The server refused our credentials: callers see kind auth, with the parsed
             # challenges (issue 3), not a bare "closed".
-            return Error("auth", auth.reason,
-                         f"the server refused the credentials; the client is closed ({reason})",
-                         data=auth.data)
+            return Error(
+                "auth",
+                auth.reason,
+                f"the server refused the credentials; the client is closed ({reason})",
+                data=auth.data,
+            )
         return Error("closed", reason, f"the client is closed ({reason})")
 
     def on_closed(self, kind: str, ev: Any) -> Any:
@@ -377,9 +390,14 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 if ev.reply.done:
                     return None
                 if self._queued >= self._cfg.max_queued:
-                    ev.reply.fail(Error("overloaded", "max_queued",
-                                        f"more than max_queued={self._cfg.max_queued} requests "
-                                        "are waiting for the connection"))
+                    ev.reply.fail(
+                        Error(
+                            "overloaded",
+                            "max_queued",
+                            f"more than max_queued={self._cfg.max_queued} requests "
+                            "are waiting for the connection",
+                        )
+                    )
                     return None
                 self._queued += 1
                 ev.queued = True
@@ -445,15 +463,17 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         rid = reply.request_id
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
-            reply.fail(Error("timeout", "deadline",
-                             f"{item.method} got no answer before its deadline"))
+            reply.fail(
+                Error("timeout", "deadline", f"{item.method} got no answer before its deadline")
+            )
             return
         removed = self.remove_postponed(lambda e: e is item)
         if removed:
             self._queued_done(item)
             what = item.method if type(item) is Call else "await_ready"
-            reply.fail(Error("timeout", "deadline",
-                             f"{what} waited for the connection past its deadline"))
+            reply.fail(
+                Error("timeout", "deadline", f"{what} waited for the connection past its deadline")
+            )
 
     def _on_abandon(self, ev: Abandon) -> None:
         reply = ev.reply
@@ -493,14 +513,23 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             return
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
-            reply.fail(Error("timeout", "deadline",
-                             f"{call.method} waited for the connection past its deadline"))
+            reply.fail(
+                Error(
+                    "timeout",
+                    "deadline",
+                    f"{call.method} waited for the connection past its deadline",
+                )
+            )
             return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:
-            reply.fail(Error("overloaded", "max_in_flight",
-                             f"max_in_flight={self._cfg.max_in_flight} requests are already "
-                             "in flight"))
+            reply.fail(
+                Error(
+                    "overloaded",
+                    "max_in_flight",
+                    f"max_in_flight={self._cfg.max_in_flight} requests are already in flight",
+                )
+            )
             return
         self._last_id += 1
         rid = self._last_id
@@ -563,8 +592,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 and not call.retried
             ):
                 # seed 000: a ready modern connection re-discovers; the request is retried once
-                retry = Call(call.method, call.params, call.deadline, call.reply,
-                             call.progress, retried=True)
+                retry = Call(
+                    call.method, call.params, call.deadline, call.reply, call.progress, retried=True
+                )
                 call.reply.request_id = None
                 if self.state == "ready":
                     self._leave_ready()
@@ -597,8 +627,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if m.method == "ping" and self._era != "modern":
             self._send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
             return
-        self._send_raw({"jsonrpc": "2.0", "id": m.id,
-                        "error": {"code": -32601, "message": "Method not found"}})
+        self._send_raw(
+            {"jsonrpc": "2.0", "id": m.id, "error": {"code": -32601, "message": "Method not found"}}
+        )
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -609,9 +640,17 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
     def _send_internal(
         self, rid: int, method: str, params: dict[str, Any] | None, *, era: str, version: str
     ) -> None:
-        self._send_raw(msgs.request(rid, method, params, era=era, version=version,
-                                    client_info=self._client_info,
-                                    capabilities=self._capabilities))
+        self._send_raw(
+            msgs.request(
+                rid,
+                method,
+                params,
+                era=era,
+                version=version,
+                client_info=self._client_info,
+                capabilities=self._capabilities,
+            )
+        )
 
     def _send_raw(self, message: dict[str, Any]) -> None:
         transport = self._transport
@@ -622,7 +661,11 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._drop_transport()
         self._gen += 1
         self._transport = self._factory(
-            self._spec, self.actor_ref, self._gen, self._cfg, pending=self._table,
+            self._spec,
+            self.actor_ref,
+            self._gen,
+            self._cfg,
+            pending=self._table,
             memory=self._memory,
         )
         self._shared.transport = self._transport

@@ -105,8 +105,15 @@ class CacheStore:
 
     __slots__ = ("kind", "items", "pages", "fetched_at", "credential", "reply")
 
-    def __init__(self, kind: str, items: tuple[Any, ...], pages: list[Any], fetched_at: float,
-                 credential: str | None, reply: Reply | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        items: tuple[Any, ...],
+        pages: list[Any],
+        fetched_at: float,
+        credential: str | None,
+        reply: Reply | None = None,
+    ) -> None:
         self.kind = kind
         self.items = items
         self.pages = pages

@@ -161,8 +161,11 @@ class HandshakeStates:
     def on_initializing(self, kind: str, ev: Any) -> Any:
         if type(ev) is Inbound:
             return self._route_batch(ev, self._initializing_message)
-        if type(ev) in (RequestFailed, StreamBroken) and ev.gen == self._gen \
-                and ev.rid == self._init_id:
+        if (
+            type(ev) in (RequestFailed, StreamBroken)
+            and ev.gen == self._gen
+            and ev.rid == self._init_id
+        ):
             self._init_id = None
             error = ev.error if type(ev) is RequestFailed else None
             if error is not None and error.kind == "auth":

@@ -15,10 +15,18 @@ from .events import Call
 from .statem import NextEvent, Step
 
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
-_READS = frozenset({
-    "tools/list", "prompts/list", "resources/list", "resources/templates/list",
-    "resources/read", "prompts/get", "server/discover", "completion/complete",
-})
+_READS = frozenset(
+    {
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/get",
+        "server/discover",
+        "completion/complete",
+    }
+)
 
 
 class HttpOutcomes:
@@ -47,12 +55,17 @@ class HttpOutcomes:
             return None
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:
-            retry = Call(call.method, call.params, call.deadline, call.reply,
-                         call.progress, retried=True)
+            retry = Call(
+                call.method, call.params, call.deadline, call.reply, call.progress, retried=True
+            )
             call.reply.request_id = None
             return Step(None, [NextEvent(retry, kind="cast")])
-        call.reply.fail(Error("transport", "stream_broken",
-                              f"{call.method}: the response stream broke before the answer; "
-                              "the request may have run"))
+        call.reply.fail(
+            Error(
+                "transport",
+                "stream_broken",
+                f"{call.method}: the response stream broke before the answer; "
+                "the request may have run",
+            )
+        )
         return None
-

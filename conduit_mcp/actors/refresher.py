@@ -59,8 +59,14 @@ class Refreshed:
 
     __slots__ = ("kind", "items", "pages", "fetched_at", "credential")
 
-    def __init__(self, kind: str, items: tuple[Any, ...], pages: list[Any], fetched_at: float,
-                 credential: str | None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        items: tuple[Any, ...],
+        pages: list[Any],
+        fetched_at: float,
+        credential: str | None,
+    ) -> None:
         self.kind = kind
         self.items = items
         self.pages = pages
@@ -165,8 +171,12 @@ class Refresher(SafeActor):
             self._walks.pop(walk.kind, None)
             return
         params = {"cursor": walk.cursor} if walk.cursor is not None else None
-        call = Call(_METHODS[walk.kind], params, time.monotonic() + walk.timeout,
-                    TellReply(self.actor_ref, walk.kind))
+        call = Call(
+            _METHODS[walk.kind],
+            params,
+            time.monotonic() + walk.timeout,
+            TellReply(self.actor_ref, walk.kind),
+        )
         try:
             conn.tell(call)
         except pykka.ActorDeadError:
@@ -187,12 +197,23 @@ class Refresher(SafeActor):
         walk.items.extend(page.items)
         walk.pages.append(page.raw)
         if page.next_cursor is None:
-            self._done(walk, Refreshed(walk.kind, tuple(walk.items), walk.pages, walk.started,
-                                       walk.credential))
+            self._done(
+                walk,
+                Refreshed(walk.kind, tuple(walk.items), walk.pages, walk.started, walk.credential),
+            )
             return
         if len(walk.pages) >= MAX_PAGES:
-            self._done(walk, RefreshFailed(walk.kind, Error(
-                "protocol", "too_many_pages", f"{walk.kind} list has more than {MAX_PAGES} pages")))
+            self._done(
+                walk,
+                RefreshFailed(
+                    walk.kind,
+                    Error(
+                        "protocol",
+                        "too_many_pages",
+                        f"{walk.kind} list has more than {MAX_PAGES} pages",
+                    ),
+                ),
+            )
             return
         walk.cursor = page.next_cursor
         self._request(walk)
@@ -209,5 +230,6 @@ class Refresher(SafeActor):
 
 def child_spec(registry: Registry) -> ChildSpec:
     """The lazy, permanent supervisor child ``refresher``."""
-    return child_spec_for(Refresher, registry, id="refresher", restart="permanent",
-                          shutdown=2.0, lazy=True)
+    return child_spec_for(
+        Refresher, registry, id="refresher", restart="permanent", shutdown=2.0, lazy=True
+    )

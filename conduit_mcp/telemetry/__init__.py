@@ -54,9 +54,7 @@ try:
     from opentelemetry.metrics import _internal as _metrics_state
 except ImportError:  # pragma: no cover - a future API layout
     _metrics_state = None
-_CAN_PEEK = hasattr(_trace_state, "_TRACER_PROVIDER") and hasattr(
-    _metrics_state, "_METER_PROVIDER"
-)
+_CAN_PEEK = hasattr(_trace_state, "_TRACER_PROVIDER") and hasattr(_metrics_state, "_METER_PROVIDER")
 
 
 class Telemetry:
@@ -68,8 +66,14 @@ class Telemetry:
     """
 
     __slots__ = (
-        "tracer", "instruments", "connection", "network_transport", "_shared", "_tracer_proxy",
-        "_meter_proxy", "server",
+        "tracer",
+        "instruments",
+        "connection",
+        "network_transport",
+        "_shared",
+        "_tracer_proxy",
+        "_meter_proxy",
+        "server",
     )
 
     def __init__(
@@ -86,13 +90,19 @@ class Telemetry:
         try:
             self.tracer = trace.get_tracer(SCOPE, PACKAGE_VERSION, tracer_provider=tracer_provider)
         except Exception as exc:
-            raise Error("config", "tracer_provider",
-                        f"tracer_provider.get_tracer failed ({type(exc).__name__})") from None
+            raise Error(
+                "config",
+                "tracer_provider",
+                f"tracer_provider.get_tracer failed ({type(exc).__name__})",
+            ) from None
         try:
             self.instruments = Instruments(meter_provider)
         except Exception as exc:
-            raise Error("config", "meter_provider",
-                        f"meter_provider.get_meter failed ({type(exc).__name__})") from None
+            raise Error(
+                "config",
+                "meter_provider",
+                f"meter_provider.get_meter failed ({type(exc).__name__})",
+            ) from None
         self.connection = ConnectionTelemetry(self.instruments)
         self.network_transport = network_transport
         self._shared = shared

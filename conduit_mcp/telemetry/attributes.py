@@ -55,7 +55,20 @@ METHOD: Final = "mcp.method.name"
 
 #: The semconv's explicit bucket boundaries for ``mcp.client.operation.duration`` (seconds).
 DURATION_BUCKETS: Final = (
-    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
 )
 
 #: The instrumentation scope of every tracer and meter this library gets.

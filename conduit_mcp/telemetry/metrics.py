@@ -48,8 +48,15 @@ class Instruments:
     """The instruments of one client, from its meter provider (None: the global one, through
     a proxy meter that follows a provider set later)."""
 
-    __slots__ = ("duration", "transitions", "cancellations", "dropped", "notifications",
-                 "refreshes", "tool_changes")
+    __slots__ = (
+        "duration",
+        "transitions",
+        "cancellations",
+        "dropped",
+        "notifications",
+        "refreshes",
+        "tool_changes",
+    )
 
     def __init__(self, meter_provider: Any = None) -> None:
         meter = metrics.get_meter(SCOPE, PACKAGE_VERSION, meter_provider=meter_provider)
@@ -96,8 +103,14 @@ class ConnectionTelemetry:
     responses (never on the per-request path). Attribute values are the connection's own
     fixed strings (states, reasons): no server text, no arguments, no ids."""
 
-    __slots__ = ("_transitions", "_cancellations", "_dropped", "_notifications", "_refreshes",
-                 "_tool_changes")
+    __slots__ = (
+        "_transitions",
+        "_cancellations",
+        "_dropped",
+        "_notifications",
+        "_refreshes",
+        "_tool_changes",
+    )
 
     def __init__(self, instruments: Instruments | None) -> None:
         if instruments is None:
@@ -125,7 +138,6 @@ class ConnectionTelemetry:
 
     def dropped(self) -> None:
         _add(self._dropped, None)
-
 
     def notification(self, method: str) -> None:
         """A notification went to subscribers. ``method`` is the server's method name: a

@@ -74,7 +74,9 @@ def classify(exc: BaseException) -> tuple[str, str | None, str]:
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled", None, "cancelled"
     cls = type(exc)
-    name = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    name = (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
     return name, None, name
 
 
@@ -182,9 +184,7 @@ class Operation:
         if exc is not None:
             error_type, code, description = classify(exc)
         elif (
-            self._method == "tools/call"
-            and type(result) is dict
-            and result.get("isError") is True
+            self._method == "tools/call" and type(result) is dict and result.get("isError") is True
         ):
             error_type = description = TOOL_ERROR
         if error_type is not None:

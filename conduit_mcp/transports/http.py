@@ -318,9 +318,15 @@ class HttpTransport(LegacySession):
             except aiohttp.ConnectionTimeoutError:
                 # No connection within connect_timeout (connecting, or waiting for a pooled
                 # one): never sent, so not a broken stream (which "may have run").
-                self._fail(rid, Error("transport", "connect_timeout",
-                                      f"{sent.method}: no connection to the server within "
-                                      "connect_timeout; the request was not sent"))
+                self._fail(
+                    rid,
+                    Error(
+                        "transport",
+                        "connect_timeout",
+                        f"{sent.method}: no connection to the server within "
+                        "connect_timeout; the request was not sent",
+                    ),
+                )
             except Error as exc:
                 self._fail(rid, exc)
             except BROKEN as exc:
@@ -363,8 +369,14 @@ class HttpTransport(LegacySession):
             stream.done = True
             if not body:
                 if sent.modern:
-                    self._fail(rid, Error("protocol", "no_response",
-                                          f"{sent.method}: the server answered without a body"))
+                    self._fail(
+                        rid,
+                        Error(
+                            "protocol",
+                            "no_response",
+                            f"{sent.method}: the server answered without a body",
+                        ),
+                    )
                 return None  # legacy: the answer may still come on the GET stream
             self._deliver_one(body, rid, sent)
             return None
@@ -385,8 +397,12 @@ class HttpTransport(LegacySession):
             # The transport, not the id, says which request an HTTP error answers (mcp 1.30
             # answers id "server-error"; others null).
             msg = msg if msg.id == rid else msg._replace(id=rid)
-            if (msg.code == HEADER_MISMATCH and sent.modern and sent.method == "tools/call"
-                    and not sent.relearned):
+            if (
+                msg.code == HEADER_MISMATCH
+                and sent.modern
+                and sent.method == "tools/call"
+                and not sent.relearned
+            ):
                 return msg  # stream.done stays False: _request keeps the request
             stream.done = True
             self._deliver([msg])
@@ -400,8 +416,11 @@ class HttpTransport(LegacySession):
         re-sent call's headers; None if that cannot help."""
         try:
             params = orjson.loads(sent.body)["params"]
-            meta = {k: v for k, v in params["_meta"].items() if k == PV_META
-                    or k.startswith("io.modelcontextprotocol/client")}
+            meta = {
+                k: v
+                for k, v in params["_meta"].items()
+                if k == PV_META or k.startswith("io.modelcontextprotocol/client")
+            }
             version = meta[PV_META]
             cursor: str | None = None
             for _ in range(_PLAN_PAGES):
@@ -428,10 +447,10 @@ class HttpTransport(LegacySession):
 
     async def _fetch(self, method: str, params: dict[str, Any], version: str) -> Any:
         """One request of the transport's own (modern), answered as JSON or SSE: its result."""
-        body = orjson.dumps({"jsonrpc": "2.0", "id": _PLANS_ID, "method": method,
-                             "params": params})
-        headers = await self._headers(True, hh.request_headers(method, params, version),
-                                      session_id=None)
+        body = orjson.dumps({"jsonrpc": "2.0", "id": _PLANS_ID, "method": method, "params": params})
+        headers = await self._headers(
+            True, hh.request_headers(method, params, version), session_id=None
+        )
         assert self._session is not None
         async with self._session.post(self._url, data=body, headers=headers) as resp:
             if resp.status != 200:
@@ -530,8 +549,7 @@ class HttpTransport(LegacySession):
             self._plans.pop(name, None)
             if name not in self._warned:  # once per tool, not on every listing
                 self._warned.add(name)
-                log.warning("hiding tool %r: invalid x-mcp-header annotation (%s)", name,
-                            reason)
+                log.warning("hiding tool %r: invalid x-mcp-header annotation (%s)", name, reason)
         if not dropped:
             return msg
         return msg._replace(result={**result, "tools": kept})

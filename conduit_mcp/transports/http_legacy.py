@@ -37,9 +37,7 @@ class LegacySession:
     """See the module docstring. State lives on the transport (``_session_id``,
     ``_legacy_version``, ``_expired``, ``_get_task``, ``_sent``)."""
 
-    async def _broken(
-        self, rid: Any, sent: Any, stream: StreamState | None, detail: str
-    ) -> None:
+    async def _broken(self, rid: Any, sent: Any, stream: StreamState | None, detail: str) -> None:
         """A response stream broke before its answer. Legacy: resume it with the last event
         id (mcp-spec §10); otherwise, or if that fails, tell the connection."""
         if stream is not None and stream.done:
@@ -197,8 +195,11 @@ class LegacySession:
             failures += 1
             if failures >= GET_ATTEMPTS:
                 # Server-to-client messages outside requests stop here: say so.
-                log.warning("the server's GET stream failed %d times in a row; not reopened "
-                            "until the next session", failures)
+                log.warning(
+                    "the server's GET stream failed %d times in a row; not reopened "
+                    "until the next session",
+                    failures,
+                )
                 return
             await asyncio.sleep((parser.retry or DEFAULT_RETRY_MS) / 1000)
 

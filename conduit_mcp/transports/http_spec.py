@@ -85,8 +85,11 @@ class Http:
         if self.credential_id is not None and (
             not isinstance(self.credential_id, str) or self.auth is None
         ):
-            raise Error("config", "http.credential_id",
-                            "credential_id is a string, given with an auth callable")
+            raise Error(
+                "config",
+                "http.credential_id",
+                "credential_id is a string, given with an auth callable",
+            )
         for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:

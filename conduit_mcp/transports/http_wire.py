@@ -65,16 +65,19 @@ async def call_auth(auth: Callable[[], Mapping[str, str]], timeout: float) -> Ma
     try:
         got = await asyncio.wait_for(loop.run_in_executor(_pool(), auth), timeout)
     except TimeoutError:
-        raise Error("auth", "credentials_timeout",
-                    "the auth callable did not return within auth_timeout") from None
+        raise Error(
+            "auth", "credentials_timeout", "the auth callable did not return within auth_timeout"
+        ) from None
     except Exception as exc:
-        raise Error("auth", "credentials_failed",
-                    f"the auth callable raised {type(exc).__name__}") from None
+        raise Error(
+            "auth", "credentials_failed", f"the auth callable raised {type(exc).__name__}"
+        ) from None
     if not isinstance(got, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in got.items()
     ):
-        raise Error("auth", "credentials_failed",
-                    "the auth callable must return a mapping of str to str")
+        raise Error(
+            "auth", "credentials_failed", "the auth callable must return a mapping of str to str"
+        )
     return got
 
 
@@ -84,12 +87,19 @@ def status_error(method: str, status: int, headers: Any) -> Error | None:
     None for the others: their body may hold a JSON-RPC error."""
     if status in (401, 403):
         challenges = parse_challenges(headers.getall("WWW-Authenticate", []))
-        return Error("auth", "unauthorized" if status == 401 else "forbidden",
-                     f"{method}: the server refused the credentials ({status})",
-                     data={"status": status, "challenges": challenges})
+        return Error(
+            "auth",
+            "unauthorized" if status == 401 else "forbidden",
+            f"{method}: the server refused the credentials ({status})",
+            data={"status": status, "challenges": challenges},
+        )
     if status == 429:
-        return Error("overloaded", "http_429", f"{method}: the server is rate limiting (429)",
-                     data={"retry_after": parse_retry_after(headers.get("Retry-After"))})
+        return Error(
+            "overloaded",
+            "http_429",
+            f"{method}: the server is rate limiting (429)",
+            data={"retry_after": parse_retry_after(headers.get("Retry-After"))},
+        )
     return None
 
 
@@ -126,14 +136,18 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
     length = resp.content_length
     if length is not None and length > limit:
-        raise Error("protocol", "response_too_large",
-                    f"the response is {length} bytes, over the {limit} byte limit")
+        raise Error(
+            "protocol",
+            "response_too_large",
+            f"the response is {length} bytes, over the {limit} byte limit",
+        )
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():
         size += len(chunk)
         if size > limit:
-            raise Error("protocol", "response_too_large",
-                        f"the response is over the {limit} byte limit")
+            raise Error(
+                "protocol", "response_too_large", f"the response is over the {limit} byte limit"
+            )
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)

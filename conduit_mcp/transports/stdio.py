@@ -257,7 +257,9 @@ class StdioTransport:
         self._release_stdin()
         proc = self._proc
         code = proc.returncode if proc is not None else None
-        self._report_down("closed" if self._closing else "exit", None if code is None else str(code))
+        self._report_down(
+            "closed" if self._closing else "exit", None if code is None else str(code)
+        )
 
     def _report_down(self, reason: str, detail: str | None) -> None:
         if reason != "exit" or self._proc is None or self._proc.returncode is not None:

@@ -27,8 +27,9 @@ def _table(*ids: int) -> tuple[PendingTable, dict[int, SyncReply]]:
 def test_results_errors_and_progress_are_answered_in_order():
     table, replies = _table(1, 2)
     progress = Notification("notifications/progress", {"progressToken": 1, "progress": 1})
-    forward = table.deliver([progress, Response(1, {"ok": True}),
-                             ErrorResponse(2, -32602, "bad", None)])
+    forward = table.deliver(
+        [progress, Response(1, {"ok": True}), ErrorResponse(2, -32602, "bad", None)]
+    )
     assert forward == []
     assert [replies[1].queue.get_nowait()[0] for _ in range(2)] == [PROGRESS, OK]
     tag, err = replies[2].queue.get_nowait()

@@ -14,7 +14,10 @@ pytestmark = pytest.mark.timeout(60)
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "conduit_mcp", *args],
-        capture_output=True, text=True, timeout=50, check=False,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
     )
 
 

@@ -157,8 +157,6 @@ def test_a_stopped_clients_cache_is_gone(make_server, start_client):
     assert (err.value.kind, err.value.reason) == ("closed", "not_started")
 
 
-
-
 def test_a_crashed_connections_cache_dies_with_it(crashable, make_server, start_client):
     """The cache is the connection's: after a crash the restarted connection starts empty
     (reads answer None, never the dead incarnation's lists) and a listing fetches again."""

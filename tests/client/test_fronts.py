@@ -47,14 +47,17 @@ def test_asyncio_front_end_has_the_whole_api(make_server, start_client):
     async def main() -> None:
         await client.aio.await_ready(timeout=10)
         results = await asyncio.gather(
-            *(client.aio.call_tool("add", {"a": i, "b": i}) for i in range(20)))
+            *(client.aio.call_tool("add", {"a": i, "b": i}) for i in range(20))
+        )
         assert [r.text for r in results] == [str(2 * i) for i in range(20)]
         tools = await client.aio.list_all_tools()
         assert "add" in {t.name for t in tools}
         assert (await client.aio.list_tools()).next_cursor is not None
         progress = await client.aio.call_tool(
-            "progress", {"steps": 2},
-            on_progress=lambda p: loop_thread.append(threading.get_ident()))
+            "progress",
+            {"steps": 2},
+            on_progress=lambda p: loop_thread.append(threading.get_ident()),
+        )
         assert progress.is_error is False
         assert loop_thread == [threading.get_ident()] * 2  # progress ran on our loop
         with pytest.raises(mcp.Error) as err:
@@ -80,7 +83,8 @@ class _Caller(pykka.ThreadingActor):
         if message == "call":
             # Returns at once: the future is resolved later by the connection.
             return self.client.futures.call_tool(
-                "progress", {"steps": 3}, on_progress=self.actor_ref)
+                "progress", {"steps": 3}, on_progress=self.actor_ref
+            )
         if message == "progress":
             return list(self.progress)
         if message == "ping":

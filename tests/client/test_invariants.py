@@ -30,14 +30,18 @@ ALLOWED = {"timeout", "transport", "server", "overloaded"}
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-@given(ops=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=24),
-       workers=st.integers(min_value=1, max_value=8),
-       max_in_flight=st.integers(min_value=2, max_value=16))
-def test_every_request_gets_one_answer_by_its_deadline(tmp_path_factory, ops, workers,
-                                                       max_in_flight):
+@given(
+    ops=st.lists(st.sampled_from(sorted(OPS)), min_size=1, max_size=24),
+    workers=st.integers(min_value=1, max_value=8),
+    max_in_flight=st.integers(min_value=2, max_value=16),
+)
+def test_every_request_gets_one_answer_by_its_deadline(
+    tmp_path_factory, ops, workers, max_in_flight
+):
     server = ScriptedServer(tmp_path_factory.mktemp("inv"))
-    client = mcp.Client.start(server.stdio(), max_in_flight=max_in_flight,
-                              backoff=lambda a: 0.01, max_reconnects=None)
+    client = mcp.Client.start(
+        server.stdio(), max_in_flight=max_in_flight, backoff=lambda a: 0.01, max_reconnects=None
+    )
     timeout = 0.5
     try:
         client.await_ready(timeout=10)
@@ -46,8 +50,9 @@ def test_every_request_gets_one_answer_by_its_deadline(tmp_path_factory, ops, wo
             name, args = OPS[op]
             started = time.monotonic()
             try:
-                outcome: object = client.call_tool(name, args, timeout=timeout,
-                                                   on_progress=lambda p: None)
+                outcome: object = client.call_tool(
+                    name, args, timeout=timeout, on_progress=lambda p: None
+                )
             except mcp.Error as exc:
                 outcome = exc
             return op, outcome, time.monotonic() - started

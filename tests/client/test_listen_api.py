@@ -375,8 +375,6 @@ def test_modern_subscribe_rides_on_the_listen_and_survives_reconnects(make_serve
     assert until_barrier(notes) == []
 
 
-
-
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 def test_resource_subscriptions_survive_a_connection_crash(
     crashable, make_server, start_client, protocol
@@ -415,9 +413,7 @@ def test_subscribe_checks_its_uri(make_server, start_client):
         assert (err.value.kind, err.value.reason) == ("argument", "uri")
 
 
-def test_modern_subscribe_refused_when_the_server_does_not_advertise_it(
-    make_server, start_client
-):
+def test_modern_subscribe_refused_when_the_server_does_not_advertise_it(make_server, start_client):
     # A modern server whose discover result advertises no resources.subscribe: a resource
     # subscription could never be honoured, so it is refused instead of silently kept.
     discover = {
@@ -426,8 +422,9 @@ def test_modern_subscribe_refused_when_the_server_does_not_advertise_it(
         "capabilities": {"tools": {"listChanged": True}, "resources": {}},
         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "nosub", "version": "1"}},
     }
-    server = make_server(rules=[{"match": {"method": "server/discover"},
-                                 "action": {"result": discover}}])
+    server = make_server(
+        rules=[{"match": {"method": "server/discover"}, "action": {"result": discover}}]
+    )
     client = start_client(server.stdio())
     assert client.await_ready(timeout=10).era == "modern"
     with pytest.raises(mcp.Error) as err:

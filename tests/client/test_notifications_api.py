@@ -262,8 +262,6 @@ def test_a_raising_callable_stays_subscribed(make_server, start_client, caplog):
     assert not any("secret-param-value" in r.getMessage() for r in caplog.records)
 
 
-
-
 @pytest.mark.parametrize("protocol", ERAS)
 def test_subscribers_survive_a_connection_crash(crashable, make_server, start_client, protocol):
     """The notifier (and its subscribers) outlive a crashed connection: the restarted one

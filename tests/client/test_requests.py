@@ -77,11 +77,8 @@ def test_await_ready_counts_against_max_queued(make_server, start_client):
         assert first.result(timeout=10).state == "ready"
 
 
-def test_a_queued_request_past_its_deadline_times_out_and_is_never_sent(
-    make_server, start_client
-):
-    server = make_server(rules=[{"match": {"method": "server/discover"},
-                                 "action": {"delay": 2.0}}])
+def test_a_queued_request_past_its_deadline_times_out_and_is_never_sent(make_server, start_client):
+    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": {"delay": 2.0}}])
     client = start_client(server.stdio())
     started = time.monotonic()
     with pytest.raises(mcp.Error) as err:
@@ -121,8 +118,11 @@ def test_deadline_cancels_at_the_server_and_times_out(make_server, start_client)
     assert 0.25 <= elapsed < 1.0
     call_id = server.received("tools/call")[-1]["id"]
     cancel = server.wait_for(
-        lambda e: e.get("method") == "notifications/cancelled"
-        and e["params"]["requestId"] == call_id, timeout=5)
+        lambda e: (
+            e.get("method") == "notifications/cancelled" and e["params"]["requestId"] == call_id
+        ),
+        timeout=5,
+    )
     assert cancel["params"]["reason"] == "timeout"
 
 
@@ -136,7 +136,8 @@ def test_a_caller_that_gives_up_cancels_at_the_server(make_server, start_client)
     async def main() -> None:
         task = asyncio.ensure_future(client.aio.call_tool("never", {}, timeout=10))
         await asyncio.get_running_loop().run_in_executor(
-            None, lambda: server.wait_for("tools/call", timeout=5))
+            None, lambda: server.wait_for("tools/call", timeout=5)
+        )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -144,8 +145,11 @@ def test_a_caller_that_gives_up_cancels_at_the_server(make_server, start_client)
     asyncio.run(main())
     call_id = server.received("tools/call")[-1]["id"]
     cancel = server.wait_for(
-        lambda e: e.get("method") == "notifications/cancelled"
-        and e["params"]["requestId"] == call_id, timeout=5)
+        lambda e: (
+            e.get("method") == "notifications/cancelled" and e["params"]["requestId"] == call_id
+        ),
+        timeout=5,
+    )
     assert cancel["params"]["reason"] == "caller_down"
 
 
@@ -162,8 +166,15 @@ def test_a_progress_callback_that_raises_abandons_the_request(make_server, start
 
 
 def test_late_responses_are_dropped(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
-                                 "action": {"delay": 0.4}, "times": 1}])
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "tools/call", "tool": "echo"},
+                "action": {"delay": 0.4},
+                "times": 1,
+            }
+        ]
+    )
     client = start_client(server.stdio())
     client.await_ready(timeout=10)
     with pytest.raises(mcp.Error) as err:
@@ -175,12 +186,20 @@ def test_late_responses_are_dropped(make_server, start_client):
 
 
 def test_a_duplicate_answer_and_a_foreign_id_are_dropped(make_server, start_client):
-    server = make_server(rules=[
-        {"match": {"method": "tools/call", "tool": "add"}, "action": {"respond_twice": True},
-         "times": 1},
-        {"match": {"method": "tools/call", "tool": "echo"}, "action": {"wrong_id": True},
-         "times": 1},
-    ])
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "tools/call", "tool": "add"},
+                "action": {"respond_twice": True},
+                "times": 1,
+            },
+            {
+                "match": {"method": "tools/call", "tool": "echo"},
+                "action": {"wrong_id": True},
+                "times": 1,
+            },
+        ]
+    )
     client = start_client(server.stdio())
     assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
     with pytest.raises(mcp.Error) as err:
@@ -220,8 +239,11 @@ def test_ids_are_never_reused_across_reconnects(make_server, start_client):
     os.kill(server.pids()[-1], signal.SIGKILL)
     client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
     client.call_tool("add", {"a": 1, "b": 1})
-    ids = [e["id"] for e in server.log() if e.get("dir") == "in" and "id" in e
-           and e.get("id") is not None]
+    ids = [
+        e["id"]
+        for e in server.log()
+        if e.get("dir") == "in" and "id" in e and e.get("id") is not None
+    ]
     assert len(ids) == len(set(ids))
     assert ids == sorted(ids)
 
@@ -230,8 +252,10 @@ def test_progress_runs_in_the_callers_thread(make_server, start_client):
     client = start_client(make_server().stdio())
     seen: list[tuple[float, float | None, int]] = []
     result = client.call_tool(
-        "progress", {"steps": 3, "delay": 0.01},
-        on_progress=lambda p: seen.append((p.progress, p.total, threading.get_ident())))
+        "progress",
+        {"steps": 3, "delay": 0.01},
+        on_progress=lambda p: seen.append((p.progress, p.total, threading.get_ident())),
+    )
     assert result.is_error is False
     assert [(p, t) for p, t, _ in seen] == [(1, 3), (2, 3), (3, 3)]
     assert {tid for _, _, tid in seen} == {threading.get_ident()}
@@ -287,8 +311,12 @@ def test_unserialisable_arguments_fail_the_call_not_the_connection(make_server, 
 
 def test_bad_arguments_are_refused_in_the_caller(make_server, start_client):
     client = start_client(make_server().stdio())
-    for call in (lambda: client.call_tool(""), lambda: client.call_tool("x", [1, 2]),
-                 lambda: client.call_tool("x", timeout=-1), lambda: client.list_tools(3)):
+    for call in (
+        lambda: client.call_tool(""),
+        lambda: client.call_tool("x", [1, 2]),
+        lambda: client.call_tool("x", timeout=-1),
+        lambda: client.list_tools(3),
+    ):
         with pytest.raises(mcp.Error) as err:
             call()
         assert err.value.kind == "argument"
@@ -312,8 +340,7 @@ def test_prompts_resources_templates_and_completion(make_server, start_client):
     assert "test://static/hello" in {r.uri for r in client.list_all_resources()}
     assert client.read_resource("test://static/hello").contents
     assert client.list_all_resource_templates()[0].uri_template == "test://item/{id}"
-    done = client.complete({"type": "ref/prompt", "name": "greet"},
-                           {"name": "name", "value": "A"})
+    done = client.complete({"type": "ref/prompt", "name": "greet"}, {"name": "name", "value": "A"})
     assert isinstance(done, mcp.CompleteResult)
 
 
@@ -325,9 +352,7 @@ def test_generic_request_and_ping(make_server, start_client):
     assert legacy.ping() is None
 
 
-def test_a_legacy_server_ping_is_answered_and_unknown_requests_refused(
-    make_server, start_client
-):
+def test_a_legacy_server_ping_is_answered_and_unknown_requests_refused(make_server, start_client):
     client = start_client(make_server().stdio(), protocol="legacy")
     pong = client.call_tool("client_request", {"method": "ping"})
     assert pong.is_error is False and "{}" in pong.text

@@ -45,8 +45,9 @@ def captured():
 
 def test_no_secret_anywhere(make_server, captured, crashable):
 
-    server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
-                                 "action": "garbage", "times": 1}])
+    server = make_server(
+        rules=[{"match": {"method": "tools/call", "tool": "echo"}, "action": "garbage", "times": 1}]
+    )
     transport = server.stdio(env={"API_TOKEN": SECRET})
     texts: list[str] = [repr(transport), str(transport)]
     client = mcp.Client.start(transport, backoff=lambda a: 0.01)
@@ -80,22 +81,28 @@ def test_no_secret_anywhere(make_server, captured, crashable):
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(client.call_tool, "never", args, timeout=10)
             pid = server.pids()[-1]
-            server.wait_for(lambda e: e.get("method") == "tools/call" and e.get("pid") == pid,
-                            timeout=5)
+            server.wait_for(
+                lambda e: e.get("method") == "tools/call" and e.get("pid") == pid, timeout=5
+            )
             conn = runtime.registry.get("connection")
             texts.append(repr(conn))
             conn.tell(crashable())
             with pytest.raises(mcp.Error) as err:
                 pending.result(timeout=5)
             errors.append(err.value)
-        texts += [repr(client), repr(client.status()), repr(runtime.shared.transport),
-                  repr(runtime.config)]
+        texts += [
+            repr(client),
+            repr(client.status()),
+            repr(runtime.shared.transport),
+            repr(runtime.config),
+        ]
     finally:
         client.stop()
     texts += [t for e in errors for t in (str(e), repr(e), repr(e.args))]
     texts += captured.texts
-    assert any("Unhandled exception" in t or "injected connection crash" in t
-               for t in captured.texts)
+    assert any(
+        "Unhandled exception" in t or "injected connection crash" in t for t in captured.texts
+    )
     leaks = [t for t in texts if SECRET in t]
     assert leaks == []
 
@@ -111,10 +118,20 @@ def test_no_secret_anywhere_over_http(make_server, captured, crashable, era):
     """Over HTTP the secrets are the bearer token, a header value, the session id and tool
     arguments mirrored into ``Mcp-Param-*`` headers: none may reach a repr, a log record
     (a 401's challenge and a crash report included) or an exception text."""
-    server = make_server(rules=[{"match": {"method": "tools/call", "tool": "echo"},
-                                 "action": {"http": {"status": 401, "headers": {
-                                     "WWW-Authenticate": f'Bearer error="{SECRET}"'}}},
-                                 "times": 1}])
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "tools/call", "tool": "echo"},
+                "action": {
+                    "http": {
+                        "status": 401,
+                        "headers": {"WWW-Authenticate": f'Bearer error="{SECRET}"'},
+                    }
+                },
+                "times": 1,
+            }
+        ]
+    )
     with server.http_server(require_bearer=SECRET, header_tools=True) as srv:
         spec = srv.spec(bearer=SECRET, headers={"X-Api-Key": SECRET})
         texts: list[str] = [repr(spec), str(spec)]
@@ -139,9 +156,14 @@ def test_no_secret_anywhere_over_http(make_server, captured, crashable, era):
             assert (len(sessions) > 0) == (era == "legacy")
             with ThreadPoolExecutor(1) as pool:
                 pending = pool.submit(client.call_tool, "never", {"text": SECRET}, timeout=10)
-                server.wait_for(lambda e: e.get("method") == "tools/call"
-                                and e.get("params", {}).get("name") == "never", count=2,
-                                timeout=5)
+                server.wait_for(
+                    lambda e: (
+                        e.get("method") == "tools/call"
+                        and e.get("params", {}).get("name") == "never"
+                    ),
+                    count=2,
+                    timeout=5,
+                )
                 conn = runtime.registry.get("connection")
                 texts.append(repr(conn))
                 conn.tell(crashable())
@@ -152,7 +174,8 @@ def test_no_secret_anywhere_over_http(make_server, captured, crashable, era):
             client.stop()
     texts += [t for e in errors for t in (str(e), repr(e), repr(e.args))]
     texts += captured.texts
-    assert any("Unhandled exception" in t or "injected connection crash" in t
-               for t in captured.texts)
+    assert any(
+        "Unhandled exception" in t or "injected connection crash" in t for t in captured.texts
+    )
     for secret in (SECRET, *sessions):
         assert [t for t in texts if secret in t] == []

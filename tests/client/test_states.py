@@ -19,7 +19,11 @@ def test_auto_reaches_ready_modern_through_the_probe(make_server, start_client):
     client = start_client(server.stdio())
     status = client.await_ready(timeout=10)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", "modern", "2026-07-28", "probe")
+        "ready",
+        "modern",
+        "2026-07-28",
+        "probe",
+    )
     assert client.server_info().name == "scripted"
     assert [m["method"] for m in server.log() if m.get("method")][:1] == ["server/discover"]
     assert not server.received("initialize")
@@ -83,10 +87,16 @@ def test_prior_legacy_skips_the_probe_once(make_server, start_client):
 
 
 def test_unsupported_version_at_discovery_rediscovers_once(make_server, start_client):
-    refusal = {"error": {"code": -32022, "message": "Unsupported protocol version",
-                         "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}
-    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": refusal,
-                                 "times": 1}])
+    refusal = {
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+        }
+    }
+    server = make_server(
+        rules=[{"match": {"method": "server/discover"}, "action": refusal, "times": 1}]
+    )
     client = start_client(server.stdio())
     status = client.await_ready(timeout=10)
     assert status.era == "modern"
@@ -95,8 +105,13 @@ def test_unsupported_version_at_discovery_rediscovers_once(make_server, start_cl
 
 
 def test_a_second_refusal_closes(make_server, start_client):
-    refusal = {"error": {"code": -32022, "message": "Unsupported protocol version",
-                         "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}
+    refusal = {
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+        }
+    }
     server = make_server(rules=[{"match": {"method": "server/discover"}, "action": refusal}])
     client = start_client(server.stdio())
     status = client.wait_for_state("closed", timeout=10)
@@ -105,16 +120,26 @@ def test_a_second_refusal_closes(make_server, start_client):
 
 
 def test_no_mutual_version_closes(make_server, start_client):
-    refusal = {"error": {"code": -32022, "message": "Unsupported protocol version",
-                         "data": {"supported": ["2099-01-01"], "requested": "2026-07-28"}}}
+    refusal = {
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2099-01-01"], "requested": "2026-07-28"},
+        }
+    }
     server = make_server(rules=[{"match": {"method": "server/discover"}, "action": refusal}])
     client = start_client(server.stdio())
     assert client.wait_for_state("closed", timeout=10).reason == "no_mutual_version"
 
 
 def test_missing_client_capability_closes(make_server, start_client):
-    refusal = {"error": {"code": -32021, "message": "needs elicitation",
-                         "data": {"requiredCapabilities": {"elicitation": {}}}}}
+    refusal = {
+        "error": {
+            "code": -32021,
+            "message": "needs elicitation",
+            "data": {"requiredCapabilities": {"elicitation": {}}},
+        }
+    }
     server = make_server(rules=[{"match": {"method": "server/discover"}, "action": refusal}])
     client = start_client(server.stdio())
     status = client.wait_for_state("closed", timeout=10)
@@ -122,8 +147,11 @@ def test_missing_client_capability_closes(make_server, start_client):
 
 
 def test_server_exit_during_probe_reconnects_and_starts_with_initialize(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": "exit",
-                                 "first_process_only": True}])
+    server = make_server(
+        rules=[
+            {"match": {"method": "server/discover"}, "action": "exit", "first_process_only": True}
+        ]
+    )
     client = start_client(server.stdio())
     status = client.await_ready(timeout=10)
     assert (status.era, status.origin) == ("legacy", "prior")
@@ -140,15 +168,22 @@ def test_spawn_failure_reconnects_then_closes_after_max_reconnects(start_client)
 
 
 def test_initialize_refused_closes(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "initialize"},
-                                 "action": {"error": {"code": -32600, "message": "no"}}}])
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "initialize"},
+                "action": {"error": {"code": -32600, "message": "no"}},
+            }
+        ]
+    )
     client = start_client(server.stdio(), protocol="legacy")
     assert client.wait_for_state("closed", timeout=10).reason == "initialize_refused"
 
 
 def test_initialize_timeout_reconnects(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "initialize"}, "action": "drop",
-                                 "first_process_only": True}])
+    server = make_server(
+        rules=[{"match": {"method": "initialize"}, "action": "drop", "first_process_only": True}]
+    )
     client = start_client(server.stdio(), protocol="legacy", request_timeout=1.5)
     status = client.await_ready(timeout=10)
     assert status.state == "ready"
@@ -180,8 +215,13 @@ def test_backoff_function_gets_the_attempt_number(make_server, start_client):
 
 @pytest.mark.parametrize("bad", [lambda a: -1, lambda a: "soon", lambda a: 1 / 0])
 def test_a_bad_backoff_function_is_replaced_by_full_jitter(start_client, bad):
-    client = start_client(mcp.Stdio("/nonexistent/x"), max_reconnects=2, backoff=bad,
-                          backoff_base=0.001, backoff_max=0.01)
+    client = start_client(
+        mcp.Stdio("/nonexistent/x"),
+        max_reconnects=2,
+        backoff=bad,
+        backoff_base=0.001,
+        backoff_max=0.01,
+    )
     assert client.wait_for_state("closed", timeout=10).reason == "max_reconnects"
 
 
@@ -210,19 +250,27 @@ def test_without_stability_the_attempts_add_up_to_closed(make_server, start_clie
 
 
 def test_health_check_reconnects_a_server_that_stopped_answering(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "ping"}, "action": "drop",
-                                 "first_process_only": True}])
-    client = start_client(server.stdio(), protocol="legacy", health_check=0.1,
-                          health_timeout=0.2)
+    server = make_server(
+        rules=[{"match": {"method": "ping"}, "action": "drop", "first_process_only": True}]
+    )
+    client = start_client(server.stdio(), protocol="legacy", health_check=0.1, health_timeout=0.2)
     client.await_ready(timeout=10)
     client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
     assert server.received("ping")
 
 
 def test_closed_answers_at_once_and_reconnect_leaves_it(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": {
-        "error": {"code": -32021, "message": "x", "data": {"requiredCapabilities": {}}}},
-        "first_process_only": True}])
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "server/discover"},
+                "action": {
+                    "error": {"code": -32021, "message": "x", "data": {"requiredCapabilities": {}}}
+                },
+                "first_process_only": True,
+            }
+        ]
+    )
     client = start_client(server.stdio())
     client.wait_for_state("closed", timeout=10)
     with pytest.raises(mcp.Error) as err:
@@ -237,10 +285,14 @@ def test_closed_answers_at_once_and_reconnect_leaves_it(make_server, start_clien
 def test_ready_modern_rediscovers_on_unsupported_version_and_retries_once(
     make_server, start_client
 ):
-    refusal = {"error": {"code": -32022, "message": "Unsupported protocol version",
-                         "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}
-    server = make_server(rules=[{"match": {"method": "tools/call"}, "action": refusal,
-                                 "times": 1}])
+    refusal = {
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+        }
+    }
+    server = make_server(rules=[{"match": {"method": "tools/call"}, "action": refusal, "times": 1}])
     client = start_client(server.stdio())
     client.await_ready(timeout=10)
     assert client.call_tool("add", {"a": 4, "b": 5}).text == "9"
@@ -249,8 +301,13 @@ def test_ready_modern_rediscovers_on_unsupported_version_and_retries_once(
 
 
 def test_a_second_unsupported_version_fails_the_request(make_server, start_client):
-    refusal = {"error": {"code": -32022, "message": "Unsupported protocol version",
-                         "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"}}}
+    refusal = {
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "2026-07-28"},
+        }
+    }
     server = make_server(rules=[{"match": {"method": "tools/call"}, "action": refusal}])
     client = start_client(server.stdio())
     client.await_ready(timeout=10)
@@ -261,8 +318,7 @@ def test_a_second_unsupported_version_fails_the_request(make_server, start_clien
 
 
 def test_start_never_blocks(make_server, start_client):
-    server = make_server(rules=[{"match": {"method": "server/discover"},
-                                 "action": {"delay": 1.0}}])
+    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": {"delay": 1.0}}])
     client = start_client(server.stdio())
     assert client.status().state in ("connecting", "discovering")
     assert client.await_ready(timeout=10).state == "ready"
@@ -284,8 +340,11 @@ def test_stop_closes_the_server_process(make_server):
 
 @pytest.mark.parametrize(
     ("extra", "signals"),
-    [((), []), (("--ignore-eof",), ["sigterm"]),
-     (("--ignore-eof", "--ignore-sigterm"), ["sigterm"])],
+    [
+        ((), []),
+        (("--ignore-eof",), ["sigterm"]),
+        (("--ignore-eof", "--ignore-sigterm"), ["sigterm"]),
+    ],
 )
 def test_close_escalates_stdin_then_sigterm_then_sigkill(make_server, extra, signals):
     server = make_server(extra_args=extra)
@@ -369,8 +428,9 @@ def test_a_call_failed_by_a_lost_server_never_sees_a_stale_ready(
     # The failed caller's next look at the client already shows the loss: status() is not
     # "ready", so await_ready() waits for the reconnection instead of returning at once.
     server = make_server()
-    client = start_client(server.stdio(), max_reconnects=max_reconnects,
-                          backoff=lambda attempt: 0.5)
+    client = start_client(
+        server.stdio(), max_reconnects=max_reconnects, backoff=lambda attempt: 0.5
+    )
     client.await_ready(timeout=10)
     with pytest.raises(mcp.Error) as err:
         client.call_tool("crash", {"code": 9})

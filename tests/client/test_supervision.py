@@ -41,9 +41,7 @@ def crashable(monkeypatch):
     monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
-def test_a_crashed_connection_fails_its_calls_and_comes_back(
-    crashable, make_server, start_client
-):
+def test_a_crashed_connection_fails_its_calls_and_comes_back(crashable, make_server, start_client):
     server = make_server()
     client = start_client(server.stdio())
     client.await_ready(timeout=10)
@@ -59,13 +57,15 @@ def test_a_crashed_connection_fails_its_calls_and_comes_back(
     assert (err.value.kind, err.value.reason) == ("transport", "connection_crashed")
     # The supervisor started a new connection (a new actor), which spawned a new server.
     status = client.wait_for_state(
-        lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+        lambda s: s.state == "ready" and server.starts() == 2, timeout=10
+    )
     assert status.state == "ready"
     assert runtime.registry.get("connection") is not old
     assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
     # The crashed incarnation's server was closed (its stdin reached EOF), not leaked.
-    assert server.wait_for(lambda e: e.get("event") == "eof" and e.get("pid") == first_pid,
-                           timeout=5)
+    assert server.wait_for(
+        lambda e: e.get("event") == "eof" and e.get("pid") == first_pid, timeout=5
+    )
 
 
 def test_too_many_crashes_close_the_client(crashable, make_server, start_client):
@@ -85,16 +85,19 @@ def test_too_many_crashes_close_the_client(crashable, make_server, start_client)
 
 
 def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make_server):
-    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": "exit",
-                                 "first_process_only": True}])
-    spec = mcp.Client.child_spec(server.stdio(), name="app-child", max_reconnects=0,
-                                 on_give_up="stop")
+    server = make_server(
+        rules=[
+            {"match": {"method": "server/discover"}, "action": "exit", "first_process_only": True}
+        ]
+    )
+    spec = mcp.Client.child_spec(
+        server.stdio(), name="app-child", max_reconnects=0, on_give_up="stop"
+    )
     app = mcp.Supervisor.start([spec], strategy="one_for_one")
     try:
         app.ask(WhichChildren(), timeout=10)  # the supervisor's init has run
         first = rt.lookup("app-child")
-        server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2,
-                        timeout=10)
+        server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2, timeout=10)
         client = mcp.Client.whereis("app-child")
         status = client.await_ready(timeout=10)
         # A fresh client tree, started by the application's supervisor (not a restart of

@@ -26,9 +26,16 @@ def free_port() -> int:
 class HttpPeer:
     """A server process on ``127.0.0.1:port``; ``url`` is its MCP endpoint."""
 
-    def __init__(self, argv: Sequence[str], port: int, *, ready: Sequence[str],
-                 env: Mapping[str, str] | None = None, path: str = "/mcp",
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        port: int,
+        *,
+        ready: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        path: str = "/mcp",
+        timeout: float = 30.0,
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}{path}"
         self.output: list[str] = []
@@ -36,8 +43,11 @@ class HttpPeer:
         self._ready = threading.Event()
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, env=dict(env) if env is not None else None,
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
             start_new_session=True,
         )
         threading.Thread(target=self._drain, name="http-peer-output", daemon=True).start()
@@ -70,7 +80,8 @@ class HttpPeer:
         """Wait (with a deadline) until a line of the server's output contains ``text``."""
         with self._changed:
             return self._changed.wait_for(
-                lambda: any(text in line for line in self.output), timeout)
+                lambda: any(text in line for line in self.output), timeout
+            )
 
     def kill(self) -> None:
         if self.proc.poll() is None:

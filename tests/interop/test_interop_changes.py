@@ -36,8 +36,13 @@ def stdio(cmd: list[str], **kw: object) -> mcp.Stdio:
     return mcp.Stdio(cmd[0], cmd[1:], **kw)  # type: ignore[arg-type]
 
 
-def wait_refreshed(notes: queue.Queue[mcp.ServerNotification], client: mcp.Client, name: str,
-                   present: bool, timeout: float = 10.0) -> None:
+def wait_refreshed(
+    notes: queue.Queue[mcp.ServerNotification],
+    client: mcp.Client,
+    name: str,
+    present: bool,
+    timeout: float = 10.0,
+) -> None:
     """Wait (deadline) until a tools refresh has landed with ``name`` in or out of the cache:
     each landed refresh is announced to subscribers as ``LIST_REFRESHED``."""
     deadline = time.monotonic() + timeout
@@ -66,11 +71,17 @@ def http_peers() -> Iterator[Callable[[list[str]], HttpPeer]]:
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 def test_mcp_peer_tool_list_change_reaches_subscriber_and_refreshes_cache(
-    start_client: Callable[..., mcp.Client], modern_peer_cmd: list[str], protocol: str,
-    transport: str, http_peers: Callable[[list[str]], HttpPeer],
+    start_client: Callable[..., mcp.Client],
+    modern_peer_cmd: list[str],
+    protocol: str,
+    transport: str,
+    http_peers: Callable[[list[str]], HttpPeer],
 ) -> None:
-    spec = (stdio(modern_peer_cmd) if transport == "stdio"
-            else mcp.Http(http_peers(modern_peer_cmd).url))
+    spec = (
+        stdio(modern_peer_cmd)
+        if transport == "stdio"
+        else mcp.Http(http_peers(modern_peer_cmd).url)
+    )
     client = start_client(spec, protocol=protocol)
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert status.era == ("modern" if protocol == "auto" else "legacy")

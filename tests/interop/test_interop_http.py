@@ -28,7 +28,14 @@ from .http_peer import HttpPeer, free_port
 pytestmark = [pytest.mark.timeout(60), pytest.mark.interop]
 
 READY_TIMEOUT = 20.0
-PEER_TOOLS = {"add", "echo", "slow_count", "add_dynamic_tool", "remove_dynamic_tool", "log_something"}
+PEER_TOOLS = {
+    "add",
+    "echo",
+    "slow_count",
+    "add_dynamic_tool",
+    "remove_dynamic_tool",
+    "log_something",
+}
 STEP_PROGRESS = [(1.0, 3.0, "step 1/3"), (2.0, 3.0, "step 2/3"), (3.0, 3.0, "step 3/3")]
 MODES = {
     "auto": ("modern", "2026-07-28", "probe"),
@@ -69,25 +76,29 @@ class ProgressLog:
 
 @pytest.mark.parametrize("protocol", list(MODES))
 def test_modern_peer_http_negotiates_calls_and_streams_progress(
-    start_client: Callable[..., mcp.Client], peers: Callable[..., HttpPeer],
-    modern_peer_cmd: list[str], protocol: str,
+    start_client: Callable[..., mcp.Client],
+    peers: Callable[..., HttpPeer],
+    modern_peer_cmd: list[str],
+    protocol: str,
 ) -> None:
     peer = python_peer(peers, modern_peer_cmd)
     client = start_client(mcp.Http(peer.url), protocol=protocol)
     era, version, origin = MODES[protocol]
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", era, version, origin)
+        "ready",
+        era,
+        version,
+        origin,
+    )
     assert {t.name for t in client.list_all_tools(timeout=10)} == PEER_TOOLS
 
     result = client.call_tool("add", {"a": 2, "b": 3}, timeout=10)
-    assert (result.is_error, result.text, result.structured_content) == (
-        False, "5", {"result": 5})
+    assert (result.is_error, result.text, result.structured_content) == (False, "5", {"result": 5})
     assert client.call_tool("echo", {"text": "héllo ✓"}, timeout=10).text == "héllo ✓"
 
     log = ProgressLog()
-    done = client.call_tool("slow_count", {"steps": 3, "delay": 0.01}, on_progress=log,
-                            timeout=10)
+    done = client.call_tool("slow_count", {"steps": 3, "delay": 0.01}, on_progress=log, timeout=10)
     assert done.text == "counted to 3"
     assert log.events == STEP_PROGRESS
     assert log.threads == {threading.get_ident()}
@@ -99,7 +110,8 @@ def test_modern_peer_http_negotiates_calls_and_streams_progress(
 
 
 def test_modern_peer_http_errors_reach_the_caller(
-    start_client: Callable[..., mcp.Client], peers: Callable[..., HttpPeer],
+    start_client: Callable[..., mcp.Client],
+    peers: Callable[..., HttpPeer],
     modern_peer_cmd: list[str],
 ) -> None:
     peer = python_peer(peers, modern_peer_cmd)
@@ -113,44 +125,63 @@ def test_modern_peer_http_errors_reach_the_caller(
 
 
 def test_legacy_peer_http_auto_falls_back(
-    start_client: Callable[..., mcp.Client], peers: Callable[..., HttpPeer],
+    start_client: Callable[..., mcp.Client],
+    peers: Callable[..., HttpPeer],
     legacy_peer_cmd: list[str],
 ) -> None:
     peer = python_peer(peers, legacy_peer_cmd)
     client = start_client(mcp.Http(peer.url), protocol="auto")
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", "legacy", "2025-11-25", "probe")
+        "ready",
+        "legacy",
+        "2025-11-25",
+        "probe",
+    )
     info = client.server_info()
     assert info is not None and info.name == "conduit-legacy-peer"
     assert {t.name for t in client.list_all_tools(timeout=10)} == PEER_TOOLS
     assert client.call_tool("add", {"a": 40, "b": 2}, timeout=10).text == "42"
     log = ProgressLog()
-    assert client.call_tool("slow_count", {"steps": 3, "delay": 0.01}, on_progress=log,
-                            timeout=10).text == "counted to 3"
+    assert (
+        client.call_tool(
+            "slow_count", {"steps": 3, "delay": 0.01}, on_progress=log, timeout=10
+        ).text
+        == "counted to 3"
+    )
     assert log.events == STEP_PROGRESS
 
 
 def test_everything_http_auto_echo_and_long_running_progress(
-    start_client: Callable[..., mcp.Client], peers: Callable[..., HttpPeer],
+    start_client: Callable[..., mcp.Client],
+    peers: Callable[..., HttpPeer],
     everything_js: Path,
 ) -> None:
     port = free_port()
     node = shutil.which("node") or "node"
     clean = {"PATH": "/usr/bin:/bin:/usr/local/bin", "PORT": str(port)}
-    peer = peers([node, "--require", str(BIND_LOCALHOST), str(everything_js), "streamableHttp"],
-                 port, ready=["listening on port"], env=clean)
+    peer = peers(
+        [node, "--require", str(BIND_LOCALHOST), str(everything_js), "streamableHttp"],
+        port,
+        ready=["listening on port"],
+        env=clean,
+    )
     client = start_client(mcp.Http(peer.url), protocol="auto")
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", "legacy", "2025-11-25", "probe")
+        "ready",
+        "legacy",
+        "2025-11-25",
+        "probe",
+    )
     names = {t.name for t in client.list_all_tools(timeout=10)}
     assert {"echo", "get-env", "trigger-long-running-operation"} <= names
     echoed = client.call_tool("echo", {"message": "hi there"}, timeout=10)
     assert (echoed.is_error, echoed.text) == (False, "Echo: hi there")
     log = ProgressLog()
-    result = client.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 4},
-                              on_progress=log, timeout=15)
+    result = client.call_tool(
+        "trigger-long-running-operation", {"duration": 1, "steps": 4}, on_progress=log, timeout=15
+    )
     assert result.text.startswith("Long running operation completed. Duration: 1 seconds")
     assert log.events == [(float(i), 4.0, None) for i in range(1, 5)]
     assert log.threads == {threading.get_ident()}

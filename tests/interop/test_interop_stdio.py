@@ -33,7 +33,14 @@ import conduit_mcp as mcp
 pytestmark = pytest.mark.timeout(60)
 
 READY_TIMEOUT = 20.0
-PEER_TOOLS = {"add", "echo", "slow_count", "add_dynamic_tool", "remove_dynamic_tool", "log_something"}
+PEER_TOOLS = {
+    "add",
+    "echo",
+    "slow_count",
+    "add_dynamic_tool",
+    "remove_dynamic_tool",
+    "log_something",
+}
 STEP_PROGRESS = [(1.0, 3.0, "step 1/3"), (2.0, 3.0, "step 2/3"), (3.0, 3.0, "step 3/3")]
 
 # protocol option -> (era, version, origin) the modern (mcp 2.3.0) peer must end up with.
@@ -108,7 +115,11 @@ def test_modern_peer_negotiates_lists_and_calls(
 
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", era, version, origin)
+        "ready",
+        era,
+        version,
+        origin,
+    )
     assert status.reason is None
     info = client.server_info()
     assert info is not None
@@ -200,7 +211,10 @@ def test_modern_peer_errors(
         assert (err.code, err.message) == (0, "Unknown prompt: no_such_prompt")
     else:
         assert (err.code, err.reason, err.message) == (
-            -32603, "internal_error", "Internal server error")
+            -32603,
+            "internal_error",
+            "Internal server error",
+        )
 
     # The connection survives all of that.
     assert client.status().state == "ready"
@@ -218,15 +232,18 @@ def test_legacy_peer_auto_falls_back_to_initialize(
 
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", "legacy", "2025-11-25", "probe")
+        "ready",
+        "legacy",
+        "2025-11-25",
+        "probe",
+    )
     info = client.server_info()
     assert info is not None
     assert (info.name, info.version) == ("conduit-legacy-peer", "1.0.0")
 
     assert {t.name for t in client.list_all_tools(timeout=10)} == PEER_TOOLS
     result = client.call_tool("add", {"a": 2, "b": 3}, timeout=10)
-    assert (result.is_error, result.text, result.structured_content) == (
-        False, "5", {"result": 5})
+    assert (result.is_error, result.text, result.structured_content) == (False, "5", {"result": 5})
 
     log = ProgressLog()
     result = client.call_tool(
@@ -236,7 +253,8 @@ def test_legacy_peer_auto_falls_back_to_initialize(
     assert_progress_in_caller_thread(log, STEP_PROGRESS)
 
     assert client.read_resource("peer://greeting", timeout=10).contents[0]["text"] == (
-        "hello from the legacy peer")
+        "hello from the legacy peer"
+    )
 
 
 @pytest.mark.interop
@@ -252,7 +270,11 @@ def test_legacy_peer_pinned_modern_closes_without_fallback(
     status = client.wait_for_state("closed", timeout=5)
     # No fallback: nothing was negotiated, and the client does not try again by itself.
     assert (status.state, status.reason, status.era, status.version) == (
-        "closed", "legacy_server", None, None)
+        "closed",
+        "legacy_server",
+        None,
+        None,
+    )
     with pytest.raises(mcp.Error) as info:
         client.call_tool("add", {"a": 1, "b": 2}, timeout=5)
     assert info.value.kind == "closed"
@@ -272,7 +294,11 @@ def test_everything_auto_echo_and_long_running_progress(
 
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
-        "ready", "legacy", "2025-11-25", "probe")
+        "ready",
+        "legacy",
+        "2025-11-25",
+        "probe",
+    )
     info = client.server_info()
     assert info is not None
     assert (info.name, info.version) == ("mcp-servers/everything", "2.0.0")
@@ -356,8 +382,10 @@ def test_modern_peer_asyncio_gather(
         status = await client.aio.await_ready(timeout=READY_TIMEOUT)
         results = await asyncio.wait_for(
             asyncio.gather(
-                *(client.aio.call_tool("add", {"a": i, "b": 100 * i}, timeout=10)
-                  for i in range(10))
+                *(
+                    client.aio.call_tool("add", {"a": i, "b": 100 * i}, timeout=10)
+                    for i in range(10)
+                )
             ),
             timeout=20,
         )

@@ -65,8 +65,7 @@ def test_cancellations_by_reason(make_server, start_client, otel):
 
     asyncio.run(abandon())
     server.wait_for("cancelled", count=2)  # the connection told the server, so it counted
-    assert otel.counts(CANCELLATIONS) == {_key(reason="timeout"): 1,
-                                          _key(reason="caller_down"): 1}
+    assert otel.counts(CANCELLATIONS) == {_key(reason="timeout"): 1, _key(reason="caller_down"): 1}
 
 
 def test_dropped_responses(make_server, start_client, otel):

@@ -98,8 +98,11 @@ def test_futures_span_ends_on_get_timed_at_the_answer(make_server, start_client,
     # ended when the answer arrived, not when it was read (after the 0.3 s call)
     assert span.end_time < slow_span.end_time - 200_000_000
     assert span.attributes["jsonrpc.request.id"] == str(server.received("tools/call")[0]["id"])
-    (point,) = [p for p in otel.points("mcp.client.operation.duration")
-                if p.attributes.get("gen_ai.tool.name") == "add"]
+    (point,) = [
+        p
+        for p in otel.points("mcp.client.operation.duration")
+        if p.attributes.get("gen_ai.tool.name") == "add"
+    ]
     assert point.count == 1
     assert point.sum < 0.25
     sent = server.received("tools/call")[0]["params"]["_meta"]["traceparent"]

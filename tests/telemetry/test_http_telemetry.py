@@ -14,8 +14,16 @@ SECRET = "tok-5ecret-ab12cd"
 def _everything(otel) -> str:
     text = []
     for span in otel.spans():
-        text.append(repr((span.name, dict(span.attributes), span.status.description,
-                          [(e.name, dict(e.attributes)) for e in span.events])))
+        text.append(
+            repr(
+                (
+                    span.name,
+                    dict(span.attributes),
+                    span.status.description,
+                    [(e.name, dict(e.attributes)) for e in span.events],
+                )
+            )
+        )
     for name in otel.metrics():
         text.extend(repr(p.attributes) for p in otel.points(name))
     return "\n".join(text)
@@ -25,8 +33,7 @@ def _everything(otel) -> str:
 def test_http_span_names_server_and_never_credentials(make_server, start_client, otel, era):
     server = make_server()
     with server.http_server(require_bearer=SECRET) as srv:
-        client = start_client(srv.spec(bearer=SECRET, headers={"X-Api-Key": SECRET}),
-                              protocol=era)
+        client = start_client(srv.spec(bearer=SECRET, headers={"X-Api-Key": SECRET}), protocol=era)
         assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
         span = otel.span("tools/call add")
         assert span.kind is SpanKind.CLIENT

@@ -142,7 +142,10 @@ def test_global_providers_installed_after_start_are_honoured(make_server):
     """)
     out = subprocess.run(
         [sys.executable, "-c", script, str(server.workdir / "late")],
-        capture_output=True, text=True, timeout=30, env={**os.environ, **server.env()},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **server.env()},
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['tools/call echo'] ['echo']"

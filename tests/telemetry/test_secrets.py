@@ -40,9 +40,11 @@ def _metric_texts(otel) -> list[str]:
 
 
 def test_no_secret_in_any_span_or_metric(make_server, start_client, otel):
-    server = make_server(rules=[
-        {"match": {"tool": "echo"}, "action": "respond_twice", "times": 1},
-    ])
+    server = make_server(
+        rules=[
+            {"match": {"tool": "echo"}, "action": "respond_twice", "times": 1},
+        ]
+    )
     transport = server.stdio(env={"API_TOKEN": SECRET})
     client = start_client(transport)
     args = {"text": SECRET, "token": SECRET}
@@ -51,15 +53,15 @@ def test_no_secret_in_any_span_or_metric(make_server, start_client, otel):
     assert client.call_tool("echo", args, meta=meta).text == SECRET  # a result with the secret
     assert client.call_tool("env", {"name": "API_TOKEN"}).text == SECRET
     for call in (
-        lambda: client.call_tool("error", {"code": -32000, "message": f"bad token {SECRET}",
-                                           "data": {"token": SECRET}}),
+        lambda: client.call_tool(
+            "error", {"code": -32000, "message": f"bad token {SECRET}", "data": {"token": SECRET}}
+        ),
         lambda: client.call_tool("error", {"code": -32602, "message": SECRET}),
         lambda: client.call_tool("never", args, timeout=0.2),
         lambda: client.call_tool("fail", {"message": SECRET}),
         lambda: client.get_prompt("greet", {"name": SECRET}),
         lambda: client.read_resource(f"test://item/{SECRET}"),
-        lambda: client.request("tools/call", {"name": "echo", "arguments": args,
-                                              "_meta": meta}),
+        lambda: client.request("tools/call", {"name": "echo", "arguments": args, "_meta": meta}),
         lambda: client.call_tool("echo", {"x": object(), "token": SECRET}),  # not JSON
         lambda: client.futures.call_tool("echo", args).get(timeout=10),
         lambda: asyncio.run(client.aio.call_tool("echo", args)),
@@ -70,8 +72,14 @@ def test_no_secret_in_any_span_or_metric(make_server, start_client, otel):
             pass
     # a transport failure while a call with the secret is in flight
     pending = client.futures.call_tool("never", args, timeout=20)
-    server.wait_for(lambda e: e.get("dir") == "in" and e.get("method") == "tools/call"
-                    and (e.get("params") or {}).get("name") == "never", count=2)
+    server.wait_for(
+        lambda e: (
+            e.get("dir") == "in"
+            and e.get("method") == "tools/call"
+            and (e.get("params") or {}).get("name") == "never"
+        ),
+        count=2,
+    )
     os.kill(server.pids()[-1], signal.SIGKILL)
     with pytest.raises(mcp.Error):
         pending.get(timeout=10)

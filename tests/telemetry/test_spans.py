@@ -226,26 +226,34 @@ def test_histogram_points_and_bounds(make_server, start_client, otel):
     metric = otel.metrics()["mcp.client.operation.duration"]
     assert metric.unit == "s"
     points = {frozenset(p.attributes.items()): p for p in metric.data.data_points}
-    ok = points[frozenset({
-        "mcp.method.name": "tools/call",
-        "gen_ai.tool.name": "add",
-        "gen_ai.operation.name": "execute_tool",
-        "mcp.protocol.version": MODERN,
-        "network.transport": "pipe",
-    }.items())]
+    ok = points[
+        frozenset(
+            {
+                "mcp.method.name": "tools/call",
+                "gen_ai.tool.name": "add",
+                "gen_ai.operation.name": "execute_tool",
+                "mcp.protocol.version": MODERN,
+                "network.transport": "pipe",
+            }.items()
+        )
+    ]
     assert ok.count == 2
     assert 0 < ok.sum < 10
     assert list(ok.explicit_bounds) == list(DURATION_BUCKETS)
     assert sum(ok.bucket_counts) == 2
-    failed = points[frozenset({
-        "mcp.method.name": "tools/call",
-        "gen_ai.tool.name": "error",
-        "gen_ai.operation.name": "execute_tool",
-        "mcp.protocol.version": MODERN,
-        "network.transport": "pipe",
-        "error.type": "-32000",
-        "rpc.response.status_code": "-32000",
-    }.items())]
+    failed = points[
+        frozenset(
+            {
+                "mcp.method.name": "tools/call",
+                "gen_ai.tool.name": "error",
+                "gen_ai.operation.name": "execute_tool",
+                "mcp.protocol.version": MODERN,
+                "network.transport": "pipe",
+                "error.type": "-32000",
+                "rpc.response.status_code": "-32000",
+            }.items()
+        )
+    ]
     assert failed.count == 1
     for point in metric.data.data_points:  # low cardinality: no ids
         assert "jsonrpc.request.id" not in point.attributes
@@ -279,8 +287,7 @@ def test_providers_are_per_client(make_server, start_client, otel):
 
 
 def test_a_request_queued_before_ready_gets_the_version_it_ran_under(make_server, otel):
-    server = make_server(rules=[{"match": {"method": "server/discover"},
-                                 "action": {"delay": 0.3}}])
+    server = make_server(rules=[{"match": {"method": "server/discover"}, "action": {"delay": 0.3}}])
     with mcp.Client.start(server.stdio(), **otel.options) as client:
         assert client.status().version is None
         client.call_tool("add", {"a": 1, "b": 2})
