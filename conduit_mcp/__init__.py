@@ -22,13 +22,8 @@ from ._version import __version__
 from .errors import KINDS, Error
 
 _LAZY = {
-    "Link": ".actors.base",
-    "SafeActor": ".actors.base",
-    "Registry": ".actors.registry",
-    "Statem": ".actors.statem",
-    "ChildSpec": ".actors.supervisor",
-    "ChildExited": ".actors.supervisor",
-    "Supervisor": ".actors.supervisor",
+    "ChildSpec": ".otp.supervisor",
+    "Supervisor": ".otp.supervisor",
     "full_jitter": ".backoff",
     "AsyncClient": ".client",
     "Client": ".client",
@@ -54,14 +49,11 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .actors.base import Link, SafeActor
-    from .actors.registry import Registry
-    from .actors.statem import Statem
-    from .actors.supervisor import ChildExited, ChildSpec, Supervisor
     from .backoff import full_jitter
     from .client import AsyncClient, Client, FutureClient
     from .config import Config
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
+    from .otp.supervisor import ChildSpec, Supervisor
     from .status import Status
     from .transports.http_spec import Http
     from .transports.stdio_spec import Stdio
@@ -96,7 +88,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "AsyncClient",
     "CallToolResult",
-    "ChildExited",
     "ChildSpec",
     "Client",
     "CompleteResult",
@@ -107,18 +98,14 @@ __all__ = [
     "Http",
     "KINDS",
     "LIST_REFRESHED",
-    "Link",
     "Page",
     "Progress",
     "Prompt",
     "ReadResourceResult",
-    "Registry",
     "Resource",
     "ResourceTemplate",
-    "SafeActor",
     "ServerInfo",
     "ServerNotification",
-    "Statem",
     "Status",
     "Stdio",
     "Supervisor",

@@ -14,7 +14,7 @@ reads directly. Its Python shape here:
   its own credential (``put`` stores under the current one; ``set_credential`` drops every
   private list in the same swap that changes the identity).
 * The ``{:status, ...}`` and ``{:server, ...}`` rows are not here: they are
-  ``conduit_mcp.status.Shared``'s ``status`` and ``server_info``, which readers already read
+  ``conduit_mcp.published.Published``'s ``status`` and ``server_info``, which readers already read
   the same way.
 
 No lock is taken and no actor is messaged on the read path, and the cache never calls user

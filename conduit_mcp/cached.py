@@ -30,10 +30,10 @@ _STORE_WAIT = 1.0
 
 if TYPE_CHECKING:
     from .cache import Cache
-    from .runtime import Runtime
+    from .tree import ClientTree
 
 
-def fresh_items(runtime: Runtime, kind: str) -> tuple[Any, ...] | None:
+def fresh_items(runtime: ClientTree, kind: str) -> tuple[Any, ...] | None:
     """The cached list if it is fresh under the current credentials (seed 003), else None.
     A cache gone with its connection is a miss: the fetch then fails or succeeds on its own."""
     cache = runtime.shared.cache
@@ -47,7 +47,7 @@ def fresh_items(runtime: Runtime, kind: str) -> tuple[Any, ...] | None:
 
 
 def begin_listing(
-    runtime: Runtime, kind: str, timeout: float | None, refresh: bool
+    runtime: ClientTree, kind: str, timeout: float | None, refresh: bool
 ) -> tuple[Any, ...] | PageWalk:
     """``list_all_*``'s first step, for every front end: the cached items when fresh (and not
     ``refresh``), else the :class:`~conduit_mcp.api.PageWalk` to run."""
@@ -60,7 +60,7 @@ def begin_listing(
     )
 
 
-def store_walk(runtime: Runtime, walk: Any, reply: Any = None) -> bool:
+def store_walk(runtime: ClientTree, walk: Any, reply: Any = None) -> bool:
     """Hand a whole fetched list to the connection, the cache's only writer. With ``reply``
     the caller can wait until it is stored (a miss already cost a whole fetch; one more
     round trip makes ``list_all_tools()`` then ``tool(name)`` find it)."""
@@ -75,14 +75,14 @@ def store_walk(runtime: Runtime, walk: Any, reply: Any = None) -> bool:
         return False
 
 
-def store_walk_and_wait(runtime: Runtime, walk: Any) -> None:
+def store_walk_and_wait(runtime: ClientTree, walk: Any) -> None:
     reply = SyncReply()
     if store_walk(runtime, walk, reply):
         with contextlib.suppress(queue.Empty):
             reply.queue.get(timeout=max(0.0, min(_STORE_WAIT, walk.deadline - time.monotonic())))
 
 
-def walk_credential(runtime: Runtime) -> str | None:
+def walk_credential(runtime: ClientTree) -> str | None:
     cache = runtime.shared.cache
     try:
         return cache.credential if cache is not None else None
@@ -108,9 +108,9 @@ class CacheApi:
     """
 
     name: str
-    _pinned: Runtime | None
+    _pinned: ClientTree | None
 
-    def _runtime(self) -> Runtime:  # pragma: no cover - Client defines it
+    def _runtime(self) -> ClientTree:  # pragma: no cover - Client defines it
         raise NotImplementedError
 
     def _cache(self) -> Cache:
@@ -245,7 +245,7 @@ class CacheApi:
             raise value
 
 
-def _tell_connection(runtime: Runtime, message: Any) -> None:
+def _tell_connection(runtime: ClientTree, message: Any) -> None:
     """Tell the connection who consumes notifications now. A connection restarting after a
     crash may miss it: the notifier, which has the subscription already, tells the new one
     every subscriber when it starts (``Replay``), so this never fails the caller."""

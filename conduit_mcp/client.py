@@ -24,7 +24,7 @@ from typing import Any
 
 import pykka
 
-from . import runtime as rt
+from . import tree
 from .actors.events import AwaitReady, Call, ReconnectNow
 from .aio import AsyncClient
 from .api import (
@@ -63,7 +63,7 @@ class Client(CacheApi, _Front[Any]):
     (('ready', 'modern'), '3')
     """
 
-    def __init__(self, name: str, runtime: rt.Runtime | None = None) -> None:
+    def __init__(self, name: str, runtime: tree.ClientTree | None = None) -> None:
         self._client = self
         self.name = name
         self._pinned = runtime
@@ -81,16 +81,16 @@ class Client(CacheApi, _Front[Any]):
 
         Every option is validated here; a bad one raises ``Error("config", <option>)``.
         """
-        rt.check_transport(transport)
+        tree.check_transport(transport)
         config = build_config(options)
         if name is not None and (not isinstance(name, str) or not name):
             raise Error("config", "name", "option 'name' must be a non-empty string")
-        runtime = rt.Runtime(name or rt.unique_name(), transport, config)
-        rt.register(runtime, replace=False)
+        runtime = tree.ClientTree(name or tree.unique_name(), transport, config)
+        tree.register(runtime, replace=False)
         try:
             runtime.start()
         except Exception:
-            rt.unregister(runtime)
+            tree.unregister(runtime)
             raise
         return cls(runtime.name, runtime)
 
@@ -109,15 +109,15 @@ class Client(CacheApi, _Front[Any]):
         with ``Client.whereis(name)``: it follows restarts. With ``on_give_up="stop"`` a
         client that gives up reconnecting exits, so that supervisor starts a fresh one.
         """
-        from .actors.supervisor import ChildSpec
+        from .otp.supervisor import ChildSpec
 
-        rt.check_transport(transport)
+        tree.check_transport(transport)
         config = build_config(options)
         _name(name, "name")
 
         def start(link: Any) -> pykka.ActorRef[Any]:
-            runtime = rt.Runtime(name, transport, config)
-            rt.register(runtime, replace=True)
+            runtime = tree.ClientTree(name, transport, config)
+            tree.register(runtime, replace=True)
             return runtime.start(link=link)
 
         return ChildSpec(
@@ -132,8 +132,8 @@ class Client(CacheApi, _Front[Any]):
         """A handle on the client registered under ``name`` (it follows restarts)."""
         return cls(name)
 
-    def _runtime(self) -> rt.Runtime:
-        runtime = self._pinned or rt.lookup(self.name)
+    def _runtime(self) -> tree.ClientTree:
+        runtime = self._pinned or tree.lookup(self.name)
         if runtime is None:
             raise Error("closed", "not_started", f"no client named {self.name!r} is running")
         return runtime
@@ -141,11 +141,11 @@ class Client(CacheApi, _Front[Any]):
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the client: pending calls fail with ``closed``, the server process is closed
         (stdin closed, then SIGTERM, then SIGKILL). Idempotent."""
-        runtime = self._pinned or rt.lookup(self.name)
+        runtime = self._pinned or tree.lookup(self.name)
         if runtime is None:
             return
         runtime.stop(timeout)
-        rt.unregister(runtime)
+        tree.unregister(runtime)
 
     close = stop
 
@@ -159,7 +159,7 @@ class Client(CacheApi, _Front[Any]):
 
     def status(self) -> Status:
         """The connection's state now (read lock-free; never waits)."""
-        runtime = self._pinned or rt.lookup(self.name)
+        runtime = self._pinned or tree.lookup(self.name)
         if runtime is None or (runtime.stopped.is_set() and not runtime.alive()):
             return Status("closed", reason="stopped")
         status = runtime.shared.status
@@ -258,7 +258,7 @@ class Client(CacheApi, _Front[Any]):
         store_walk_and_wait(runtime, walk)
         return tuple(walk.items)
 
-    def _tell(self, runtime: rt.Runtime, message: Any) -> pykka.ActorRef[Any]:
+    def _tell(self, runtime: tree.ClientTree, message: Any) -> pykka.ActorRef[Any]:
         conn = runtime.connection()
         try:
             conn.tell(message)

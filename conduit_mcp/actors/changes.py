@@ -42,7 +42,7 @@ from ..protocol import listen as lsn
 from ..protocol.cache_rules import scope as page_scope
 from ..protocol.cache_rules import ttl_ms
 from ..protocol.coalesce import Coalescer, RefreshGate
-from .events import _COALESCE, _LISTEN_REOPEN, _REFRESH, CacheStore, Call, Consumers, SetAuth
+from .events import COALESCE, LISTEN_REOPEN, REFRESH, CacheStore, Call, Consumers, SetAuth
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
 
@@ -128,19 +128,19 @@ class ChangeTracking:
         return False
 
     def _changes_timeout(self, ev: Any) -> bool:
-        if ev == _COALESCE:
+        if ev == COALESCE:
             now = _monotonic()
             for method in self._coalescer.due(now):
                 self._delivered_list_changed(method, None)
-            self._arm(_COALESCE, self._coalescer.next_deadline(), now)
+            self._arm(COALESCE, self._coalescer.next_deadline(), now)
             return True
-        if ev == _REFRESH:
+        if ev == REFRESH:
             now = _monotonic()
             for kind in self._gate.due(now):
                 self._start_refresh(kind, now)
-            self._arm(_REFRESH, self._gate.next_deadline(), now)
+            self._arm(REFRESH, self._gate.next_deadline(), now)
             return True
-        if ev == _LISTEN_REOPEN:
+        if ev == LISTEN_REOPEN:
             self._update_listen()
             return True
         return False
@@ -183,7 +183,7 @@ class ChangeTracking:
         if self._coalescer.offer(method, now):
             self._delivered_list_changed(method, params)
         else:
-            self._arm(_COALESCE, self._coalescer.next_deadline(), now)
+            self._arm(COALESCE, self._coalescer.next_deadline(), now)
 
     def _delivered_list_changed(self, method: str, params: Any) -> None:
         self._deliver(method, params)
@@ -252,7 +252,7 @@ class ChangeTracking:
             return  # running or scheduled already: coalesced
         if at <= now:
             self._start_refresh(kind, now)
-        self._arm(_REFRESH, self._gate.next_deadline(), now)
+        self._arm(REFRESH, self._gate.next_deadline(), now)
 
     def _start_refresh(self, kind: str, now: float) -> None:
         self._gate.started(kind, now)
@@ -267,7 +267,7 @@ class ChangeTracking:
         now = _monotonic()
         self._tel.refresh(kind, outcome)
         self._gate.finished(kind, now)
-        self._arm(_REFRESH, self._gate.next_deadline(), now)
+        self._arm(REFRESH, self._gate.next_deadline(), now)
 
     def _set_auth(self, ev: SetAuth) -> None:
         self._spec = ev.spec
@@ -305,7 +305,7 @@ class ChangeTracking:
         self._listen_filter = {}
         self._quiet.clear()
         self._unpublish_listen()
-        self.set_timeout(_LISTEN_REOPEN, None, None)
+        self.set_timeout(LISTEN_REOPEN, None, None)
         self._cache.mark_stale()
 
     def _changes_closed(self) -> None:
@@ -422,7 +422,7 @@ class ChangeTracking:
             self._unpublish_listen()
             self._listen_attempt += 1
             delay = self._backoff(self._listen_attempt)
-            self.set_timeout(_LISTEN_REOPEN, delay, _LISTEN_REOPEN)
+            self.set_timeout(LISTEN_REOPEN, delay, LISTEN_REOPEN)
 
     def _listen_answer(self, m: Any) -> bool:
         """A response to a listen or a quiet request: consumed here."""

@@ -39,6 +39,7 @@ from typing import Any
 from ..backoff import GuardedBackoff
 from ..config import Config
 from ..errors import Error
+from ..otp.statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 from ..protocol import messages as msgs
 from ..protocol.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -49,7 +50,8 @@ from ..protocol.jsonrpc import (
     server_error,
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
-from ..status import Shared, Status
+from ..published import Published
+from ..status import Status
 from ..telemetry import NO_CONNECTION_TELEMETRY
 from ..transports.base import (
     FrameProblem,
@@ -62,22 +64,21 @@ from ..transports.base import (
 )
 from .changes import ChangeTracking
 from .events import (
-    _CONNECT,
-    _HEALTH,
-    _HEALTH_TIMEOUT,
-    _STABLE,
-    _STATE_TIMEOUT,
+    CONNECT,
+    HEALTH,
+    HEALTH_TIMEOUT,
+    STABLE,
+    STATE_TIMEOUT,
     Abandon,
     AwaitReady,
     Call,
+    Deadline,
     ReconnectNow,
-    _Deadline,
-    _transport_error,
+    transport_error,
 )
 from .handshake import HandshakeStates
 from .http_outcomes import HttpOutcomes
 from .pending import PendingTable
-from .statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
 
 log = logging.getLogger("conduit_mcp.connection")
 
@@ -102,7 +103,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self,
         transport_spec: Any,
         config: Config,
-        shared: Shared,
+        shared: Published,
         *,
         transport_factory: Any,
         link: Any = None,
@@ -163,7 +164,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
     # -- statem hooks -------------------------------------------------------------------------
 
     def init_state(self) -> tuple[str, list[Any]]:
-        return "connecting", [NextEvent(_CONNECT)]
+        return "connecting", [NextEvent(CONNECT)]
 
     def terminate(self, reason: BaseException | None) -> None:
         self._fail_deferred()
@@ -194,10 +195,10 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def enter_connecting(self, old: str) -> list[Any]:
         self._publish("connecting", self._reason)
-        return [StateTimeout(self._cfg.request_timeout, _STATE_TIMEOUT)]
+        return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
 
     def on_connecting(self, kind: str, ev: Any) -> Any:
-        if ev == _CONNECT:
+        if ev == CONNECT:
             self._start_transport()
             return None
         if type(ev) is TransportUp:
@@ -219,9 +220,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._reason = None
         self._publish("ready", None)
         cfg = self._cfg
-        self.set_timeout(_STABLE, cfg.stable_after, _STABLE)
+        self.set_timeout(STABLE, cfg.stable_after, STABLE)
         if cfg.health_check is not None:
-            self.set_timeout(_HEALTH, cfg.health_check, _HEALTH)
+            self.set_timeout(HEALTH, cfg.health_check, HEALTH)
         self._changes_ready()
         return []
 
@@ -241,7 +242,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             # Failed once the new state is published (enter_reconnecting/enter_closed), so
             # a caller who gets `transport` and then asks status() or await_ready() never
             # sees the stale "ready".
-            self._deferred = _transport_error(ev.reason, ev.detail)
+            self._deferred = transport_error(ev.reason, ev.detail)
             return self._lost(ev.reason, ev.detail)
         if t is AwaitReady:
             self._answer_ready(ev)
@@ -255,10 +256,10 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             self._leave_ready()
             return "initializing"
         if kind == "timeout":
-            if ev == _STABLE:
+            if ev == STABLE:
                 self._attempt = 0
                 return None
-            if ev == _HEALTH:
+            if ev == HEALTH:
                 self._health_id = self._new_id()
                 if self._era == "modern":
                     self._send_internal(
@@ -270,23 +271,23 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                     )
                 else:
                     self._send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
-                self.set_timeout(_HEALTH_TIMEOUT, self._cfg.health_timeout, _HEALTH_TIMEOUT)
+                self.set_timeout(HEALTH_TIMEOUT, self._cfg.health_timeout, HEALTH_TIMEOUT)
                 return None
-            if ev == _HEALTH_TIMEOUT:
+            if ev == HEALTH_TIMEOUT:
                 log.warning(
                     "health check unanswered within %ss; reconnecting", self._cfg.health_timeout
                 )
                 self._leave_ready()
                 self._drop_transport()
-                self._deferred = _transport_error("health_check")
+                self._deferred = transport_error("health_check")
                 return self._lost("health_check")
         return self._common(kind, ev)
 
     def _leave_ready(self) -> None:
         self._changes_lost()
-        self.set_timeout(_STABLE, None, None)
-        self.set_timeout(_HEALTH, None, None)
-        self.set_timeout(_HEALTH_TIMEOUT, None, None)
+        self.set_timeout(STABLE, None, None)
+        self.set_timeout(HEALTH, None, None)
+        self.set_timeout(HEALTH_TIMEOUT, None, None)
         self._health_id = None
 
     def _answer_ready(self, ev: AwaitReady) -> None:
@@ -299,7 +300,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
     def enter_reconnecting(self, old: str) -> list[Any]:
         self._publish("reconnecting", self._reason)
         self._fail_deferred()
-        return [StateTimeout(self._delay, _STATE_TIMEOUT)]
+        return [StateTimeout(self._delay, STATE_TIMEOUT)]
 
     def _fail_deferred(self) -> None:
         """Fail the calls a lost transport left in flight, with its ``transport`` error."""
@@ -311,7 +312,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if kind == "state_timeout" or type(ev) is ReconnectNow:
             if type(ev) is ReconnectNow and ev.reply is not None:
                 ev.reply.ok(None)
-            return Step("connecting", [NextEvent(_CONNECT)])
+            return Step("connecting", [NextEvent(CONNECT)])
         return self._common(kind, ev)
 
     def _lost(self, reason: str, detail: str | None = None) -> Any:
@@ -374,7 +375,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             self._auth_error = None
             if ev.reply is not None:
                 ev.reply.ok(None)
-            return Step("connecting", [NextEvent(_CONNECT)])
+            return Step("connecting", [NextEvent(CONNECT)])
         if t is Abandon or kind == "timeout":
             return None
         if t in (Inbound, TransportDown, TransportUp, FrameProblem):
@@ -402,9 +403,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 self._queued += 1
                 ev.queued = True
                 remaining = ev.deadline - _monotonic()
-                self.set_timeout(ev, remaining, _Deadline(ev))
+                self.set_timeout(ev, remaining, Deadline(ev))
             return Step(None, [Postpone()])
-        if t is _Deadline:
+        if t is Deadline:
             self._on_deadline(ev.item)
             return None
         if t is Abandon:
@@ -437,7 +438,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 ev.reply.ok(None)
             return None
         if kind == "timeout":
-            if ev in (_STABLE, _HEALTH, _HEALTH_TIMEOUT):
+            if ev in (STABLE, HEALTH, HEALTH_TIMEOUT):
                 return None  # armed in ready, fired elsewhere: ready cancels them on leaving
             if self._changes_timeout(ev):
                 return None
@@ -550,7 +551,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             return
         reply.request_id = rid
         pending[rid] = call
-        self.set_timeout(call, remaining, _Deadline(call))
+        self.set_timeout(call, remaining, Deadline(call))
 
     def _route_batch(self, ev: Inbound, handle: Any) -> Any:
         if ev.gen != self._gen:
@@ -615,9 +616,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         mid = m.id
         if mid is not None and mid == self._health_id:
             self._health_id = None
-            self.set_timeout(_HEALTH_TIMEOUT, None, None)
+            self.set_timeout(HEALTH_TIMEOUT, None, None)
             if self._cfg.health_check is not None:
-                self.set_timeout(_HEALTH, self._cfg.health_check, _HEALTH)
+                self.set_timeout(HEALTH, self._cfg.health_check, HEALTH)
             return
         # A late answer (timed out, abandoned, or from an earlier attempt): dropped.
         self._tel.dropped()

@@ -75,21 +75,21 @@ class ReconnectNow:
 
 # -- internal events -------------------------------------------------------------------------
 
-_CONNECT = "connect"
-_STATE_TIMEOUT = "state_timeout"
-_STABLE = "stable"
-_HEALTH = "health"
-_HEALTH_TIMEOUT = "health_timeout"
+CONNECT = "connect"
+STATE_TIMEOUT = "state_timeout"
+STABLE = "stable"
+HEALTH = "health"
+HEALTH_TIMEOUT = "health_timeout"
 
 
-class _Deadline:
+class Deadline:
     __slots__ = ("item",)
 
     def __init__(self, item: Call | AwaitReady) -> None:
         self.item = item
 
 
-def _transport_error(reason: str, detail: str | None = None) -> Error:
+def transport_error(reason: str, detail: str | None = None) -> Error:
     text = "the connection to the server was lost"
     if detail:
         text += f" ({reason} {detail})"
@@ -151,6 +151,6 @@ class SetAuth:
         return "<SetAuth>"
 
 
-_COALESCE = "coalesce"
-_REFRESH = "refresh"
-_LISTEN_REOPEN = "listen_reopen"
+COALESCE = "coalesce"
+REFRESH = "refresh"
+LISTEN_REOPEN = "listen_reopen"

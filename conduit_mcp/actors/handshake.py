@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from ..errors import Error
+from ..otp.statem import StateTimeout, Step
 from ..protocol import messages as msgs
 from ..protocol.jsonrpc import (
     ErrorResponse,
@@ -33,8 +34,7 @@ from ..protocol.negotiation import (
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..transports.base import Inbound, RequestFailed, StreamBroken, TransportDown
-from .events import _STATE_TIMEOUT, _transport_error
-from .statem import StateTimeout, Step
+from .events import STATE_TIMEOUT, transport_error
 
 log = logging.getLogger("conduit_mcp.connection")
 
@@ -63,7 +63,7 @@ class HandshakeStates:
             self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
         )
         self._probing = self._mode == "auto" and not self._sticky_modern
-        return [StateTimeout(self._send_discover(), _STATE_TIMEOUT)]
+        return [StateTimeout(self._send_discover(), STATE_TIMEOUT)]
 
     def _send_discover(self) -> float:
         self._probe_id = self._new_id()
@@ -91,7 +91,7 @@ class HandshakeStates:
         if type(ev) is TransportDown:
             if ev.gen != self._gen:
                 return None
-            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            self._fail_pending(transport_error(ev.reason, ev.detail))
             return self._classified(ProbeExit(), lost=(ev.reason, ev.detail))
         if kind == "state_timeout":
             return self._classified(ProbeTimeout())
@@ -127,7 +127,7 @@ class HandshakeStates:
         if type(decision) is Rediscover:
             self._probe_retried = True
             self._probe_offered = decision.version
-            return Step(None, [StateTimeout(self._send_discover(), _STATE_TIMEOUT)])
+            return Step(None, [StateTimeout(self._send_discover(), STATE_TIMEOUT)])
         if type(decision) is Legacy:
             self._origin = "probe"
             self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
@@ -156,7 +156,7 @@ class HandshakeStates:
         self._send_raw(
             {"jsonrpc": "2.0", "id": self._init_id, "method": "initialize", "params": params}
         )
-        return [StateTimeout(self._cfg.request_timeout, _STATE_TIMEOUT)]
+        return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
 
     def on_initializing(self, kind: str, ev: Any) -> Any:
         if type(ev) is Inbound:
@@ -179,7 +179,7 @@ class HandshakeStates:
         if type(ev) is TransportDown:
             if ev.gen != self._gen:
                 return None
-            self._fail_pending(_transport_error(ev.reason, ev.detail))
+            self._fail_pending(transport_error(ev.reason, ev.detail))
             return self._lost(ev.reason, ev.detail)
         if kind == "state_timeout":
             self._drop_transport()

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Error
+from ..otp.statem import NextEvent, Step
 from ..protocol.jsonrpc import Response
 from ..transports.base import RequestFailed, StreamBroken
 from .events import Call
-from .statem import NextEvent, Step
 
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
 _READS = frozenset(

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pykka
 
-from conduit_mcp.actors.base import Link, SafeActor
 from conduit_mcp.actors.events import Consumers
-from conduit_mcp.actors.supervisor import ChildSpec, RestartType, child_spec_for
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
+from conduit_mcp.otp.base import Link, SafeActor
+from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
 
 if TYPE_CHECKING:
     from conduit_mcp.replies import Reply

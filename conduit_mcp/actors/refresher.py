@@ -22,12 +22,12 @@ from typing import Any
 import pykka
 
 from ..errors import Error
+from ..otp.base import Link, SafeActor
+from ..otp.registry import Registry
+from ..otp.supervisor import ChildSpec, child_spec_for
 from ..protocol.results import parse_page
 from ..replies import Reply
-from .base import Link, SafeActor
 from .events import Call
-from .registry import Registry
-from .supervisor import ChildSpec, child_spec_for
 
 log = logging.getLogger("conduit_mcp.refresher")
 

@@ -61,7 +61,7 @@ class Telemetry:
     """The telemetry of one client incarnation: its tracer, its instruments, the connection's
     hooks, and what every span says about the transport.
 
-    ``shared`` (a :class:`~conduit_mcp.status.Shared`) is read for the negotiated protocol
+    ``shared`` (a :class:`~conduit_mcp.published.Published`) is read for the negotiated protocol
     version when a request finishes.
     """
 

@@ -50,13 +50,13 @@ import aiohttp
 import orjson
 import pykka
 
-from ..actors.base import safe_tell
 from ..errors import Error
+from ..otp.base import safe_tell
 from ..protocol import http_headers as hh
 from ..protocol.jsonrpc import HEADER_MISMATCH, ErrorResponse, Invalid, Response, decode, encode
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
-from . import loop as io
+from . import loop as io_loop
 from .base import FrameProblem, Inbound, RequestFailed, TransportDown, TransportUp
 from .http_legacy import LegacySession
 from .http_spec import Http, describe
@@ -155,7 +155,7 @@ class HttpTransport(LegacySession):
     # -- called from the connection's thread ------------------------------------------------
 
     def connect(self) -> None:
-        io.submit(self._open())
+        io_loop.submit(self._open())
 
     def send(self, message: dict[str, Any]) -> None:
         body = encode(message)  # Error("argument") on unserialisable input, before anything
@@ -175,7 +175,7 @@ class HttpTransport(LegacySession):
         else:
             headers = {}
             modern = False
-        io.call_soon(self._start, rid, method or "", body, headers, modern)
+        io_loop.call_soon(self._start, rid, method or "", body, headers, modern)
 
     def set_credentials(self, spec: Http) -> None:
         """``Client.set_auth``: the next request carries these (connection thread; each
@@ -188,11 +188,11 @@ class HttpTransport(LegacySession):
         if sent is not None and not sent.modern:
             # 2025-11-25: a disconnect is not a cancellation; say it.
             self.send(cancelled(request_id, reason))
-        io.call_soon(self._cancel_task, request_id)
+        io_loop.call_soon(self._cancel_task, request_id)
 
     def close(self) -> None:
         self._closing = True
-        io.submit(self._close())
+        io_loop.submit(self._close())
 
     def stderr(self) -> bytes:
         return b""

@@ -15,8 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from ..actors.base import safe_tell
 from ..errors import Error
+from ..otp.base import safe_tell
 from ..protocol.jsonrpc import Invalid, decode
 from ..protocol.sse import SseParser
 from .base import FrameProblem, SessionExpired, StreamBroken

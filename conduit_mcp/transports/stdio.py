@@ -20,10 +20,10 @@ from typing import Any
 
 import pykka
 
-from ..actors.base import safe_tell
+from ..otp.base import safe_tell
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.messages import cancelled
-from . import loop as io
+from . import loop as io_loop
 from .base import FrameProblem, Inbound, TransportDown, TransportUp
 from .process import ChildProcess
 from .stdio_spec import Stdio
@@ -80,7 +80,7 @@ class StdioTransport:
     # -- called from the connection's thread ------------------------------------------------
 
     def connect(self) -> None:
-        io.submit(self._spawn())
+        io_loop.submit(self._spawn())
 
     def send(self, message: dict[str, Any]) -> None:
         # encode raises Error("argument", ...) on unserialisable input, before anything queues
@@ -111,14 +111,14 @@ class StdioTransport:
         # Called with _wlock held.
         if not self._drain_scheduled:
             self._drain_scheduled = True
-            io.call_soon(self._watch_writable)
+            io_loop.call_soon(self._watch_writable)
 
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
 
     def close(self) -> None:
         self._closing = True
-        io.submit(self._close())
+        io_loop.submit(self._close())
 
     def stderr(self) -> bytes:
         return b"".join(self._stderr)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import pykka
 import pytest
 
-from conduit_mcp.actors import Link, SafeActor, StartChild, Supervisor, WhichChildren
 from conduit_mcp.actors.notifier import (
     Deliver,
     Notifier,
@@ -27,6 +26,7 @@ from conduit_mcp.actors.notifier import (
 )
 from conduit_mcp.errors import Error
 from conduit_mcp.notifications import ServerNotification
+from conduit_mcp.otp import Link, SafeActor, StartChild, Supervisor, WhichChildren
 from conduit_mcp.replies import OK, SyncReply
 
 if TYPE_CHECKING:

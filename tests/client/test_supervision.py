@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp import runtime as rt
+from conduit_mcp import tree
 from conduit_mcp.actors.connection import Connection
-from conduit_mcp.actors.supervisor import WhichChildren
+from conduit_mcp.otp.supervisor import WhichChildren
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -96,13 +96,13 @@ def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make
     app = mcp.Supervisor.start([spec], strategy="one_for_one")
     try:
         app.ask(WhichChildren(), timeout=10)  # the supervisor's init has run
-        first = rt.lookup("app-child")
+        first = tree.lookup("app-child")
         server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2, timeout=10)
         client = mcp.Client.whereis("app-child")
         status = client.await_ready(timeout=10)
         # A fresh client tree, started by the application's supervisor (not a restart of
         # the connection inside the old tree).
-        assert rt.lookup("app-child") is not first
+        assert tree.lookup("app-child") is not first
         assert first is not None and first.stopped.is_set()
         assert status.state == "ready"
         assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"

@@ -14,7 +14,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 import conduit_mcp as mcp
 from conduit_mcp.config import build_config
-from conduit_mcp.status import Shared
+from conduit_mcp.published import Published
 from conduit_mcp.telemetry import Telemetry
 
 pytestmark = pytest.mark.timeout(30)
@@ -57,7 +57,7 @@ def _globals_unset() -> bool:
 def test_zero_sdk_fast_path():
     if not _globals_unset():
         pytest.skip("a global provider was installed in this process")
-    tel = Telemetry(None, None, network_transport="pipe", shared=Shared())
+    tel = Telemetry(None, None, network_transport="pipe", shared=Published())
     params = {"name": "add", "arguments": {"a": 1}}
     assert tel.start("tools/call", params) is None
 
@@ -67,7 +67,7 @@ def test_without_sdk_a_propagated_parent_is_passed_on():
     span (e.g. extracted from an incoming request): its trace context still goes out."""
     if not _globals_unset():
         pytest.skip("a global provider was installed in this process")
-    tel = Telemetry(None, None, network_transport="pipe", shared=Shared())
+    tel = Telemetry(None, None, network_transport="pipe", shared=Published())
     parent = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1))
     token = context.attach(trace.set_span_in_context(NonRecordingSpan(parent)))
     try:
@@ -82,7 +82,7 @@ def test_without_sdk_a_propagated_parent_is_passed_on():
 
 
 def test_an_explicit_provider_takes_the_full_path(otel):
-    tel = Telemetry(otel.tracer_provider, None, shared=Shared())
+    tel = Telemetry(otel.tracer_provider, None, shared=Published())
     params = {"name": "add", "arguments": {"a": 1}}
     op = tel.start("tools/call", params)
     assert op is not None and op.span is not None

@@ -18,11 +18,12 @@ which have one meaning each, as OTP's ``init``/``handle_*``/``terminate`` do.
 from __future__ import annotations
 
 import logging
-import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, final
 
 import pykka
+
+from conduit_mcp.otp._pykka import HANDLE_RECEIVE, new_inbox
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -94,7 +95,7 @@ class _Ping:
 #: Sent with ``ask`` right after ``start``; the answer proves ``init`` returned (stack.md §1.2).
 PING: Final = _Ping()
 
-_FINAL_HOOKS: Final = ("on_start", "on_receive", "on_stop", "on_failure", "_handle_receive")
+_FINAL_HOOKS: Final = ("on_start", "on_receive", "on_stop", "on_failure", HANDLE_RECEIVE)
 
 
 class SafeActor(pykka.ThreadingActor):
@@ -119,10 +120,9 @@ class SafeActor(pykka.ThreadingActor):
 
     @staticmethod
     def _create_actor_inbox() -> Any:
-        # Pykka's documented inbox hook. Measured: queue.Queue's Python-level Condition was
-        # the largest single cost of a round trip (two puts and two gets per request);
-        # SimpleQueue is C-level and has the get/put/empty Pykka uses.
-        return queue.SimpleQueue()
+        # Pykka's inbox hook (otp/_pykka.py). Measured: queue.Queue's Python-level Condition
+        # was the largest single cost of a round trip (two puts and two gets per request).
+        return new_inbox()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The guarantees above hold only if the Pykka hooks are ours; fail at class creation

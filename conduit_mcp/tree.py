@@ -25,12 +25,12 @@ import pykka
 from .actors.connection import Connection
 from .actors.notifier import child_spec as notifier_spec
 from .actors.refresher import child_spec as refresher_spec
-from .actors.registry import Registry
-from .actors.siblings import Siblings
-from .actors.supervisor import ChildSpec, Supervisor, WhichChildren
 from .config import Config
 from .errors import Error
-from .status import Shared
+from .otp.registry import Registry
+from .otp.siblings import Siblings
+from .otp.supervisor import ChildSpec, Supervisor, WhichChildren
+from .published import Published
 from .telemetry import Telemetry
 from .telemetry.attributes import PIPE, TCP
 from .transports.http import HttpTransport
@@ -40,7 +40,7 @@ from .transports.stdio_spec import Stdio
 
 _counter = itertools.count(1)
 _lock = threading.Lock()
-_directory: dict[str, Runtime] = {}
+_directory: dict[str, ClientTree] = {}
 
 
 def make_transport(
@@ -82,14 +82,14 @@ def unique_name() -> str:
     return f"client-{next(_counter)}"
 
 
-class Runtime:
+class ClientTree:
     """One incarnation of a client's tree: its supervisor, registry and published values."""
 
     def __init__(self, name: str, spec: Any, config: Config) -> None:
         self.name = name
         self.spec = spec
         self.config = config
-        self.shared = Shared()
+        self.shared = Published()
         self.telemetry = Telemetry(
             config.tracer_provider,
             config.meter_provider,
@@ -104,7 +104,7 @@ class Runtime:
         self.stopped = threading.Event()
 
     def __repr__(self) -> str:
-        return f"<Runtime {self.name!r}>"
+        return f"<ClientTree {self.name!r}>"
 
     def children(self) -> list[ChildSpec]:
         cfg, shared = self.config, self.shared
@@ -187,7 +187,7 @@ class Runtime:
                 wait(max(0.0, deadline - time.monotonic()))
 
 
-def register(runtime: Runtime, *, replace: bool) -> None:
+def register(runtime: ClientTree, *, replace: bool) -> None:
     with _lock:
         current = _directory.get(runtime.name)
         if current is not None and current is not runtime and not replace and current.alive():
@@ -195,11 +195,11 @@ def register(runtime: Runtime, *, replace: bool) -> None:
         _directory[runtime.name] = runtime
 
 
-def unregister(runtime: Runtime) -> None:
+def unregister(runtime: ClientTree) -> None:
     with _lock:
         if _directory.get(runtime.name) is runtime:
             del _directory[runtime.name]
 
 
-def lookup(name: str) -> Runtime | None:
+def lookup(name: str) -> ClientTree | None:
     return _directory.get(name)

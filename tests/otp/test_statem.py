@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conduit_mcp.actors import (
+from conduit_mcp.otp import (
     Link,
     NextEvent,
     Postpone,
@@ -24,7 +24,7 @@ from conduit_mcp.actors import (
     Timeout,
     timers,
 )
-from conduit_mcp.actors import statem as statem_module
+from conduit_mcp.otp import statem as statem_module
 
 if TYPE_CHECKING:
     from conftest import Events

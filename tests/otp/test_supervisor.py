@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pykka
 import pytest
 
-from conduit_mcp.actors import (
+from conduit_mcp.errors import Error
+from conduit_mcp.otp import (
     ChildExited,
     ChildSpec,
     Link,
@@ -27,7 +28,6 @@ from conduit_mcp.actors import (
     WhichChildren,
     child_spec_for,
 )
-from conduit_mcp.errors import Error
 
 if TYPE_CHECKING:
     from conftest import Events
@@ -438,7 +438,7 @@ def test_failed_start_during_restart_is_retried_within_intensity(
 
 
 def test_blocked_child_does_not_hang_shutdown(events: Events, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="conduit_mcp.actors.supervisor")
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.otp.supervisor")
     sup = Supervisor.start([spec("a", events), spec("stuck", events, shutdown=0.3)])
     events.wait_for(2)
     release = threading.Event()

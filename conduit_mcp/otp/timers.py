@@ -29,7 +29,7 @@ from typing import Any, Final
 
 __all__ = ["TimerHandle", "TimerService", "TimerTable", "schedule"]
 
-logger = logging.getLogger("conduit_mcp.actors.timers")
+logger = logging.getLogger("conduit_mcp.otp.timers")
 
 _PENDING: Final = 0
 _CANCELLED: Final = 1

@@ -4,7 +4,7 @@ Pykka has no supervision (stack.md §1.6); this is the verified prototype made p
 Vocabulary and rules are OTP's, with Elixir's defaults (``max_restarts=3, max_seconds=5``):
 
 * Children start in order; shutdown is always in reverse start order.
-* A child reports its exit through its :class:`~conduit_mcp.actors.base.Link`, which tells the
+* A child reports its exit through its :class:`~conduit_mcp.otp.base.Link`, which tells the
   supervisor a :class:`ChildExited` (an ordinary message). A notice whose ``urn`` is not the
   current incarnation's is dropped: it comes from an incarnation the supervisor stopped itself.
 * Restart types: ``permanent`` always, ``transient`` only after an abnormal exit (reason not
@@ -41,9 +41,9 @@ from typing import Any, Literal
 
 import pykka
 
-from conduit_mcp.actors.base import PING, Link, SafeActor, safe_tell
-from conduit_mcp.actors.registry import Registry
 from conduit_mcp.errors import Error
+from conduit_mcp.otp.base import PING, Link, SafeActor, safe_tell
+from conduit_mcp.otp.registry import Registry
 
 __all__ = [
     "ChildExited",
@@ -54,7 +54,7 @@ __all__ = [
     "child_spec_for",
 ]
 
-logger = logging.getLogger("conduit_mcp.actors.supervisor")
+logger = logging.getLogger("conduit_mcp.otp.supervisor")
 
 RestartType = Literal["permanent", "transient", "temporary"]
 Strategy = Literal["one_for_one", "rest_for_one", "one_for_all"]

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from conduit_mcp.actors import timers
-from conduit_mcp.actors.timers import TimerService
+from conduit_mcp.otp import timers
+from conduit_mcp.otp.timers import TimerService
 
 if TYPE_CHECKING:
     from conftest import Events

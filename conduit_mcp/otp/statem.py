@@ -25,7 +25,7 @@ The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_fu
   timeout is never delivered, even if it had already fired.
 
 Timer cost (one named timer per request is the connection's hot path): each Statem keeps a
-:class:`~conduit_mcp.actors.timers.TimerTable`, its own heap with at most one entry in the
+:class:`~conduit_mcp.otp.timers.TimerTable`, its own heap with at most one entry in the
 process timer service, for its earliest deadline; arming a later timer does not touch the
 service, and cancelling is lazy. The service ``safe_tell``-s a private wake message; the statem
 then delivers every due, current timer in deadline order, each as if it were a mailbox message
@@ -47,8 +47,9 @@ from typing import Any, Final
 import pykka
 from pykka import messages as pykka_messages
 
-from conduit_mcp.actors import timers
-from conduit_mcp.actors.base import Link, SafeActor, safe_tell
+from conduit_mcp.otp import timers
+from conduit_mcp.otp._pykka import ACTOR_STOP, envelope_parts, take_nowait
+from conduit_mcp.otp.base import Link, SafeActor, safe_tell
 
 __all__ = [
     "Action",
@@ -120,7 +121,7 @@ class Step:
     actions: Sequence[Action] = ()
 
 
-logger = logging.getLogger("conduit_mcp.actors.statem")
+logger = logging.getLogger("conduit_mcp.otp.statem")
 
 #: The key of the single state timeout in the timer table; no user name can equal it.
 _STATE_TIMEOUT: Final = object()
@@ -150,7 +151,7 @@ def _kind_of(key: Hashable) -> str:
 #: Mailbox messages that are not casts: Pykka's own (stop, proxy calls) and our wake-ups.
 _NOT_CASTS: Final = (
     _Wake,
-    pykka_messages._ActorStop,
+    ACTOR_STOP,
     pykka_messages.ProxyCall,
     pykka_messages.ProxyGetAttr,
     pykka_messages.ProxySetAttr,
@@ -264,11 +265,11 @@ class Statem(SafeActor):
         kept: list[Any] = []
         while True:
             try:
-                envelope = inbox.get_nowait()  # type: ignore[attr-defined]
+                envelope = take_nowait(inbox)
             except queue.Empty:
                 break
-            message = envelope.message
-            if envelope.reply_to is None and not isinstance(message, _NOT_CASTS):
+            message, reply_to = envelope_parts(envelope)
+            if reply_to is None and not isinstance(message, _NOT_CASTS):
                 self._postponed.append(("cast", message))
             else:
                 kept.append(envelope)

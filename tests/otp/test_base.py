@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pykka
 import pytest
 
-from conduit_mcp.actors import ActorCrashed, Link, SafeActor, safe_tell
-from conduit_mcp.actors.base import PING
+from conduit_mcp.otp import ActorCrashed, Link, SafeActor, safe_tell
+from conduit_mcp.otp.base import PING
 
 if TYPE_CHECKING:
     from conftest import Events

@@ -1,0 +1,59 @@
+"""The Pykka internals this runtime relies on, named in one place.
+
+Pykka (pinned ``>=4.5,<5``) has no supervision, timers or state machines; building them needs
+four things Pykka does not promise as public API. Each is used only through this module, and
+``tests/otp/test_pykka_guard.py`` checks every one, so a Pykka release that moves one fails
+that test with its name instead of breaking an actor at run time.
+
+* ``Actor._handle_receive``: Pykka's per-message dispatcher. :class:`~.base.SafeActor` wraps
+  it, because proxy calls never reach ``on_receive`` and a ``BaseException`` escaping there
+  would stop every actor of the process.
+* ``Actor._create_actor_inbox``: the documented inbox hook. Our actors use a C-level
+  ``queue.SimpleQueue`` instead of ``queue.Queue`` (measured: the largest single cost of a
+  round trip was ``queue.Queue``'s Python-level ``Condition``).
+* ``pykka.messages._ActorStop``: Pykka's own stop message, which a statem must tell apart from
+  a cast when it collects what is left in its mailbox.
+* ``SimpleQueue.get_nowait`` on the inbox, and the envelope's ``message`` / ``reply_to``:
+  reading what is left in a dead actor's mailbox without blocking.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import Any, Final
+
+import pykka
+from pykka import messages as _messages
+
+#: The name of Pykka's dispatcher method that SafeActor wraps.
+HANDLE_RECEIVE: Final = "_handle_receive"
+#: The name of Pykka's inbox factory hook.
+CREATE_INBOX: Final = "_create_actor_inbox"
+#: Pykka's stop message type.
+ACTOR_STOP: Final[type] = _messages._ActorStop
+
+
+def new_inbox() -> queue.SimpleQueue[Any]:
+    """The inbox our actors use: C-level, with the ``get``/``put``/``empty`` Pykka calls."""
+    return queue.SimpleQueue()
+
+
+def take_nowait(inbox: Any) -> Any:
+    """One envelope from an actor's inbox, or raise ``queue.Empty`` (never blocks)."""
+    return inbox.get_nowait()
+
+
+def envelope_parts(envelope: Any) -> tuple[Any, Any]:
+    """``(message, reply_to)`` of a Pykka envelope."""
+    return envelope.message, envelope.reply_to
+
+
+__all__ = [
+    "ACTOR_STOP",
+    "CREATE_INBOX",
+    "HANDLE_RECEIVE",
+    "envelope_parts",
+    "new_inbox",
+    "pykka",
+    "take_nowait",
+]

@@ -1,0 +1,90 @@
+"""The values one client's connection publishes for lock-free reads from any thread.
+
+The connection is the only writer; it replaces whole frozen values (one reference store,
+atomic under the GIL), so a reader on any thread sees either the old value or the new one,
+never a mix, and never waits on the connection's mailbox. The object belongs to the client's
+tree, not to one connection: what must outlive a crashed connection (its resource
+subscriptions, the era it once negotiated) is kept here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .status import Status
+
+
+class Published:
+    """The per-client values the connection publishes for lock-free reads."""
+
+    __slots__ = (
+        "status",
+        "server_info",
+        "capabilities",
+        "instructions",
+        "transport",
+        "closing",
+        "_changed",
+        "transitions",
+        "cache",
+        "listen",
+        "resource_uris",
+    )
+
+    def __init__(self) -> None:
+        self.status = Status("connecting")
+        self._changed = threading.Condition()
+        self.transitions = 0
+        self.server_info: Any = None
+        self.capabilities: dict[str, Any] | None = None
+        self.instructions: str | None = None
+        self.transport: Any = None
+        self.closing: list[Any] = []
+        # The connection's cache (conduit_mcp.cache.Cache); a restarted connection has a new
+        # one, and the old one answers cache_gone.
+        self.cache: Any = None
+        # The filter the server acknowledged for the live subscriptions/listen (None: none).
+        self.listen: dict[str, Any] | None = None
+        # The resources the user subscribed to: the connection's, kept here so that a
+        # restarted connection subscribes to them again.
+        self.resource_uris: set[str] = set()
+
+    def publish(self, status: Status) -> None:
+        """Replace the status and wake the threads waiting in :meth:`wait` (transitions
+        only: never on the request path)."""
+        with self._changed:
+            self.status = status
+            self.transitions += 1
+            self._changed.notify_all()
+
+    def publish_listen(self, honoured: dict[str, Any] | None) -> None:
+        """A listen was acknowledged (or lost): wake :meth:`wait_listen` (rare: never on the
+        request path)."""
+        with self._changed:
+            self.listen = honoured
+            self._changed.notify_all()
+
+    def wait_listen(self, timeout: float) -> dict[str, Any] | None:
+        """Block until a listen is acknowledged; its filter, or None on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.listen is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+            return self.listen
+
+    def wait(self, predicate: Callable[[Status], bool], timeout: float) -> Status | None:
+        """Block (a caller's thread) until ``predicate(status)`` holds; None on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.status):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._changed.wait(remaining)
+            return self.status

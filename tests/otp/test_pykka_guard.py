@@ -1,0 +1,51 @@
+"""The Pykka internals the runtime relies on (conduit_mcp/otp/_pykka.py) still exist.
+
+A Pykka release that moves one of them fails here, by name, instead of breaking an actor at
+run time."""
+
+from __future__ import annotations
+
+import queue
+
+import pykka
+from pykka import messages
+
+from conduit_mcp.otp import _pykka
+
+
+def test_the_dispatcher_safe_actor_wraps_exists() -> None:
+    assert callable(getattr(pykka.Actor, _pykka.HANDLE_RECEIVE, None)), (
+        f"pykka.Actor.{_pykka.HANDLE_RECEIVE} is gone: SafeActor can no longer guard proxy "
+        "calls against BaseException"
+    )
+
+
+def test_the_inbox_hook_exists() -> None:
+    assert callable(getattr(pykka.Actor, _pykka.CREATE_INBOX, None)), (
+        f"pykka.Actor.{_pykka.CREATE_INBOX} is gone: actors would use queue.Queue"
+    )
+
+
+def test_pykkas_stop_message_type_exists() -> None:
+    assert isinstance(getattr(messages, "_ActorStop", None), type), (
+        "pykka.messages._ActorStop is gone: a statem can no longer tell Pykka's stop from a cast"
+    )
+    assert _pykka.ACTOR_STOP is messages._ActorStop
+
+
+def test_a_dead_actors_inbox_can_be_read_without_blocking() -> None:
+    class Probe(pykka.ThreadingActor):
+        pass
+
+    ref = Probe.start()
+    try:
+        inbox = ref.actor_inbox
+        inbox.put(pykka._envelope.Envelope("hello"))  # type: ignore[attr-defined]
+        envelope = _pykka.take_nowait(inbox)
+        assert _pykka.envelope_parts(envelope) == ("hello", None)
+        try:
+            _pykka.take_nowait(inbox)
+        except queue.Empty:
+            pass
+    finally:
+        ref.stop()
