@@ -14,6 +14,7 @@ dataclass), and plain dict lookups; see the notes next to each trick.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -110,11 +111,116 @@ class FrameError:
 
     For ``oversize`` the detail is the number of bytes of that line seen when it was
     rejected: always more than ``max_frame``, but how many more depends on how the bytes
-    arrived, because the rest of the line is discarded unread.
+    arrived, because the rest of the line is discarded unread. ``id`` is the id of the
+    response the line was, when its first bytes say so (:func:`response_id`): the request
+    it answers can then fail at once instead of running into its deadline.
     """
 
     reason: str
     detail: int | str
+    id: int | str | None = None
+
+
+#: How much of an oversize line's start is searched for its id: servers write ``jsonrpc``
+#: and ``id`` before ``result`` (the official SDKs do), so the id is within a few bytes.
+ID_SCAN: Final = 4096
+_WS = re.compile(rb"[ \t\r\n]*")
+# Alternatives that cannot both match a character: no catastrophic backtracking.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_INT = re.compile(rb"-?(?:0|[1-9][0-9]*)(?![0-9.eE])")
+_SCALAR_END = re.compile(rb"[,}\] \t\r\n]")
+_OPEN: Final = b"{["
+_CLOSE: Final = b"}]"
+
+
+def response_id(prefix: bytes | bytearray) -> int | str | None:
+    """The id of the JSON-RPC response that a frame starting with ``prefix`` is, or None.
+
+    Reads the top-level keys of the object in the first :data:`ID_SCAN` bytes, skipping
+    nested values without decoding them. An id counts only once a ``result`` or ``error``
+    key shows the frame is a response, and never if a ``method`` key shows a server
+    request (whose ids are the server's own and could equal one of ours). Pure; never
+    raises.
+
+    >>> response_id(b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"text":"xxxx')
+    7
+    >>> response_id(b'{"id":"a","error":{"code":1')
+    'a'
+    >>> response_id(b'{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage"') is None
+    True
+    >>> response_id(b'{"result":{"id":3,"text":"xxxx') is None
+    True
+    """
+    data = bytes(prefix[:ID_SCAN])
+    pos = _ws(data, 0)
+    if data[pos : pos + 1] != b"{":
+        return None
+    pos += 1
+    rid: int | str | None = None
+    while True:
+        pos = _ws(data, pos)
+        key = _STRING.match(data, pos)
+        if key is None:
+            return None
+        pos = _ws(data, key.end())
+        if data[pos : pos + 1] != b":":
+            return None
+        pos = _ws(data, pos + 1)
+        name = key.group()
+        if name == b'"method"':
+            return None
+        if name in (b'"result"', b'"error"'):
+            return rid  # the value may run past the prefix: the id had to come first
+        if name == b'"id"':
+            value = _INT.match(data, pos) or _STRING.match(data, pos)
+            if value is None:
+                return None  # null, a float, or cut off: no id to fail
+            try:
+                got = _loads(value.group())
+            except ValueError:
+                return None
+            rid = got if type(got) is int or type(got) is str else None
+            pos = value.end()
+        else:
+            pos = _skip_value(data, pos)
+            if pos < 0:
+                return None
+        pos = _ws(data, pos)
+        if data[pos : pos + 1] != b",":
+            return None
+        pos += 1
+
+
+def _ws(data: bytes, pos: int) -> int:
+    m = _WS.match(data, pos)
+    return m.end() if m is not None else pos
+
+
+def _skip_value(data: bytes, pos: int) -> int:
+    """The position after the JSON value at ``pos``, or -1 if it does not end in ``data``."""
+    depth = 0
+    end = len(data)
+    while pos < end:
+        c = data[pos]
+        if c == 0x22:  # a string: skipped whole, so brackets inside it do not count
+            m = _STRING.match(data, pos)
+            if m is None:
+                return -1
+            pos = m.end()
+            if depth == 0:
+                return pos
+            continue
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth <= 0:
+                return pos + 1 if depth == 0 else -1
+        elif depth == 0:
+            m = _SCALAR_END.search(data, pos)
+            return m.start() if m is not None else -1
+        pos += 1
+    return -1
 
 
 class LineDecoder:
@@ -178,7 +284,7 @@ class LineDecoder:
                 line = line[:-1]
             size = len(line)
             if size > limit:  # size first, so a long blank line is rejected in any chunking
-                append(FrameError("oversize", size))
+                append(FrameError("oversize", size, response_id(line[:ID_SCAN])))
             elif size and not line.isspace():
                 append(line)
         if tail:
@@ -194,9 +300,11 @@ class LineDecoder:
         limit = self._max
         last = tail[-1] if tail else self._buf[-1]
         if total > limit + 1 or (total == limit + 1 and last != 13):  # 13 == ord("\r")
+            # The line's start (buffered, or this tail) may name the request it answers.
+            head = bytes(self._buf[:ID_SCAN]) + tail[:ID_SCAN]
             self._buf.clear()
             self._discarding = True
-            return [FrameError("oversize", total)]
+            return [FrameError("oversize", total, response_id(head))]
         self._buf += tail
         return []
 
@@ -212,7 +320,7 @@ class LineDecoder:
         if tail.endswith(b"\r"):
             tail = tail[:-1]
         if len(tail) > self._max:
-            return [FrameError("oversize", len(tail))]
+            return [FrameError("oversize", len(tail), response_id(tail))]
         return [tail] if tail and not tail.isspace() else []
 
 

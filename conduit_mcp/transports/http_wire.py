@@ -129,25 +129,29 @@ def feed(parser: SseParser, chunk: bytes) -> tuple[list[Any], Error | None]:
         if exc.reason != "event_too_large":
             raise
         events = exc.data if type(exc.data) is list else []
-        return events, Error("protocol", "response_too_large", exc.message)
+        return events, too_large(f"an SSE event is over max_response ({parser.max_event} bytes)")
+
+
+def too_large(what: str) -> Error:
+    """``protocol``/``response_too_large``, saying which option to raise."""
+    return Error(
+        "protocol",
+        "response_too_large",
+        f"{what}; raise Http(max_response=...) (default: the client's max_frame) "
+        "to accept larger responses",
+    )
 
 
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
     length = resp.content_length
     if length is not None and length > limit:
-        raise Error(
-            "protocol",
-            "response_too_large",
-            f"the response is {length} bytes, over the {limit} byte limit",
-        )
+        raise too_large(f"the response is {length} bytes, over max_response ({limit} bytes)")
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():
         size += len(chunk)
         if size > limit:
-            raise Error(
-                "protocol", "response_too_large", f"the response is over the {limit} byte limit"
-            )
+            raise too_large(f"the response is over max_response ({limit} bytes)")
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)

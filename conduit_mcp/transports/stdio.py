@@ -20,11 +20,12 @@ from typing import Any
 
 import pykka
 
+from ..errors import Error
 from ..otp.base import safe_tell
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.messages import cancelled
 from . import loop as io_loop
-from .base import FrameProblem, Inbound, TransportDown, TransportUp
+from .base import FrameProblem, Inbound, RequestFailed, TransportDown, TransportUp
 from .process import ChildProcess
 from .stdio_spec import Stdio
 
@@ -205,7 +206,7 @@ class StdioTransport:
         messages: list[Any] = []
         for frame in self._decoder.feed(data):
             if isinstance(frame, FrameError):
-                safe_tell(self._owner, FrameProblem(self._gen, frame.reason, frame.detail))
+                self._frame_error(frame)
                 continue
             msg = decode(frame)
             if isinstance(msg, Invalid):
@@ -219,6 +220,23 @@ class StdioTransport:
             messages = pending.deliver(messages)
         if messages:
             safe_tell(self._owner, Inbound(self._gen, messages))
+
+    def _frame_error(self, frame: FrameError) -> None:
+        """A line the decoder refused. A response over ``max_frame`` fails the request it
+        answers at once (its id is read from the line's start), instead of letting it run
+        into its deadline; anything else is reported and dropped. The pipe stays usable."""
+        if frame.id is None:
+            safe_tell(self._owner, FrameProblem(self._gen, frame.reason, frame.detail))
+            return
+        limit = self._decoder.max_frame
+        error = Error(
+            "protocol",
+            "response_too_large",
+            f"the server's response is over max_frame ({limit} bytes); "
+            "raise the client's max_frame option to accept larger responses",
+            data={"limit": limit},
+        )
+        safe_tell(self._owner, RequestFailed(self._gen, frame.id, error))
 
     def _on_stderr(self, data: bytes) -> None:
         limit = self._spec.stderr_limit

@@ -339,6 +339,7 @@ def test_a_response_over_max_response_fails_and_the_connection_stays_usable(
     assert len(client.call_tool("big", {"size": 50_000}).text) == 50_000
     err = fail(client, "big", {"size": 200_000})
     assert (err.kind, err.reason) == ("protocol", "response_too_large")
+    assert "max_response" in err.message  # the option to raise
     assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
     assert client.status().state == "ready"
 

@@ -275,11 +275,14 @@ def test_a_garbage_line_does_not_break_the_connection(make_server, start_client)
     assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
 
 
-def test_an_oversize_frame_is_dropped_and_the_connection_survives(make_server, start_client):
+def test_a_response_over_max_frame_fails_its_request_at_once(make_server, start_client):
     client = start_client(make_server().stdio(), max_frame=4096)
+    began = time.monotonic()
     with pytest.raises(mcp.Error) as err:
-        client.call_tool("big", {"size": 100_000}, timeout=0.5)
-    assert err.value.kind == "timeout"
+        client.call_tool("big", {"size": 100_000}, timeout=10)
+    assert time.monotonic() - began < 5  # at once, not after the deadline
+    assert (err.value.kind, err.value.reason) == ("protocol", "response_too_large")
+    assert "max_frame" in err.value.message
     assert client.call_tool("big", {"size": 100}).text == "x" * 100
     assert client.status().state == "ready"
 

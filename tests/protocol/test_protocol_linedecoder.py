@@ -229,3 +229,29 @@ def test_oversize_lines_one_error_each_and_bounded(sizes: list[int], chunk: int)
     decoder = LineDecoder(MAX)
     out = feed_all(decoder, [stream[i : i + chunk] for i in range(0, len(stream), chunk)])
     assert normalise(out, MAX) == ["oversize", b"ok"] * len(sizes)
+
+
+# -- an oversize response names its id --------------------------------------------------------
+
+
+def response(rid: str, size: int) -> bytes:
+    head = b'{"jsonrpc":"2.0","id":' + rid.encode() + b',"result":{"text":"'
+    return head + b"x" * (size - len(head) - 3) + b'"}}'
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7, 1])
+def test_an_oversize_response_carries_its_id_in_any_chunking(chunk: int) -> None:
+    limit = 200
+    fits, over = response("5", limit), response('"r-6"', limit + 1)
+    assert len(fits) == limit and len(over) == limit + 1
+    data = fits + b"\n" + over + b"\n" + response("7", 150) + b"\n"
+    out = feed_all(LineDecoder(limit), [data[i : i + chunk] for i in range(0, len(data), chunk)])
+    assert out[0] == fits  # exactly max_frame: accepted
+    assert isinstance(out[1], FrameError) and out[1].id == "r-6"
+    assert out[2] == response("7", 150)
+
+
+def test_an_oversize_server_request_or_unknown_line_carries_no_id() -> None:
+    request = b'{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"x":"'
+    out = LineDecoder(100).feed(request + b"y" * 200 + b'"}}\n' + b"z" * 200 + b"\n")
+    assert [(type(f), getattr(f, "id", None)) for f in out] == [(FrameError, None)] * 2
