@@ -28,6 +28,9 @@ import orjson
 from aiohttp import web
 
 from .http_answers import (
+    _SSE_HEADERS as SSE_HEADERS,
+)
+from .http_answers import (
     MISSING_SESSION,
     SESSION_HEADER,
     SESSION_NOT_FOUND,
@@ -250,6 +253,12 @@ class HttpFront(ExchangeMixin):
         if not accepts(request, "text/event-stream"):
             message = "Not Acceptable: Client must accept text/event-stream"
             return json_response(rpc_error(INVALID_REQUEST, message, None), 406)
+        if self.config.end_get_streams:  # a churning server: retry, then the end at once
+            churn = web.StreamResponse(headers={**SSE_HEADERS, **self._headers(session)})
+            await churn.prepare(request)
+            await churn.write(b"retry: %d\n\n" % self.config.sse_retry_ms)
+            await churn.write_eof()
+            return churn
         last = request.headers.get("Last-Event-ID")
         if last is not None:
             found = session.find(last)

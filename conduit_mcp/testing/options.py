@@ -53,6 +53,7 @@ class Config:
     port_file: str | None = None
     http_response: str = "auto"
     sse_retry_ms: int = 50
+    end_get_streams: bool = False
     require_bearer: str | None = None
     modern_versions: tuple[str, ...] = ()
     legacy_versions: tuple[str, ...] = ()
@@ -125,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     http.add_argument(
         "--sse-retry-ms", type=int, default=50, help="retry field of legacy SSE streams"
     )
+    http.add_argument(
+        "--end-get-streams",
+        action="store_true",
+        help="answer every legacy GET with its retry field and end the stream at once (churn)",
+    )
     http.add_argument("--require-bearer", metavar="TOKEN", help="401 without this bearer token")
     return p
 
@@ -170,5 +176,6 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         port_file=ns.port_file,
         http_response=ns.http_response,
         sse_retry_ms=ns.sse_retry_ms,
+        end_get_streams=ns.end_get_streams,
         require_bearer=ns.require_bearer,
     )

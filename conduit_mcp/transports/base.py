@@ -67,6 +67,17 @@ class Transport(Protocol):
         """Block up to ``timeout`` until the transport is fully gone (0: just ask)."""
         ...
 
+    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
+        """Open a long-lived stream for the request ``message`` (a ``subscriptions/listen``
+        whose id is ``tag``): its messages are told to ``sink`` as :class:`StreamMessages`,
+        its end as :class:`StreamEnded`. Any thread; returns at once."""
+        ...
+
+    def close_stream(self, tag: str) -> None:
+        """Close the stream ``tag`` (the server hears a cancellation); nothing more is told
+        of it. Any thread; returns at once."""
+        ...
+
 
 # -- HTTP outcomes (seed 000, "HTTP outcomes") -------------------------------------------------
 
@@ -103,3 +114,33 @@ class SessionExpired(NamedTuple):
 
     gen: int
     rid: Any
+
+
+# -- long-lived streams (the listen actor's) ---------------------------------------------------
+
+
+class StreamMessages(NamedTuple):
+    """Messages of a long-lived stream, told to the stream's sink (the listen actor), not to
+    the connection. ``tag`` is the stream's (its listen request id over HTTP); None over
+    stdio, where every listen shares the one pipe and the sink reads the
+    ``subscriptionId``."""
+
+    gen: int
+    tag: str | None
+    messages: list[Any]
+
+
+class StreamEnded(NamedTuple):
+    """A long-lived stream ended without being closed by its sink (the server ended it, it
+    broke, the transport closed). ``detail`` is safe to show."""
+
+    gen: int
+    tag: str
+    detail: str
+
+
+class StreamSink(Protocol):
+    """Who hears a long-lived stream: an actor ref (``tell`` raises ``ActorDeadError`` once
+    it is dead, and the stream then closes itself)."""
+
+    def tell(self, message: Any) -> None: ...

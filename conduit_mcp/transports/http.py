@@ -33,6 +33,10 @@ Pools: requests share one connection pool of ``pool_limit`` connections; the lon
 streams (the legacy GET stream, modern ``subscriptions/listen``) have their own small pool,
 so that they never hold the requests' connections for good.
 
+Long-lived streams for the listen actor (:meth:`HttpTransport.open_stream`): a modern
+``subscriptions/listen`` is POSTed on the streams' pool and its SSE events are told to the
+listen actor (the sink), never to the connection; a stream whose sink is dead closes itself.
+
 Credentials: static headers and a bearer token are merged once; an ``auth`` callable is user
 code, so it runs on a small worker pool (never on the loop or an actor), bounded by
 ``auth_timeout``. No header value, token or session id is ever logged or put in a repr.
@@ -57,7 +61,17 @@ from ..protocol.jsonrpc import HEADER_MISMATCH, ErrorResponse, Invalid, Response
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
 from . import loop as io_loop
-from .base import FrameProblem, Inbound, RequestFailed, TransportDown, TransportUp
+from .base import (
+    FrameProblem,
+    Inbound,
+    RequestFailed,
+    StreamBroken,
+    StreamEnded,
+    StreamMessages,
+    StreamSink,
+    TransportDown,
+    TransportUp,
+)
 from .http_legacy import LegacySession
 from .http_spec import Http, describe
 from .http_wire import (
@@ -66,6 +80,7 @@ from .http_wire import (
     LISTEN,
     PV_META,
     STREAM_LIMIT,
+    Sent,
     StreamState,
     call_auth,
     feed,
@@ -83,24 +98,10 @@ _PLANS_ID = "conduit-mcp:header-plans"
 _PLAN_PAGES = 20
 
 
-class _Sent:
-    """A request in flight: what is needed to resume, re-send or fail it."""
-
-    __slots__ = ("method", "body", "headers", "modern", "resent", "relearned", "task")
-
-    def __init__(self, method: str, body: bytes, headers: dict[str, str], modern: bool) -> None:
-        self.method = method
-        self.body = body
-        self.headers = headers
-        self.modern = modern
-        self.resent = False
-        self.relearned = False  # re-sent once after learning the tools' header plans
-        self.task: asyncio.Task[None] | None = None
-
-
-class HttpTransport(LegacySession):
+class HttpTransport:
     """One incarnation of a connection to a streamable HTTP server (a reconnect builds a new
-    one; ``memory`` outlives it: the tools' header plans)."""
+    one; ``memory`` outlives it: the tools' header plans). The legacy era's state and work
+    are an object it holds (:class:`~.http_legacy.LegacySession`)."""
 
     kind = "http"
 
@@ -116,11 +117,11 @@ class HttpTransport(LegacySession):
         memory: dict[str, Any] | None = None,
     ) -> None:
         self._spec = spec
-        self._owner = owner
-        self._gen = gen
+        self.owner = owner  # the connection
+        self.gen = gen
         self._pending = pending
-        self._url = spec.url
-        self._max = spec.max_response or max_frame
+        self.url = spec.url
+        self.max_response = spec.max_response or max_frame
         self._limit = spec.pool_limit or max_in_flight + 8
         self._static = spec.static_headers()
         self._warned: set[str] = set()  # tools already warned about (hidden for x-mcp-header)
@@ -138,19 +139,18 @@ class HttpTransport(LegacySession):
             sock_connect=spec.connect_timeout,
             sock_read=spec.stream_idle,
         )
-        self._sent: dict[Any, _Sent] = {}
+        self._sent: dict[Any, Sent] = {}
         self._others: set[asyncio.Task[Any]] = set()
-        self._session_id: str | None = None
-        self._legacy_version: str | None = None
-        self._expired: list[Any] = []
-        self._get_task: asyncio.Task[None] | None = None
+        # The listen actor's streams by tag (their request ids).
+        self._listens: dict[str, asyncio.Task[None]] = {}
+        self._legacy = LegacySession(self)
         self._closing = False
         self._down = False
         self._gone = threading.Event()
 
     def __repr__(self) -> str:
         # Never a header, a token or the session id.
-        return f"<HttpTransport gen={self._gen} url={describe(self._spec)!r}>"
+        return f"<HttpTransport gen={self.gen} url={describe(self._spec)!r}>"
 
     # -- called from the connection's thread ------------------------------------------------
 
@@ -200,6 +200,49 @@ class HttpTransport(LegacySession):
     def wait_closed(self, timeout: float) -> bool:
         return self._gone.wait(timeout)
 
+    def negotiated(self, era: str, version: str) -> None:
+        """In the legacy era the version is sent as ``MCP-Protocol-Version`` on every later
+        request (spec 2025-11-25, Transports, "Protocol Version Header")."""
+        if era == "legacy":
+            self._legacy.negotiated(version)
+
+    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
+        """See :meth:`~.base.Transport.open_stream`: a modern ``subscriptions/listen`` on
+        the streams' own pool."""
+        body = encode(message)
+        params = message.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        version = meta.get(PV_META) if type(meta) is dict else None
+        headers = hh.request_headers(LISTEN, params, version or "")
+        io_loop.call_soon(self._start_listen, tag, body, headers, sink)
+
+    def close_stream(self, tag: str) -> None:
+        """Closing a modern stream is its cancellation (spec 2026-07-28)."""
+        io_loop.call_soon(self._stop_listen, tag)
+
+    # -- the legacy session's view of its transport (Host; I/O loop) ------------------------
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def requests(self) -> aiohttp.ClientSession:
+        assert self._session is not None
+        return self._session
+
+    def streams(self) -> aiohttp.ClientSession:
+        assert self._streams is not None
+        return self._streams
+
+    def in_flight(self, rid: Any) -> Sent | None:
+        return self._sent.get(rid)
+
+    def forget(self, rid: Any) -> None:
+        self._sent.pop(rid, None)
+
+    def resend(self, rid: Any, sent: Sent) -> None:
+        sent.task = asyncio.ensure_future(self._request(rid, sent))
+
     # -- I/O loop: life cycle ---------------------------------------------------------------
 
     async def _open(self) -> None:
@@ -210,18 +253,18 @@ class HttpTransport(LegacySession):
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
         self._streams = aiohttp.ClientSession(connector=streams, timeout=self._timeout)
-        safe_tell(self._owner, TransportUp(self._gen))
+        safe_tell(self.owner, TransportUp(self.gen))
 
     async def _close(self) -> None:
         tasks = [s.task for s in self._sent.values() if s.task is not None]
         tasks.extend(self._others)
-        if self._get_task is not None:
-            tasks.append(self._get_task)
+        tasks.extend(self._listens.values())
+        self._legacy.close()
         for task in tasks:
             task.cancel()
         session = self._session
         try:
-            if session is not None and self._session_id is not None:
+            if session is not None and self._legacy.session_id is not None:
                 await self._delete_session(session)
         finally:
             if session is not None:
@@ -229,15 +272,16 @@ class HttpTransport(LegacySession):
             if self._streams is not None:
                 await self._streams.close()
             self._sent.clear()
-            self._report_down("closed", None)
+            self.report_down("closed", None)
             self._gone.set()
 
     async def _delete_session(self, session: aiohttp.ClientSession) -> None:
-        """End the legacy session (mcp-spec §10: SHOULD; a 405 is fine)."""
-        headers = await self._headers(False, {}, session_id=self._session_id)
+        """End the legacy session (spec 2025-11-25, "Session Management": SHOULD; a 405 is
+        fine)."""
+        headers = await self.headers(False, {}, session_id=self._legacy.session_id)
         try:
             async with session.delete(
-                self._url,
+                self.url,
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self._spec.close_timeout),
             ):
@@ -245,11 +289,11 @@ class HttpTransport(LegacySession):
         except (aiohttp.ClientError, TimeoutError, Error) as exc:
             log.debug("session DELETE failed: %s", type(exc).__name__)
 
-    def _report_down(self, reason: str, detail: str | None) -> None:
+    def report_down(self, reason: str, detail: str | None) -> None:
         if self._down:
             return
         self._down = True
-        safe_tell(self._owner, TransportDown(self._gen, reason, detail))
+        safe_tell(self.owner, TransportDown(self.gen, reason, detail))
 
     # -- I/O loop: requests -----------------------------------------------------------------
 
@@ -259,7 +303,7 @@ class HttpTransport(LegacySession):
         if self._closing or self._session is None:
             return
         if rid is not None and method:
-            sent = _Sent(method, body, headers, modern)
+            sent = Sent(method, body, headers, modern)
             self._sent[rid] = sent
             sent.task = asyncio.ensure_future(self._request(rid, sent))
         else:
@@ -272,7 +316,7 @@ class HttpTransport(LegacySession):
         if sent is not None and sent.task is not None:
             sent.task.cancel()  # closes the response stream: the modern cancellation
 
-    async def _headers(
+    async def headers(
         self,
         modern: bool,
         extra: Mapping[str, str],
@@ -291,34 +335,52 @@ class HttpTransport(LegacySession):
         if not modern:
             if session_id is not None:
                 headers[hh.MCP_SESSION_ID] = session_id
-            if self._legacy_version is not None and not initialize:
-                headers[hh.MCP_PROTOCOL_VERSION] = self._legacy_version
+            version = self._legacy.version
+            if version is not None and not initialize:
+                headers[hh.MCP_PROTOCOL_VERSION] = version
         return headers
 
-    async def _request(self, rid: Any, sent: _Sent) -> None:
+    async def _post_other(self, method: str, body: bytes, modern: bool) -> None:
+        """A notification, or a response to a server request (the server answers 202)."""
+        if not modern:
+            await self._legacy.post_other(method, body)
+            return
+        try:
+            headers = await self.headers(True, {}, session_id=None)
+            async with self.requests().post(self.url, data=body, headers=headers) as resp:
+                status = resp.status
+            if status >= 400:
+                log.debug("%s POST answered HTTP %s", method or "response", status)
+        except asyncio.CancelledError:
+            raise
+        except aiohttp.ClientConnectorError as exc:
+            self.report_down("unreachable", type(exc).__name__)
+        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+            log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
+
+    async def _request(self, rid: Any, sent: Sent) -> None:
         while True:
             stream: StreamState | None = None
             mismatch: ErrorResponse | None = None
             try:
                 initialize = sent.method == "initialize"
-                session_id = None if initialize else self._session_id
-                headers = await self._headers(
+                session_id = None if initialize or sent.modern else self._legacy.session_id
+                headers = await self.headers(
                     sent.modern, sent.headers, session_id=session_id, initialize=initialize
                 )
-                session = self._streams if sent.method == LISTEN else self._session
-                assert session is not None
-                async with session.post(self._url, data=sent.body, headers=headers) as resp:
+                session = self.streams() if sent.method == LISTEN else self.requests()
+                async with session.post(self.url, data=sent.body, headers=headers) as resp:
                     stream = StreamState()
                     mismatch = await self._answer(resp, rid, sent, session_id, stream)
             except asyncio.CancelledError:
                 raise
             except aiohttp.ClientConnectorError as exc:
                 self._sent.pop(rid, None)
-                self._report_down("unreachable", type(exc).__name__)
+                self.report_down("unreachable", type(exc).__name__)
             except aiohttp.ConnectionTimeoutError:
                 # No connection within connect_timeout (connecting, or waiting for a pooled
                 # one): never sent, so not a broken stream (which "may have run").
-                self._fail(
+                self.fail(
                     rid,
                     Error(
                         "transport",
@@ -328,7 +390,7 @@ class HttpTransport(LegacySession):
                     ),
                 )
             except Error as exc:
-                self._fail(rid, exc)
+                self.fail(rid, exc)
             except BROKEN as exc:
                 if self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, type(exc).__name__)
@@ -340,18 +402,29 @@ class HttpTransport(LegacySession):
             # mcp-spec §7: on -32020 for Mcp-Param-* the client SHOULD list the tools to
             # learn their schemas, then retry (the server refused it: it never ran). Once.
             sent.relearned = True
-            headers = await self._relearn(sent)
-            if headers is None or self._sent.get(rid) is not sent:
+            learned = await self._relearn(sent)
+            if learned is None or self._sent.get(rid) is not sent:
                 self._sent.pop(rid, None)
-                self._deliver([mismatch])
+                self.deliver([mismatch])
                 return
-            sent.headers = headers
+            sent.headers = learned
+
+    async def _broken(self, rid: Any, sent: Sent, stream: StreamState | None, detail: str) -> None:
+        """A response stream broke before its answer: the legacy session resumes it; a
+        modern one cannot be resumed, the connection hears of it."""
+        if stream is not None and stream.done:
+            return
+        if not sent.modern and stream is not None:
+            await self._legacy.resume(rid, sent, stream, detail)
+            return
+        self._sent.pop(rid, None)
+        safe_tell(self.owner, StreamBroken(self.gen, rid, detail))
 
     async def _answer(
         self,
         resp: aiohttp.ClientResponse,
         rid: Any,
-        sent: _Sent,
+        sent: Sent,
         session_id: str | None,
         stream: StreamState,
     ) -> ErrorResponse | None:
@@ -359,17 +432,17 @@ class HttpTransport(LegacySession):
         status = resp.status
         if 200 <= status < 300:
             if sent.method == "initialize" and not sent.modern:
-                self._new_session(resp)
+                self._legacy.new_session(resp, hh.MCP_SESSION_ID)
             if resp.content_type == "text/event-stream":
-                await self._read_stream(resp, rid, sent, stream)
+                await self.read_stream(resp, rid, sent, stream)
                 if not stream.done and self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, "stream_ended")
                 return None
-            body = await read_body(resp, self._max)
+            body = await read_body(resp, self.max_response)
             stream.done = True
             if not body:
                 if sent.modern:
-                    self._fail(
+                    self.fail(
                         rid,
                         Error(
                             "protocol",
@@ -381,15 +454,15 @@ class HttpTransport(LegacySession):
             self._deliver_one(body, rid, sent)
             return None
         if status == 404 and session_id is not None and not sent.modern:
-            self._session_expired(rid, sent, session_id)  # kept: it is re-sent later
+            self._legacy.expired(rid, sent, session_id)  # kept: it is re-sent later
             return None
         refused = status_error(sent.method, status, resp.headers)
         if refused is not None:
             stream.done = True
-            self._fail(rid, refused, status, b"")
+            self.fail(rid, refused, status, b"")
             return None
         try:
-            body = await read_body(resp, self._max)
+            body = await read_body(resp, self.max_response)
         except Error:
             body = b""  # an error page over the limit: the status says enough
         msg = decode(body) if body else None
@@ -405,13 +478,13 @@ class HttpTransport(LegacySession):
             ):
                 return msg  # stream.done stays False: _request keeps the request
             stream.done = True
-            self._deliver([msg])
+            self.deliver([msg])
             return None
         stream.done = True
-        self._fail(rid, http_error(sent.method, status), status, body)
+        self.fail(rid, http_error(sent.method, status), status, body)
         return None
 
-    async def _relearn(self, sent: _Sent) -> dict[str, str] | None:
+    async def _relearn(self, sent: Sent) -> dict[str, str] | None:
         """List the tools (every page) to learn their ``x-mcp-header`` plans, and return the
         re-sent call's headers; None if that cannot help."""
         try:
@@ -448,34 +521,27 @@ class HttpTransport(LegacySession):
     async def _fetch(self, method: str, params: dict[str, Any], version: str) -> Any:
         """One request of the transport's own (modern), answered as JSON or SSE: its result."""
         body = orjson.dumps({"jsonrpc": "2.0", "id": _PLANS_ID, "method": method, "params": params})
-        headers = await self._headers(
+        headers = await self.headers(
             True, hh.request_headers(method, params, version), session_id=None
         )
-        assert self._session is not None
-        async with self._session.post(self._url, data=body, headers=headers) as resp:
+        async with self.requests().post(self.url, data=body, headers=headers) as resp:
             if resp.status != 200:
                 return None
             if resp.content_type != "text/event-stream":
-                msg = decode(await read_body(resp, self._max))
+                msg = decode(await read_body(resp, self.max_response))
                 return msg.result if type(msg) is Response else None
-            parser = SseParser(self._max)
+            parser = SseParser(self.max_response)
             async for chunk in resp.content.iter_any():
                 for ev in parser.feed(chunk):
-                    msg = decode(ev.data) if ev.data else None
-                    if type(msg) is Response and msg.id == _PLANS_ID:
-                        return msg.result
+                    got = decode(ev.data) if ev.data else None
+                    if isinstance(got, Response) and got.id == _PLANS_ID:
+                        return got.result
         return None
 
-    def _new_session(self, resp: aiohttp.ClientResponse) -> None:
-        sid = resp.headers.get(hh.MCP_SESSION_ID)
-        if sid is not None and not (sid.isascii() and sid.isprintable() and sid):
-            sid = None  # spec: visible ASCII only; anything else is not echoed
-        self._session_id = sid
-
-    async def _read_stream(
-        self, resp: aiohttp.ClientResponse, rid: Any, sent: _Sent, stream: StreamState
+    async def read_stream(
+        self, resp: aiohttp.ClientResponse, rid: Any, sent: Sent, stream: StreamState
     ) -> None:
-        parser = stream.parser or SseParser(self._max)
+        parser = stream.parser or SseParser(self.max_response)
         stream.parser = parser
         async for chunk in resp.content.iter_any():
             events, too_large = feed(parser, chunk)
@@ -488,27 +554,25 @@ class HttpTransport(LegacySession):
                 if ev.event != "message" or not ev.data:
                     continue
                 msg = decode(ev.data)
-                if type(msg) is Invalid:
-                    safe_tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
+                if isinstance(msg, Invalid):
+                    safe_tell(self.owner, FrameProblem(self.gen, "malformed", msg.reason))
                     continue
-                t = type(msg)
-                if (t is Response or t is ErrorResponse) and msg.id == rid:
+                if isinstance(msg, (Response, ErrorResponse)) and msg.id == rid:
                     stream.done = True
-                    if t is Response and sent.modern and sent.method == "tools/list":
+                    if isinstance(msg, Response) and sent.modern and sent.method == "tools/list":
                         msg = self._filter_tools(msg)
                 messages.append(msg)
             if messages:
-                self._deliver(messages)
+                self.deliver(messages)
             if stream.done:
                 return
             if too_large is not None:
                 raise too_large
 
-    def _deliver_one(self, body: bytes, rid: Any, sent: _Sent) -> None:
+    def _deliver_one(self, body: bytes, rid: Any, sent: Sent) -> None:
         msg = decode(body)
-        t = type(msg)
-        if t is Invalid:
-            self._fail(
+        if isinstance(msg, Invalid):
+            self.fail(
                 rid,
                 Error(
                     "protocol",
@@ -517,24 +581,83 @@ class HttpTransport(LegacySession):
                 ),
             )
             return
-        if t is ErrorResponse and msg.id != rid:
+        if isinstance(msg, ErrorResponse) and msg.id != rid:
             msg = msg._replace(id=rid)
-        elif t is Response and sent.modern and sent.method == "tools/list":
+        elif isinstance(msg, Response) and sent.modern and sent.method == "tools/list":
             msg = self._filter_tools(msg)
-        self._deliver([msg])
+        self.deliver([msg])
 
-    def _deliver(self, messages: list[Any]) -> None:
+    def deliver(self, messages: list[Any]) -> None:
         pending = self._pending
         if pending is not None:
             messages = pending.deliver(messages)
         if messages:
-            safe_tell(self._owner, Inbound(self._gen, messages))
+            safe_tell(self.owner, Inbound(self.gen, messages))
 
-    def _fail(
+    def fail(
         self, rid: Any, error: Error, status: int | None = None, body: bytes | None = None
     ) -> None:
         self._sent.pop(rid, None)
-        safe_tell(self._owner, RequestFailed(self._gen, rid, error, status, body))
+        safe_tell(self.owner, RequestFailed(self.gen, rid, error, status, body))
+
+    # -- I/O loop: the listen actor's streams -----------------------------------------------
+
+    def _start_listen(
+        self, tag: str, body: bytes, headers: dict[str, str], sink: StreamSink
+    ) -> None:
+        if self._closing or self._streams is None or tag in self._listens:
+            _tell_sink(sink, StreamEnded(self.gen, tag, "closed"))
+            return
+        task = asyncio.ensure_future(self._listen(tag, body, headers, sink))
+        self._listens[tag] = task
+        task.add_done_callback(lambda _t: self._listens.pop(tag, None))
+
+    def _stop_listen(self, tag: str) -> None:
+        task = self._listens.pop(tag, None)
+        if task is not None:
+            task.cancel()
+
+    async def _listen(
+        self, tag: str, body: bytes, headers: dict[str, str], sink: StreamSink
+    ) -> None:
+        """One modern listen: POSTed on the streams' pool, its messages told to ``sink``
+        (the listen actor), its end too. A dead sink ends it (leaving the ``async with``
+        closes the stream, which the server takes as a cancellation)."""
+        detail = "ended"
+        try:
+            sent = await self.headers(True, headers, session_id=None)
+            async with self.streams().post(self.url, data=body, headers=sent) as resp:
+                if resp.content_type == "text/event-stream" and resp.status == 200:
+                    if not await self._listen_events(tag, resp, sink):
+                        return  # the sink is dead: nobody to tell
+                else:
+                    msg = decode(await read_body(resp, self.max_response))
+                    if type(msg) is Response or type(msg) is ErrorResponse:
+                        _tell_sink(sink, StreamMessages(self.gen, tag, [msg]))
+                    else:
+                        detail = f"http_{resp.status}"
+        except asyncio.CancelledError:
+            raise  # closed by its sink: nothing to tell
+        except aiohttp.ClientConnectorError as exc:
+            detail = "unreachable"
+            self.report_down("unreachable", type(exc).__name__)
+        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+            detail = type(exc).__name__ if not isinstance(exc, Error) else exc.reason
+        _tell_sink(sink, StreamEnded(self.gen, tag, detail))
+
+    async def _listen_events(
+        self, tag: str, resp: aiohttp.ClientResponse, sink: StreamSink
+    ) -> bool:
+        """Tell the sink each chunk's messages; False once the sink is dead."""
+        parser = SseParser(self.max_response)
+        async for chunk in resp.content.iter_any():
+            events, too_large = feed(parser, chunk)
+            messages = [decode(ev.data) for ev in events if ev.event == "message" and ev.data]
+            if messages and not _tell_sink(sink, StreamMessages(self.gen, tag, messages)):
+                return False
+            if too_large is not None:
+                raise too_large
+        return True
 
     def _filter_tools(self, msg: Response) -> Response:
         """Hide tools whose ``x-mcp-header`` annotations break the spec's rules (mcp-spec §7:
@@ -553,3 +676,12 @@ class HttpTransport(LegacySession):
         if not dropped:
             return msg
         return msg._replace(result={**result, "tools": kept})
+
+
+def _tell_sink(sink: StreamSink, message: Any) -> bool:
+    """Tell a stream's sink; False if it is dead (its stream then closes itself)."""
+    try:
+        sink.tell(message)
+        return True
+    except pykka.ActorDeadError:
+        return False

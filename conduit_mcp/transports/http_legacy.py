@@ -1,19 +1,31 @@
-"""The legacy era's session work for the HTTP transport (mcp-spec §10; seed 000 "HTTP
-outcomes"): resuming a broken response stream with ``Last-Event-ID``, a session the server
-lost (the expired requests kept and re-sent once a new ``initialize`` is done), the POSTs
-that carry notifications and responses, and the GET stream for server-to-client messages.
+"""The legacy era's session for the HTTP transport (MCP spec 2025-11-25, Transports,
+"Streamable HTTP": "Session Management", "Resumability and Redelivery", "Listening for
+Messages from the Server").
 
-A mixin of :class:`~conduit_mcp.transports.http.HttpTransport`; everything runs on the I/O
-loop except :meth:`LegacySession.negotiated`.
+A :class:`LegacySession` is an object the transport holds, as httpcore's connection holds
+its HTTP/1.1 connection: it keeps the legacy state (the session id, the negotiated version,
+the requests that expired with a lost session, the GET stream) and does the legacy work:
+resuming a broken response stream with ``Last-Event-ID``, a session the server lost (the
+expired requests kept and re-sent once a new ``initialize`` is done), the POSTs that carry
+notifications and responses, and the GET stream for server-to-client messages. What it needs
+of the transport is named by :class:`Host`. Everything runs on the I/O loop except
+:meth:`LegacySession.negotiated`.
+
+The GET stream is reopened after a floor and a backoff: a server that ends every GET at once
+with ``retry: 1`` must not get a reconnect per millisecond (docs/connection.md, "HTTP
+outcomes").
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import aiohttp
+import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
@@ -26,58 +38,133 @@ from .http_wire import (
     GET_ATTEMPTS,
     RESUME_ATTEMPTS,
     SSE_ACCEPT,
+    Sent,
     StreamState,
     feed,
+    reopen_delay,
 )
 
 log = logging.getLogger("conduit_mcp.http")
 
+#: A GET stream that stayed open this long (seconds) was no churn: the backoff restarts.
+GET_LIVED = 5.0
+
+
+class Host(Protocol):
+    """What the legacy session uses of its transport (all on the I/O loop)."""
+
+    gen: int
+    owner: pykka.ActorRef[Any]
+    url: str
+    max_response: int
+
+    @property
+    def closing(self) -> bool: ...
+
+    def requests(self) -> aiohttp.ClientSession: ...
+
+    def streams(self) -> aiohttp.ClientSession: ...
+
+    async def headers(
+        self,
+        modern: bool,
+        extra: Mapping[str, str],
+        *,
+        session_id: str | None,
+        initialize: bool = False,
+    ) -> dict[str, str]: ...
+
+    async def read_stream(
+        self, resp: aiohttp.ClientResponse, rid: Any, sent: Sent, stream: StreamState
+    ) -> None: ...
+
+    def in_flight(self, rid: Any) -> Sent | None: ...
+
+    def forget(self, rid: Any) -> None: ...
+
+    def fail(self, rid: Any, error: Error) -> None: ...
+
+    def resend(self, rid: Any, sent: Sent) -> None: ...
+
+    def report_down(self, reason: str, detail: str | None) -> None: ...
+
+    def deliver(self, messages: list[Any]) -> None: ...
+
 
 class LegacySession:
-    """See the module docstring. State lives on the transport (``_session_id``,
-    ``_legacy_version``, ``_expired``, ``_get_task``, ``_sent``)."""
+    """The legacy era's state of one transport; see the module docstring."""
 
-    async def _broken(self, rid: Any, sent: Any, stream: StreamState | None, detail: str) -> None:
-        """A response stream broke before its answer. Legacy: resume it with the last event
-        id (mcp-spec §10); otherwise, or if that fails, tell the connection."""
-        if stream is not None and stream.done:
-            return
-        parser = stream.parser if stream is not None else None
-        if not sent.modern and parser is not None and parser.last_event_id is not None:
-            assert stream is not None
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        # The Mcp-Session-Id of the initialize answer (None: no session, or it was lost).
+        self.session_id: str | None = None
+        # The negotiated version, sent as MCP-Protocol-Version after initialize.
+        self.version: str | None = None
+        # Requests the server refused with 404 (session lost): re-sent after initialize.
+        self._expired: list[Any] = []
+        # The GET stream's task (None: not open).
+        self._get_task: asyncio.Task[None] | None = None
+        # Reopens of the GET stream since it was opened for this session (visible in logs).
+        self.get_reopens = 0
+
+    def negotiated(self, version: str) -> None:
+        """Connection thread: a plain assignment, read by the loop when it builds the next
+        request's headers."""
+        self.version = version
+
+    def new_session(self, resp: aiohttp.ClientResponse, session_header: str) -> None:
+        sid = resp.headers.get(session_header)
+        if sid is not None and not (sid.isascii() and sid.isprintable() and sid):
+            sid = None  # spec: visible ASCII only; anything else is not echoed
+        self.session_id = sid
+
+    def close(self) -> None:
+        self.stop_get_stream()
+
+    # -- broken response streams ------------------------------------------------------------
+
+    async def resume(self, rid: Any, sent: Sent, stream: StreamState, detail: str) -> None:
+        """A response stream broke before its answer: resume it with the last event id
+        (spec: "Resumability and Redelivery"); if that fails, tell the connection."""
+        host = self._host
+        parser = stream.parser
+        if parser is not None and parser.last_event_id is not None:
             for _ in range(RESUME_ATTEMPTS):
                 await asyncio.sleep((parser.retry or DEFAULT_RETRY_MS) / 1000)
-                if self._closing or self._sent.get(rid) is not sent:
+                if host.closing or host.in_flight(rid) is not sent:
                     return
                 try:
-                    headers = await self._headers(
+                    headers = await host.headers(
                         False,
                         {**SSE_ACCEPT, "Last-Event-ID": parser.last_event_id},
-                        session_id=self._session_id,
+                        session_id=self.session_id,
                     )
-                    assert self._session is not None
-                    async with self._session.get(self._url, headers=headers) as resp:
+                    async with host.requests().get(host.url, headers=headers) as resp:
                         if resp.status != 200 or resp.content_type != "text/event-stream":
                             break
-                        await self._read_stream(resp, rid, sent, stream)
+                        await host.read_stream(resp, rid, sent, stream)
                 except asyncio.CancelledError:
                     raise
                 except Error as exc:
                     if exc.reason == "response_too_large":
-                        self._fail(rid, exc)  # resuming would meet the same event again
+                        host.fail(rid, exc)  # resuming would meet the same event again
                         return
                     continue
                 except (*BROKEN, aiohttp.ClientError):
                     continue
                 if stream.done:
-                    self._sent.pop(rid, None)
+                    host.forget(rid)
                     return
-        self._sent.pop(rid, None)
-        safe_tell(self._owner, StreamBroken(self._gen, rid, detail))
+        host.forget(rid)
+        safe_tell(host.owner, StreamBroken(host.gen, rid, detail))
 
-    def _session_expired(self, rid: Any, sent: Any, session_id: str) -> None:
+    # -- a lost session ---------------------------------------------------------------------
+
+    def expired(self, rid: Any, sent: Sent, session_id: str) -> None:
+        """The server answered 404 to ``rid``, sent with ``session_id``: keep it for re-sending
+        once a new session exists, or fail it if it was already re-sent once."""
         if sent.resent:
-            self._fail(
+            self._host.fail(
                 rid,
                 Error(
                     "transport",
@@ -87,112 +174,103 @@ class LegacySession:
             )
             return
         self._expired.append(rid)
-        if not self._forget_session(session_id, rid) and self._session_id is not None:
+        if not self.forget_session(session_id, rid) and self.session_id is not None:
             self._resend_expired()  # a new session already exists
 
-    def _forget_session(self, session_id: str, rid: Any) -> bool:
+    def forget_session(self, session_id: str, rid: Any) -> bool:
         """The server lost ``session_id``. The first to find out forgets it and tells the
-        connection, which runs a new initialize (expired requests wait for it, seed 000
-        "HTTP outcomes"); False if the session was already forgotten or replaced."""
-        if self._session_id != session_id:
+        connection, which runs a new initialize (expired requests wait for it:
+        docs/connection.md, "HTTP outcomes"); False if it was already forgotten or replaced."""
+        if self.session_id != session_id:
             return False
-        self._session_id = None
-        self._stop_get_stream()
-        safe_tell(self._owner, SessionExpired(self._gen, rid))
+        self.session_id = None
+        self.stop_get_stream()
+        safe_tell(self._host.owner, SessionExpired(self._host.gen, rid))
         return True
 
     def _resend_expired(self) -> None:
         expired, self._expired = self._expired, []
         for rid in expired:
-            sent = self._sent.get(rid)
+            sent = self._host.in_flight(rid)
             if sent is None:
                 continue  # cancelled or timed out meanwhile
             sent.resent = True
-            sent.task = asyncio.ensure_future(self._request(rid, sent))
+            self._host.resend(rid, sent)
 
-    async def _post_other(self, method: str, body: bytes, modern: bool) -> None:
+    # -- notifications and responses --------------------------------------------------------
+
+    async def post_other(self, method: str, body: bytes) -> None:
         """A notification, or a response to a server request: the server answers 202."""
+        host = self._host
         try:
-            session_id = self._session_id
-            headers = await self._headers(modern, {}, session_id=session_id)
-            assert self._session is not None
-            async with self._session.post(self._url, data=body, headers=headers) as resp:
+            session_id = self.session_id
+            headers = await host.headers(False, {}, session_id=session_id)
+            async with host.requests().post(host.url, data=body, headers=headers) as resp:
                 status = resp.status
-            if status == 404 and session_id is not None and not modern:
-                self._forget_session(session_id, None)
+            if status == 404 and session_id is not None:
+                self.forget_session(session_id, None)
                 return
             if status >= 400:
                 log.debug("%s POST answered HTTP %s", method or "response", status)
         except asyncio.CancelledError:
             raise
         except aiohttp.ClientConnectorError as exc:
-            self._report_down("unreachable", type(exc).__name__)
+            host.report_down("unreachable", type(exc).__name__)
             return
         except (*BROKEN, aiohttp.ClientError, Error) as exc:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
-        if method == "notifications/initialized" and not self._closing:
+        if method == "notifications/initialized" and not host.closing:
             # The session is usable now: re-send what expired, open the GET stream.
             self._resend_expired()
-            self._start_get_stream()
+            self.start_get_stream()
 
-    # -- I/O loop: the legacy GET stream ----------------------------------------------------
+    # -- the GET stream ---------------------------------------------------------------------
 
-    def _start_get_stream(self) -> None:
-        self._stop_get_stream()
+    def start_get_stream(self) -> None:
+        self.stop_get_stream()
+        self.get_reopens = 0
         self._get_task = asyncio.ensure_future(self._get_stream())
 
-    def _stop_get_stream(self) -> None:
+    def stop_get_stream(self) -> None:
         task, self._get_task = self._get_task, None
         if task is not None:
             task.cancel()
 
     async def _get_stream(self) -> None:
-        """Server-to-client messages outside any request (mcp-spec §10), kept open: after a
-        drop it is resumed with ``Last-Event-ID`` once the server's ``retry`` has passed."""
-        parser = SseParser(self._max)
-        failures = 0
-        session_id = self._session_id
-        while not self._closing and failures < GET_ATTEMPTS and session_id == self._session_id:
-            headers_extra = dict(SSE_ACCEPT)
+        """Server-to-client messages outside any request, kept open: after an end it is
+        resumed with ``Last-Event-ID`` once the server's ``retry`` has passed, but never
+        sooner than a floor, and later and later while streams keep ending at once."""
+        host = self._host
+        parser = SseParser(host.max_response)
+        failures = 0  # attempts in a row that failed (an error, a refused GET)
+        churn = 0  # ends in a row that came too soon (a failure or a short stream)
+        warned = False
+        session_id = self.session_id
+        while not host.closing and session_id == self.session_id:
+            extra = dict(SSE_ACCEPT)
             if parser.last_event_id is not None:
-                headers_extra["Last-Event-ID"] = parser.last_event_id
+                extra["Last-Event-ID"] = parser.last_event_id
+            opened = time.monotonic()
             try:
-                headers = await self._headers(False, headers_extra, session_id=session_id)
-                assert self._streams is not None
-                async with self._streams.get(self._url, headers=headers) as resp:
+                headers = await host.headers(False, extra, session_id=session_id)
+                async with host.streams().get(host.url, headers=headers) as resp:
                     if resp.status == 404 and session_id is not None:
-                        self._forget_session(session_id, None)
+                        self.forget_session(session_id, None)
                         return
                     if resp.status != 200 or resp.content_type != "text/event-stream":
                         return  # 405: the server offers no stream; that is allowed
                     failures = 0
-                    async for chunk in resp.content.iter_any():
-                        messages = []
-                        events, too_large = feed(parser, chunk)
-                        for ev in events:
-                            if ev.event != "message" or not ev.data:
-                                continue
-                            msg = decode(ev.data)
-                            if type(msg) is Invalid:
-                                safe_tell(
-                                    self._owner, FrameProblem(self._gen, "malformed", msg.reason)
-                                )
-                            else:
-                                messages.append(msg)
-                        if messages:
-                            self._deliver(messages)
-                        if too_large is not None:
-                            raise too_large
+                    await self._read_get(resp, parser)
             except asyncio.CancelledError:
                 raise
             except aiohttp.ClientConnectorError as exc:
-                self._report_down("unreachable", type(exc).__name__)
+                host.report_down("unreachable", type(exc).__name__)
                 return
             except (*BROKEN, aiohttp.ClientError, Error) as exc:
                 log.debug("GET stream broke: %s", type(exc).__name__)
+                failures += 1
                 if isinstance(exc, Error) and exc.reason == "response_too_large":
-                    parser = SseParser(self._max)  # a failed parser stays failed
-            failures += 1
+                    parser = SseParser(host.max_response)  # a failed parser stays failed
             if failures >= GET_ATTEMPTS:
                 # Server-to-client messages outside requests stop here: say so.
                 log.warning(
@@ -201,11 +279,33 @@ class LegacySession:
                     failures,
                 )
                 return
-            await asyncio.sleep((parser.retry or DEFAULT_RETRY_MS) / 1000)
+            churn = 0 if time.monotonic() - opened >= GET_LIVED else churn + 1
+            delay = reopen_delay(parser.retry, churn)
+            if churn >= 3 and not warned:
+                warned = True
+                log.warning(
+                    "the server's GET stream keeps ending at once (%d times in a row); "
+                    "reopening it after %.1f s, backing off",
+                    churn,
+                    delay,
+                )
+            self.get_reopens += 1
+            await asyncio.sleep(delay)
 
-    def negotiated(self, era: str, version: str) -> None:
-        """The connection tells the negotiated version: in the legacy era it is sent as
-        ``MCP-Protocol-Version`` on every later request (mcp-spec §10). Connection thread:
-        a plain assignment, read by the loop when it builds the next request's headers."""
-        if era == "legacy":
-            self._legacy_version = version
+    async def _read_get(self, resp: aiohttp.ClientResponse, parser: SseParser) -> None:
+        host = self._host
+        async for chunk in resp.content.iter_any():
+            messages = []
+            events, too_large = feed(parser, chunk)
+            for ev in events:
+                if ev.event != "message" or not ev.data:
+                    continue
+                msg = decode(ev.data)
+                if type(msg) is Invalid:
+                    safe_tell(host.owner, FrameProblem(host.gen, "malformed", msg.reason))
+                else:
+                    messages.append(msg)
+            if messages:
+                host.deliver(messages)
+            if too_large is not None:
+                raise too_large

@@ -7,7 +7,9 @@ flight re-sent once; and the era probe ending legacy on the "Missing session ID"
 from __future__ import annotations
 
 import collections
+import logging
 import queue
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -156,3 +158,25 @@ def test_auto_mode_ends_legacy_on_the_missing_session_answer(serve_http, start_c
     assert server.received("server/discover") == []  # refused before the protocol core
     assert len(server.received("initialize")) == 1
     assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+
+
+def test_a_get_stream_that_ends_at_once_is_reopened_after_a_floor_and_a_backoff(
+    serve_http, start_client, caplog
+):
+    """A server that sends ``retry: 1`` and ends every GET stream at once: the client waits
+    at least the floor (1 s) before reopening, twice that the next time, and says so."""
+    from conduit_mcp.transports.http_wire import REOPEN_FLOOR
+
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.http")
+    server, srv = serve_http(era="legacy", sse_retry_ms=1, end_get_streams=True)
+    start(start_client, srv)
+    server.wait_for(is_get, timeout=10, count=3)
+    times = [e["t"] for e in server.find(is_get)]
+    first, second = times[1] - times[0], times[2] - times[1]
+    assert first >= REOPEN_FLOOR * 0.9  # the floor, not the server's 1 ms
+    assert second >= 2 * REOPEN_FLOOR * 0.9  # backing off while it churns
+    deadline = time.monotonic() + 5
+    while not any("keeps ending at once" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "no warning about the churning GET stream"
+        time.sleep(0.02)
+    assert len(server.find(is_get)) == 3  # the next one waits 4 s
