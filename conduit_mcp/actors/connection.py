@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from ..backoff import GuardedBackoff
+from ..cache import Cache
 from ..config import Config
 from ..errors import Error
 from ..otp.statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
@@ -62,7 +63,7 @@ from ..transports.base import (
     TransportDown,
     TransportUp,
 )
-from .changes import ChangeTracking
+from .changes import ChangeTracker
 from .events import (
     CONNECT,
     HEALTH,
@@ -95,8 +96,11 @@ class _NoSiblings:
     def tell(self, child_id: str, message: Any) -> bool:
         return False
 
+    def get(self, child_id: str) -> Any:
+        return None
 
-class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
+
+class Connection(HttpOutcomes, HandshakeStates, Statem):
     """See the module docstring for the state table."""
 
     def __init__(
@@ -154,9 +158,20 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
         credential = getattr(transport_spec, "credential", None)
-        self._init_changes(
-            client_name, siblings or _NoSiblings(), credential() if callable(credential) else None
+        # Notifications, the cache, refreshes, listens, resource subscriptions (changes.py).
+        self._changes = ChangeTracker(
+            self,
+            cache=Cache(
+                credential() if callable(credential) else None, heard=self._table.changed_at
+            ),
+            published=shared,
+            siblings=siblings or _NoSiblings(),
+            config=config,
+            telemetry=self._tel,
+            backoff=self._backoff,
+            client_name=client_name,
         )
+        self._changes.replay_consumers(self.actor_ref)
 
     def __repr__(self) -> str:
         return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
@@ -188,7 +203,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
         self._drop_transport()
-        self._changes_closed()
+        self._changes.closed()
         self._publish("closed", "stopped" if reason is None else "crashed")
 
     # -- connecting ---------------------------------------------------------------------------
@@ -223,7 +238,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self.set_timeout(STABLE, cfg.stable_after, STABLE)
         if cfg.health_check is not None:
             self.set_timeout(HEALTH, cfg.health_check, HEALTH)
-        self._changes_ready()
+        self._changes.ready()
         return []
 
     def on_ready(self, kind: str, ev: Any) -> Any:
@@ -260,9 +275,9 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 self._attempt = 0
                 return None
             if ev == HEALTH:
-                self._health_id = self._new_id()
+                self._health_id = self.new_id()
                 if self._era == "modern":
-                    self._send_internal(
+                    self.send_internal(
                         self._health_id,
                         msgs.DISCOVER,
                         None,
@@ -270,7 +285,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                         version=self._version or LATEST_MODERN,
                     )
                 else:
-                    self._send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
+                    self.send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
                 self.set_timeout(HEALTH_TIMEOUT, self._cfg.health_timeout, HEALTH_TIMEOUT)
                 return None
             if ev == HEALTH_TIMEOUT:
@@ -284,7 +299,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         return self._common(kind, ev)
 
     def _leave_ready(self) -> None:
-        self._changes_lost()
+        self._changes.lost()
         self.set_timeout(STABLE, None, None)
         self.set_timeout(HEALTH, None, None)
         self.set_timeout(HEALTH_TIMEOUT, None, None)
@@ -419,7 +434,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             if ev.gen == self._gen:
                 self._request_failed(ev)
             return None
-        if self._changes_event(ev):
+        if self._changes.on_event(ev):
             return None
         if t is StreamBroken:
             if ev.gen == self._gen:
@@ -440,7 +455,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if kind == "timeout":
             if ev in (STABLE, HEALTH, HEALTH_TIMEOUT):
                 return None  # armed in ready, fired elsewhere: ready cancels them on leaving
-            if self._changes_timeout(ev):
+            if self._changes.on_timeout(ev):
                 return None
         log.warning("connection ignored an unexpected %s event of type %s", kind, t.__name__)
         return None
@@ -493,12 +508,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def _cancel_at_server(self, rid: int, reason: str) -> None:
         self._tel.cancelled(reason)
-        transport = self._transport
-        if transport is not None:
-            try:
-                transport.cancel(rid, reason)
-            except Exception as exc:  # a dying transport must not take the router down
-                log.debug("cancel not sent: %s", type(exc).__name__)
+        self.cancel_at_transport(rid, reason)
 
     # -- the request path (hot) ---------------------------------------------------------------
 
@@ -510,7 +520,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         reply = call.reply
         if reply.done:
             return  # the caller gave up while it was queued: never sent
-        if call.method in _RESOURCE_SUBS and self._resource_call(call):
+        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
@@ -574,7 +584,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if t is Response:
             call = self._pending.pop(m.id, None)
             if call is None:
-                if not self._listen_answer(m):
+                if not self._changes.listen_answer(m):
                     self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
@@ -583,7 +593,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if t is ErrorResponse:
             call = self._pending.pop(m.id, None)
             if call is None:
-                if not self._listen_answer(m):
+                if not self._changes.listen_answer(m):
                     self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
@@ -605,7 +615,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             return None
         if t is Notification:
             # Progress never gets here: the transport's reader routes it (pending.py).
-            self._on_notification(m.method, m.params)
+            self._changes.on_notification(m.method, m.params)
             return None
         if t is Request:
             self._server_request(m)
@@ -626,22 +636,30 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def _server_request(self, m: Any) -> None:
         if m.method == "ping" and self._era != "modern":
-            self._send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
+            self.send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
             return
-        self._send_raw(
+        self.send_raw(
             {"jsonrpc": "2.0", "id": m.id, "error": {"code": -32601, "message": "Method not found"}}
         )
 
-    # -- plumbing -----------------------------------------------------------------------------
+    # -- plumbing (also the port the ChangeTracker uses: changes.ConnectionPort) --------------
 
-    def _new_id(self) -> int:
+    @property
+    def era(self) -> str | None:
+        return self._era
+
+    @property
+    def version(self) -> str | None:
+        return self._version
+
+    def new_id(self) -> int:
         self._last_id += 1
         return self._last_id
 
-    def _send_internal(
+    def send_internal(
         self, rid: int, method: str, params: dict[str, Any] | None, *, era: str, version: str
     ) -> None:
-        self._send_raw(
+        self.send_raw(
             msgs.request(
                 rid,
                 method,
@@ -653,10 +671,24 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             )
         )
 
-    def _send_raw(self, message: dict[str, Any]) -> None:
+    def send_raw(self, message: dict[str, Any]) -> None:
         transport = self._transport
         if transport is not None:
             transport.send(message)
+
+    def cancel_at_transport(self, rid: Any, reason: str) -> None:
+        transport = self._transport
+        if transport is not None:
+            try:
+                transport.cancel(rid, reason)
+            except Exception as exc:  # a dying transport must not take the router down
+                log.debug("cancel not sent: %s", type(exc).__name__)
+
+    def use_credentials(self, spec: Any) -> None:
+        self._spec = spec
+        transport = self._transport
+        if transport is not None and hasattr(transport, "set_credentials"):
+            transport.set_credentials(spec)
 
     def _start_transport(self) -> None:
         self._drop_transport()

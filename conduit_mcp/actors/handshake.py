@@ -66,8 +66,8 @@ class HandshakeStates:
         return [StateTimeout(self._send_discover(), STATE_TIMEOUT)]
 
     def _send_discover(self) -> float:
-        self._probe_id = self._new_id()
-        self._send_internal(
+        self._probe_id = self.new_id()
+        self.send_internal(
             self._probe_id, msgs.DISCOVER, None, era="modern", version=self._probe_offered
         )
         return self._cfg.probe_timeout if self._probing else self._cfg.request_timeout
@@ -151,9 +151,9 @@ class HandshakeStates:
         offered = self._pinned if self._pinned and era_of(self._pinned) == "legacy" else None
         self._init_offered = offered or self._legacy_offer or LATEST_LEGACY
         self._legacy_offer = None
-        self._init_id = self._new_id()
+        self._init_id = self.new_id()
         params = msgs.initialize_params(self._init_offered, self._capabilities, self._client_info)
-        self._send_raw(
+        self.send_raw(
             {"jsonrpc": "2.0", "id": self._init_id, "method": "initialize", "params": params}
         )
         return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
@@ -204,6 +204,6 @@ class HandshakeStates:
             self._shared.instructions = info.instructions
             if self._transport is not None:
                 self._transport.negotiated("legacy", info.version)
-            self._send_raw(msgs.initialized())
+            self.send_raw(msgs.initialized())
             return "ready"
         return self._route(m)

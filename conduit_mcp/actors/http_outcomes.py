@@ -50,8 +50,8 @@ class HttpOutcomes:
         ``transport`` (the seed's: never retry what may have run)."""
         call = self._pending.pop(ev.rid, None)
         if call is None:
-            if self._is_listen(ev.rid):
-                self._listen_ended(ev.rid, dropped=True)
+            if self._changes.is_listen(ev.rid):
+                self._changes.listen_ended(ev.rid, dropped=True)
             return None
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:
