@@ -31,6 +31,8 @@ class Published:
         "transitions",
         "cache",
         "listen",
+        "listen_want",
+        "live_listens",
         "resource_uris",
     )
 
@@ -48,6 +50,12 @@ class Published:
         self.cache: Any = None
         # The filter the server acknowledged for the live subscriptions/listen (None: none).
         self.listen: dict[str, Any] | None = None
+        # The number of the filter the connection last asked the listen actor for: only an
+        # acknowledgement of a listen for it is published (publish_listen_for).
+        self.listen_want = 0
+        # The ids of the listens the listen actor has open (replaced whole by it): the
+        # connection routes a notification carrying one of them, and drops the others.
+        self.live_listens: frozenset[str] = frozenset()
         # The resources the user subscribed to: the connection's, kept here so that a
         # restarted connection subscribes to them again.
         self.resource_uris: set[str] = set()
@@ -66,6 +74,21 @@ class Published:
         with self._changed:
             self.listen = honoured
             self._changed.notify_all()
+
+    def want_listen(self, seq: int) -> None:
+        """The connection wants a new filter (number ``seq``): :meth:`wait_listen` waits
+        for a listen acknowledged for it."""
+        with self._changed:
+            self.listen_want = seq
+            self.listen = None
+
+    def publish_listen_for(self, seq: int, honoured: dict[str, Any] | None) -> None:
+        """The listen actor: a listen for filter number ``seq`` was acknowledged (or lost);
+        ignored if the connection already wants a newer filter."""
+        with self._changed:
+            if seq == self.listen_want:
+                self.listen = honoured
+                self._changed.notify_all()
 
     def wait_listen(self, timeout: float) -> dict[str, Any] | None:
         """Block until a listen is acknowledged; its filter, or None on timeout."""

@@ -23,6 +23,7 @@ from typing import Any
 import pykka
 
 from .actors.connection import Connection
+from .actors.listen import child_spec as listen_spec
 from .actors.notifier import child_spec as notifier_spec
 from .actors.refresher import child_spec as refresher_spec
 from .config import Config
@@ -135,6 +136,7 @@ class ClientTree:
             ),
             notifier_spec(self.name),
             refresher_spec(self.registry),
+            listen_spec(self.name, self.registry, shared, cfg),
         ]
 
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:

@@ -19,12 +19,12 @@ life-cycle moments here, and this module decides what they mean.
   through the refresher actor, at most twice per burst and once a second per list under a
   flood (:class:`~conduit_mcp.protocol.coalesce.RefreshGate`). Losing the connection marks
   every list stale.
-* **Listens** (modern era): one ``subscriptions/listen`` whose filter is the union of what
-  consumers want (:func:`~conduit_mcp.protocol.listen.desired_filter`); a new filter opens a
-  new listen and closes the old one once the new one is acknowledged; a listen that ends is
-  reopened after the backoff (one that dropped also marks the cache stale); at most four.
-  Notifications are routed only for a live listen, with the ``subscriptionId`` removed.
-  (The listen part is its own section below: it is meant to move to a listen-stream actor.)
+* **Listens** (modern era): the filter is the union of what consumers want
+  (:func:`~conduit_mcp.protocol.listen.desired_filter`), decided here and told to the
+  listen-stream actor (:mod:`.listen`) as a :class:`~.listen.Want` whenever it changes. That
+  actor owns the streams (opening, swapping, reopening, at most four) and routes a live
+  listen's notifications back here (:class:`~.listen.ListenRouted`), with the
+  ``subscriptionId`` removed; a listen whose stream dropped marks the cache stale.
 * **Resource subscriptions** survive reconnects: modern ones ride on the listen filter,
   legacy ones are ``resources/subscribe`` calls, sent again on every new session.
 """
@@ -49,7 +49,8 @@ from ..protocol.cache_rules import scope as page_scope
 from ..protocol.coalesce import Coalescer, RefreshGate
 from ..published import Published
 from ..telemetry import ConnectionTelemetry
-from .events import COALESCE, LISTEN_REOPEN, REFRESH, CacheStore, Call, Consumers, SetAuth
+from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
+from .listen import ListenBack, ListenDropped, ListenRouted, Want
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
 
@@ -57,9 +58,6 @@ log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
-#: At most four listens exist at once (docs/connection.md, "Listens and resource
-#: subscriptions").
-MAX_LISTENS = 4
 LIST_CHANGED_WINDOW = 0.25
 REFRESH_INTERVAL = 1.0
 
@@ -117,15 +115,6 @@ class SiblingsPort(Protocol):
     def get(self, child_id: str) -> pykka.ActorRef[Any] | None: ...
 
 
-class _Listen:
-    __slots__ = ("filter", "acked", "seq")
-
-    def __init__(self, filter: dict[str, Any], seq: int) -> None:
-        self.filter = filter
-        self.acked = False
-        self.seq = seq
-
-
 class ChangeTracker:
     """See the module docstring."""
 
@@ -160,11 +149,8 @@ class ChangeTracker:
         self._changed_at: dict[str, float] = {}
         # Kept in Published: it outlives a crashed connection (its successor subscribes again).
         self._resource_uris: set[str] = published.resource_uris
-        # the listen section's state (see "listens" below)
-        self._listens: dict[Any, _Listen] = {}
-        self._listen_filter: dict[str, Any] = {}
-        self._listen_attempt = 0
-        self._listen_seq = 0
+        # the filter last told to the listen actor ({}: none)
+        self._listen_want: dict[str, Any] = {}
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
 
     def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
@@ -209,6 +195,18 @@ class ChangeTracker:
         if t is SetAuth:
             self.set_auth(ev)
             return True
+        if t is ListenRouted:
+            if ev.gen == self._gen():
+                for note in ev.notifications:
+                    self.on_notification(note.method, note.params, routed=True)
+            return True
+        if t is ListenDropped:
+            if ev.gen == self._gen():
+                self._cache.mark_stale()  # notifications may have been missed
+            return True
+        if t is ListenBack:
+            self._listen_back(ev.restarted)
+            return True
         return False
 
     def on_timeout(self, ev: Any) -> bool:
@@ -224,9 +222,6 @@ class ChangeTracker:
             for kind in self._gate.due(now):
                 self._start_refresh(kind, now)
             self._arm(REFRESH, self._gate.next_deadline(), now)
-            return True
-        if ev == LISTEN_REOPEN:
-            self._update_listen()
             return True
         return False
 
@@ -246,26 +241,20 @@ class ChangeTracker:
 
     # -- server notifications ------------------------------------------------------------------
 
-    def on_notification(self, method: str, params: Any) -> None:
-        """A server notification the connection did not route itself."""
-        if method == "notifications/cancelled":
-            # A server may end a listen with a cancellation instead of a final result; both
-            # mean "subscription ended" (MCP spec, Subscriptions).
-            rid = params.get("requestId") if type(params) is dict else None
-            if self.is_listen(rid):
-                self.listen_ended(rid, dropped=False)
-            return
-        sid = lsn.subscription_id(params)
-        if sid is not None:
-            if not self.is_listen(sid):
-                self._tel.dropped()
-                return  # a listen we closed, or never opened: not routed
-            if method == lsn.ACKNOWLEDGED:
-                self._listen_acked(sid, params)
-                return
-            params = lsn.without_subscription(params)
-        elif method == lsn.ACKNOWLEDGED:
-            return
+    def on_notification(self, method: str, params: Any, *, routed: bool = False) -> None:
+        """A server notification the connection did not route itself, or one of a live
+        listen the listen actor ``routed`` here."""
+        if method == lsn.CANCELLED or method == lsn.ACKNOWLEDGED:
+            return  # for a request of ours (the transport cancels), or a listen's: not routed
+        if not routed:
+            sid = lsn.subscription_id(params)
+            if sid is not None:
+                # Over stdio a listen's notifications come here, in order with the others;
+                # routed only for a listen the listen actor has open, its id removed.
+                if not (type(sid) is str and sid in self._published.live_listens):
+                    self._tel.dropped()
+                    return  # a listen that was closed, or never opened
+                params = lsn.without_subscription(params)
         kinds = lsn.STALE_KINDS.get(method)
         if kinds is None:
             self._deliver(method, params)
@@ -361,7 +350,6 @@ class ChangeTracker:
 
     def ready(self) -> None:
         """Entering ready: listen (modern), or subscribe the resources again (legacy)."""
-        self._listen_attempt = 0
         if self._conn.era == "modern":
             self._update_listen()
             return
@@ -379,11 +367,8 @@ class ChangeTracker:
 
     def lost(self) -> None:
         """The connection is gone (or leaving ready): its listens with it; lists are stale."""
-        self._listens.clear()
-        self._listen_filter = {}
         self._quiet.clear()
-        self._unpublish_listen()
-        self._conn.set_timeout(LISTEN_REOPEN, None, None)
+        self._want_listen({})
         self._cache.mark_stale()
 
     def closed(self) -> None:
@@ -421,94 +406,57 @@ class ChangeTracker:
             self._resource_uris.discard(uri)
         if era != "modern":
             return False
+        self._update_listen()  # first: await_listening after this call waits for the new want
         call.reply.ok({})
-        self._update_listen()
         return True
 
     # -- listens (modern) ------------------------------------------------------------------------
-    # Everything from here on is the listen logic: one subscriptions/listen for the union of
-    # what consumers want, swapped when it changes, reopened when it ends.
-
-    def is_listen(self, rid: Any) -> bool:
-        """True if ``rid`` is the request id of a live listen."""
-        try:
-            return rid in self._listens
-        except TypeError:  # an unhashable id from a broken server
-            return False
+    # What to listen for is decided here; the listen-stream actor (listen.py) does the rest.
 
     def _update_listen(self) -> None:
         conn = self._conn
         if conn.era != "modern" or conn.state != "ready":
             return
-        want = lsn.desired_filter(
-            self._published.capabilities,
-            cached_kinds=self._fetched,
-            subscriber_methods=self._consumers.values(),
-            resource_uris=self._resource_uris,
+        self._want_listen(
+            lsn.desired_filter(
+                self._published.capabilities,
+                cached_kinds=self._fetched,
+                subscriber_methods=self._consumers.values(),
+                resource_uris=self._resource_uris,
+            )
         )
-        if want == self._listen_filter:
+
+    def _want_listen(self, want: dict[str, Any]) -> None:
+        """Tell the listen actor a changed want (starting it for a first non-empty one)."""
+        if want == self._listen_want:
             return
+        self._listen_want = want
         # await_listening waits from now on: what the consumers want is not listened for yet
-        self._unpublish_listen()
-        if not want:
-            for rid in list(self._listens):
-                self._close_listen(rid)
-            self._listen_filter = {}
-            return
-        if len(self._listens) >= MAX_LISTENS:
-            return  # re-evaluated when one ends or is acknowledged
-        rid = conn.new_id()
-        self._listen_seq += 1
-        self._listens[rid] = _Listen(want, self._listen_seq)
-        self._listen_filter = want
-        conn.send_internal(
-            rid, lsn.LISTEN, {"notifications": want}, era="modern", version=conn.version or ""
-        )
+        seq = self._published.listen_want + 1
+        self._published.want_listen(seq)
+        transport = self._published.transport
+        if transport is None or (not want and self._siblings.get("listen") is None):
+            return  # nothing to close: no need to start the actor
+        version = self._conn.version or ""
+        self._siblings.tell("listen", Want(seq, want, transport.gen, transport, version))
 
-    def _listen_acked(self, rid: Any, params: Any) -> None:
-        listen = self._listens[rid]
-        listen.acked = True
-        self._listen_attempt = 0
-        honoured = params.get("notifications") if type(params) is dict else None
-        if honoured != listen.filter:
-            log.info("the server honours only part of the listen filter")
-        if listen.filter is self._listen_filter:  # the newest: what consumers want now
-            self._published.publish_listen(dict(honoured) if type(honoured) is dict else {})
-        # The old listen closes once the new one is acknowledged.
-        for other, older in list(self._listens.items()):
-            if older.seq < listen.seq:
-                self._close_listen(other)
-        self._update_listen()
+    def _listen_back(self, restarted: bool) -> None:
+        """A listen actor started: tell it the want again. After a crash of its predecessor
+        the cached lists are stale (notifications may have been missed)."""
+        if not restarted:
+            return  # the first one: it was started with the want
+        self._cache.mark_stale()
+        want, self._listen_want = self._listen_want, {}
+        if want:
+            self._want_listen(want)
 
-    def _unpublish_listen(self) -> None:
-        if self._published.listen is not None:
-            self._published.publish_listen(None)
-
-    def _close_listen(self, rid: Any) -> None:
-        self._listens.pop(rid, None)
-        self._conn.cancel_at_transport(rid, "listen_closed")
-
-    def listen_ended(self, rid: Any, *, dropped: bool) -> None:
-        """The server ended a listen (a final result, an error, ``notifications/cancelled``)
-        or its stream dropped: reopen after the backoff."""
-        listen = self._listens.pop(rid, None)
-        if listen is None:
-            return
-        if dropped:
-            self._cache.mark_stale()  # notifications may have been missed
-        if listen.filter is self._listen_filter:
-            self._listen_filter = {}
-            self._unpublish_listen()
-            self._listen_attempt += 1
-            delay = self._backoff(self._listen_attempt)
-            self._conn.set_timeout(LISTEN_REOPEN, delay, LISTEN_REOPEN)
+    def _gen(self) -> int | None:
+        transport = self._published.transport
+        return transport.gen if transport is not None else None
 
     def listen_answer(self, m: Any) -> bool:
-        """A response to a listen or a quiet request: consumed here."""
+        """A response to a quiet request (nobody waits for it): consumed here."""
         mid = m.id
-        if self.is_listen(mid):
-            self.listen_ended(mid, dropped=False)
-            return True
         if type(mid) is int and mid in self._quiet:
             self._quiet.discard(mid)
             return True

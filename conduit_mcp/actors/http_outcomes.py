@@ -50,9 +50,7 @@ class HttpOutcomes:
         ``transport`` (the seed's: never retry what may have run)."""
         call = self._pending.pop(ev.rid, None)
         if call is None:
-            if self._changes.is_listen(ev.rid):
-                self._changes.listen_ended(ev.rid, dropped=True)
-            return None
+            return None  # (a listen's stream is the listen actor's: see actors/listen.py)
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:
             retry = Call(

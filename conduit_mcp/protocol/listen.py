@@ -1,11 +1,13 @@
-"""``subscriptions/listen`` rules as pure functions (mcp-spec §6; seed 000, "Change
-notifications and resource subscriptions").
+"""``subscriptions/listen`` rules as pure functions (MCP spec 2026-07-28, "Subscriptions";
+docs/connection.md, "Listens and resource subscriptions").
 
 A modern server sends change notifications only on a listen stream, and only the kinds the
-filter asks for. The connection listens once the client has a consumer for a kind the server
-advertises ``listChanged`` for (a cached list, a notification subscriber) or a resource
-subscription; the filter is the union of those. These functions compute that filter and read
-the ``subscriptionId`` a listen's notifications carry.
+filter asks for. The client listens once it has a consumer for a kind the server advertises
+``listChanged`` for (a cached list, a notification subscriber) or a resource subscription;
+the filter is the union of those. These functions compute that filter, read the
+``subscriptionId`` a listen's notifications carry, tell a listen's messages from the others
+(listen request ids are strings, ``"listen-<n>"``, so they never collide with the
+connection's integer ids), and say how long to wait before reopening a long-lived stream.
 """
 
 from __future__ import annotations
@@ -44,6 +46,20 @@ _FILTER: Final = {
 }
 
 _MISSING: Final = object()
+
+#: A listen's request id is this prefix and a number (the connection's ids are ints).
+TAG_PREFIX: Final = "listen-"
+CANCELLED: Final = "notifications/cancelled"
+
+#: Reopening a long-lived stream (a listen, the legacy GET stream): never sooner than the
+#: floor, whatever the server's ``retry`` or the backoff says; doubled for each end in a row
+#: that came too soon, up to the ceiling (or the server's ``retry``, if larger). Seconds.
+REOPEN_FLOOR: Final = 1.0
+REOPEN_CEILING: Final = 30.0
+#: A stream that stayed open this long (seconds) was no churn: the backoff starts again.
+LIVED: Final = 5.0
+#: The server's reconnection time when it named none (milliseconds).
+DEFAULT_RETRY_MS: Final = 1000
 
 
 def advertised(capabilities: Mapping[str, Any] | None, cap: str, flag: str) -> bool:
@@ -123,3 +139,54 @@ def without_subscription(params: dict[str, Any]) -> dict[str, Any]:
     if meta:
         out["_meta"] = meta
     return out
+
+
+def is_tag(value: Any) -> bool:
+    """Whether ``value`` is a listen request id (``"listen-<n>"``).
+
+    >>> is_tag("listen-3"), is_tag(3), is_tag("other")
+    (True, False, False)
+    """
+    return type(value) is str and value.startswith(TAG_PREFIX)
+
+
+def is_listen_control(message: Any) -> bool:
+    """Whether a decoded inbound message is about a listen's life: the answer to a listen
+    id, its acknowledgement, or the server's cancellation of it. These go to the listen
+    actor. A listen's other notifications go to the connection with everything else, so
+    that notifications keep their order; it routes those of a live listen.
+
+    >>> from conduit_mcp.protocol.jsonrpc import Notification, Response
+    >>> is_listen_control(Notification(ACKNOWLEDGED, {"_meta": {SUBSCRIPTION_ID: "listen-1"}}))
+    True
+    >>> is_listen_control(Notification(CANCELLED, {"requestId": "listen-1"}))
+    True
+    >>> is_listen_control(Response("listen-2", {})), is_listen_control(Response(2, {}))
+    (True, False)
+    >>> is_listen_control(Notification(TOOLS_CHANGED, {"_meta": {SUBSCRIPTION_ID: "listen-1"}}))
+    False
+    """
+    method = getattr(message, "method", None)
+    if method is None:
+        return is_tag(getattr(message, "id", None))
+    if getattr(message, "id", _MISSING) is not _MISSING:
+        return False  # a server request
+    params = message.params
+    if method == CANCELLED:
+        return type(params) is dict and is_tag(params.get("requestId"))
+    return method == ACKNOWLEDGED and is_tag(subscription_id(params))
+
+
+def reopen_delay(retry_ms: int | None, churn: int) -> float:
+    """How long to wait before reopening a stream that ended, after ``churn`` ends in a row
+    that came too soon (0: it had lived). ``retry_ms`` is the server's SSE ``retry`` (or a
+    backoff's delay in milliseconds). Pure.
+
+    >>> [reopen_delay(1, n) for n in (0, 1, 2, 3, 9)]
+    [1.0, 1.0, 2.0, 4.0, 30.0]
+    >>> reopen_delay(60_000, 5)
+    60.0
+    """
+    base = max(REOPEN_FLOOR, (DEFAULT_RETRY_MS if retry_ms is None else retry_ms) / 1000)
+    grown: float = base * 2 ** max(0, churn - 1)
+    return min(grown, max(REOPEN_CEILING, base))

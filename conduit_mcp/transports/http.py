@@ -143,6 +143,7 @@ class HttpTransport:
         self._others: set[asyncio.Task[Any]] = set()
         # The listen actor's streams by tag (their request ids).
         self._listens: dict[str, asyncio.Task[None]] = {}
+        self._sink_key: object = None
         self._legacy = LegacySession(self)
         self._closing = False
         self._down = False
@@ -608,6 +609,12 @@ class HttpTransport:
         if self._closing or self._streams is None or tag in self._listens:
             _tell_sink(sink, StreamEnded(self.gen, tag, "closed"))
             return
+        key = getattr(sink, "actor_urn", None) or id(sink)
+        if key != self._sink_key:
+            # A new sink (a restarted listen actor) supersedes the old: close its streams.
+            for task in self._listens.values():
+                task.cancel()
+            self._sink_key = key
         task = asyncio.ensure_future(self._listen(tag, body, headers, sink))
         self._listens[tag] = task
         task.add_done_callback(lambda _t: self._listens.pop(tag, None))

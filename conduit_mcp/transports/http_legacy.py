@@ -30,6 +30,7 @@ import pykka
 from ..errors import Error
 from ..otp.base import safe_tell
 from ..protocol.jsonrpc import Invalid, decode
+from ..protocol.listen import LIVED, reopen_delay
 from ..protocol.sse import SseParser
 from .base import FrameProblem, SessionExpired, StreamBroken
 from .http_wire import (
@@ -41,13 +42,9 @@ from .http_wire import (
     Sent,
     StreamState,
     feed,
-    reopen_delay,
 )
 
 log = logging.getLogger("conduit_mcp.http")
-
-#: A GET stream that stayed open this long (seconds) was no churn: the backoff restarts.
-GET_LIVED = 5.0
 
 
 class Host(Protocol):
@@ -279,7 +276,7 @@ class LegacySession:
                     failures,
                 )
                 return
-            churn = 0 if time.monotonic() - opened >= GET_LIVED else churn + 1
+            churn = 0 if time.monotonic() - opened >= LIVED else churn + 1
             delay = reopen_delay(parser.retry, churn)
             if churn >= 3 and not warned:
                 warned = True

@@ -109,27 +109,6 @@ def http_error(method: str, status: int) -> Error:
     return Error(kind, f"http_{status}", f"{method}: the server answered HTTP {status}")
 
 
-#: Reopening a long-lived stream: never sooner than the floor, whatever the server's
-#: ``retry`` says; doubled for each end in a row that came too soon, up to the ceiling
-#: (or the server's ``retry``, if larger). Seconds.
-REOPEN_FLOOR = 1.0
-REOPEN_CEILING = 30.0
-
-
-def reopen_delay(retry_ms: int | None, churn: int) -> float:
-    """How long to wait before reopening a stream that ended, after ``churn`` ends in a row
-    that came too soon (0: it had lived). Pure.
-
-    >>> [reopen_delay(1, n) for n in (0, 1, 2, 3, 9)]
-    [1.0, 1.0, 2.0, 4.0, 30.0]
-    >>> reopen_delay(60_000, 5)
-    60.0
-    """
-    base = max(REOPEN_FLOOR, (DEFAULT_RETRY_MS if retry_ms is None else retry_ms) / 1000)
-    grown: float = base * 2 ** max(0, churn - 1)
-    return min(grown, max(REOPEN_CEILING, base))
-
-
 class Sent:
     """A request in flight: what is needed to resume, re-send or fail it."""
 

@@ -6,6 +6,12 @@ are decoded on the loop (one ``tell`` per read, carrying every frame of that rea
 connection never parses bytes. The server's stderr goes to a bounded buffer, never into
 results (seed 000). Exit is seen the moment the child dies, through a pidfd on the loop
 (:mod:`.process`: no thread per child).
+
+Listens go through the one pipe: :meth:`StdioTransport.open_stream` writes the listen
+request, and the reader tells the messages about a listen's life (the answer to a
+``"listen-<n>"`` id, its acknowledgement, the server's cancellation of one) to the listen
+actor, not to the connection. A listen's notifications stay in the connection's batch, in
+their order among the others.
 """
 
 from __future__ import annotations
@@ -23,9 +29,18 @@ import pykka
 from ..errors import Error
 from ..otp.base import safe_tell
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
+from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
 from . import loop as io_loop
-from .base import FrameProblem, Inbound, RequestFailed, TransportDown, TransportUp
+from .base import (
+    FrameProblem,
+    Inbound,
+    RequestFailed,
+    StreamMessages,
+    StreamSink,
+    TransportDown,
+    TransportUp,
+)
 from .process import ChildProcess
 from .stdio_spec import Stdio
 
@@ -54,6 +69,7 @@ class StdioTransport:
         self._spec = spec
         self._owner = owner
         self._gen = gen
+        self.gen = gen
         self._decoder = LineDecoder(max_frame)
         # The connection's PendingTable: answers to pending calls go straight to their
         # callers from here (actors/pending.py); the rest is told to the connection.
@@ -73,6 +89,10 @@ class StdioTransport:
         self._gone = threading.Event()
         self._spawning = False
         self.pid: int | None = None
+        # The listen actor hearing the listens (None: none), and the listens it opened here.
+        self._sink: StreamSink | None = None
+        self._sink_key: object = None
+        self._tags: set[str] = set()
 
     def __repr__(self) -> str:
         # Never the spec's env (it may hold tokens) nor any buffered frame.
@@ -116,6 +136,25 @@ class StdioTransport:
 
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
+
+    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
+        """See :meth:`~.base.Transport.open_stream`: the listen request goes down the pipe;
+        the reader tells its messages to ``sink``. A new sink (a restarted listen actor)
+        supersedes the old one, whose listens are closed. Listen actor's thread."""
+        key = getattr(sink, "actor_urn", None) or id(sink)
+        if self._sink_key is not None and key != self._sink_key:
+            for old in self._tags:
+                self.send(cancelled(old, "listen_closed"))
+            self._tags.clear()
+        self._sink, self._sink_key = sink, key
+        self._tags.add(tag)
+        self.send(message)
+
+    def close_stream(self, tag: str) -> None:
+        """Cancel the listen ``tag`` (a notification down the pipe)."""
+        if tag in self._tags:
+            self._tags.discard(tag)
+            self.send(cancelled(tag, "listen_closed"))
 
     def close(self) -> None:
         self._closing = True
@@ -218,8 +257,22 @@ class StdioTransport:
         pending = self._pending
         if pending is not None:
             messages = pending.deliver(messages)
+        sink = self._sink
+        if sink is not None and messages:
+            messages = self._to_sink(sink, messages)
         if messages:
             safe_tell(self._owner, Inbound(self._gen, messages))
+
+    def _to_sink(self, sink: StreamSink, messages: list[Any]) -> list[Any]:
+        """Tell the listen actor the messages about its listens; return the connection's."""
+        listen = [m for m in messages if is_listen_control(m)]
+        if not listen:
+            return messages
+        try:
+            sink.tell(StreamMessages(self._gen, None, listen))
+        except pykka.ActorDeadError:
+            self._sink = None  # its successor opens its own listens (and closes these)
+        return [m for m in messages if not is_listen_control(m)]
 
     def _frame_error(self, frame: FrameError) -> None:
         """A line the decoder refused. A response over ``max_frame`` fails the request it

@@ -165,7 +165,7 @@ def test_a_get_stream_that_ends_at_once_is_reopened_after_a_floor_and_a_backoff(
 ):
     """A server that sends ``retry: 1`` and ends every GET stream at once: the client waits
     at least the floor (1 s) before reopening, twice that the next time, and says so."""
-    from conduit_mcp.transports.http_wire import REOPEN_FLOOR
+    from conduit_mcp.protocol.listen import REOPEN_FLOOR
 
     caplog.set_level(logging.WARNING, logger="conduit_mcp.http")
     server, srv = serve_http(era="legacy", sse_retry_ms=1, end_get_streams=True)
