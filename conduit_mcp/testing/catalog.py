@@ -80,12 +80,14 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ),
     (
         "notify",
-        "Send `count` notifications of `method` (with `params`), then answer.",
+        "Send `count` notifications of `method` (with `params`; `malformed`: as JSON-RPC "
+        "1.0), then answer.",
         _obj(
             {
                 "method": _STR,
                 "count": {"type": "integer", "minimum": 0, "default": 1},
                 "params": {"type": "object"},
+                "malformed": {"type": "boolean", "default": False},
             },
             ("method",),
         ),

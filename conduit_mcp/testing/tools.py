@@ -154,6 +154,10 @@ class ToolsMixin:
             return _tool_error("notify: method must be a string and count an integer >= 0")
         if params is not None and not isinstance(params, dict):
             return _tool_error("notify: params must be an object")
+        if args.get("malformed") is True:  # not JSON-RPC 2.0: the client must drop it
+            for _ in range(count):
+                self._emit({"jsonrpc": "1.0", "method": method, "params": params or {}})
+            return _text(f"sent {count}")
         for _ in range(count):
             self._notify(method, params)
         return _text(f"sent {count}")
