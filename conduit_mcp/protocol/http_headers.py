@@ -1,4 +1,5 @@
-"""The request headers of modern Streamable HTTP (mcp-spec §7): names, values, ``x-mcp-header``.
+"""The request headers of modern Streamable HTTP (MCP spec 2026-07-28,
+"Streamable HTTP"): names, values, ``x-mcp-header``.
 
 Every modern POST mirrors parts of its body into headers so that intermediaries can route
 without parsing JSON: ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and, for
@@ -39,7 +40,7 @@ PARAM_PREFIX: Final = "Mcp-Param-"
 X_MCP_HEADER: Final = "x-mcp-header"
 
 #: The params field mirrored into ``Mcp-Name``, by method. The ``tasks/*`` rows come from
-#: the Tasks extension (SEP-2663, mcp-spec §7): there ``Mcp-Name`` carries ``params.taskId``.
+#: the Tasks extension (SEP-2663): there ``Mcp-Name`` carries ``params.taskId``.
 NAME_FIELDS: Final[Mapping[str, str]] = {
     "tools/call": "name",
     "prompts/get": "name",
@@ -97,7 +98,7 @@ def _is_sentinel(text: str) -> bool:
 
 
 def encode_value(value: str | int | bool) -> str:
-    """The header form of a ``Mcp-Name`` or ``Mcp-Param-*`` value (mcp-spec §7, "Value Encoding").
+    """The header form of a ``Mcp-Name`` or ``Mcp-Param-*`` value (spec 2026-07-28, "Value Encoding").
 
     Integers are written in decimal and booleans as ``true``/``false``. A string is sent as
     it is when it is safe ASCII: visible characters and inner spaces only (0x20-0x7E), no
@@ -231,7 +232,7 @@ def header_plan(input_schema: Any) -> HeaderPlan:
     """Validate a tool's ``x-mcp-header`` annotations and say which headers its calls carry.
 
     Raises ``Error("protocol", "invalid_x_mcp_header")`` naming the first violated rule
-    (mcp-spec §7): the annotation must be a non-empty RFC 9110 token (which rules out CR,
+    (spec 2026-07-28, "Streamable HTTP"): the annotation must be a non-empty RFC 9110 token (which rules out CR,
     LF and every other control character), case-insensitively unique within the schema, on
     an ``integer``, ``string`` or ``boolean`` property (a nullable one like
     ``["string", "null"]`` is accepted: null omits the header), and on a property reached
@@ -443,7 +444,7 @@ def _header_safe(text: str) -> bool:
 
 
 def request_headers(method: str, params: Mapping[str, Any] | None, version: str) -> dict[str, str]:
-    """``MCP-Protocol-Version``, ``Mcp-Method`` and, where required, ``Mcp-Name`` (mcp-spec §7).
+    """``MCP-Protocol-Version``, ``Mcp-Method`` and, where required, ``Mcp-Name`` (spec 2026-07-28, "Streamable HTTP").
 
     ``Mcp-Name`` is ``params.name`` for ``tools/call`` and ``prompts/get``, ``params.uri``
     for ``resources/read`` (and ``params.taskId`` for the Tasks extension's ``tasks/*``),

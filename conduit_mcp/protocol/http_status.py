@@ -2,7 +2,7 @@
 
 A 429 or 503 may say when to come back (RFC 9110 §10.2.3); a 401 or 403 carries Bearer
 challenges whose ``resource_metadata``, ``scope`` and ``error`` drive the OAuth flow
-(mcp-spec §12, stack.md §4.5). Both are parsed leniently: a header a server got wrong must
+(MCP spec, "Authorization"; RFC 9110). Both are parsed leniently: a header a server got wrong must
 not turn into an exception in the transport, so garbage parses to "nothing said".
 """
 

@@ -1,13 +1,13 @@
 """JSON-RPC 2.0 framing and classification: bytes in, plain values out.
 
 stdio carries newline-delimited JSON, one message per line with no embedded newline
-(mcp-spec §8), so :func:`encode` produces exactly one line and :class:`LineDecoder` splits a
+(MCP spec, Transports, "stdio"), so :func:`encode` produces exactly one line and :class:`LineDecoder` splits a
 byte stream back into lines. :func:`decode` classifies one line into the five shapes the
 connection routes on. Nothing here does I/O or raises on server input: a broken frame is a
 value (:class:`FrameError`, :class:`Invalid`), so the connection decides what it costs.
 
 Speed: this module is on the per-message hot path. It uses orjson (about 17x faster than
-``json`` for ``dumps``, 4x for ``loads`` on this machine, stack.md §7), NamedTuples built
+``json`` for ``dumps``, 4x for ``loads`` on this machine), NamedTuples built
 with ``tuple.__new__`` (about 2.5x cheaper than the generated ``__new__`` and than a frozen
 dataclass), and plain dict lookups; see the notes next to each trick.
 """
@@ -22,7 +22,7 @@ import orjson
 
 from ..errors import Error
 
-# -- error codes (mcp-spec §3) -------------------------------------------------------------
+# -- error codes (MCP spec 2026-07-28, "Error codes") ------------------------------------------
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -40,7 +40,7 @@ RESOURCE_NOT_FOUND: Final = -32002
 #: Legacy (2025-11-25 only) "URL elicitation required".
 URL_ELICITATION_REQUIRED: Final = -32042
 
-#: Draft-era numbers of -32020/-32021/-32022, renumbered before GA (mcp-spec §3, §13.4).
+#: Draft-era numbers of -32020/-32021/-32022, renumbered before GA.
 #: They are NOT recognised as modern: -32000..-32019 is "implementation-defined" and
 #: receivers "MUST NOT assume any specific meaning" (e.g. the TypeScript SDK uses -32001
 #: for its request timeout), so reading them as modern would misclassify legacy servers.
@@ -85,7 +85,7 @@ _SAFE_CAUSES: Final = (
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """One stdio frame: compact JSON plus ``b"\\n"`` (mcp-spec §8, newline-delimited).
+    """One stdio frame: compact JSON plus ``b"\\n"`` (newline-delimited stdio).
 
     orjson never emits a raw newline in compact mode, so the output is exactly one line.
     Unserialisable input raises ``Error("argument", "not_json")`` whose message names the
@@ -438,7 +438,7 @@ def _error_response(mid: Any, error: Any) -> Inbound:
     """The error branch of :func:`decode`: ``code`` must be an int; the rest is lenient.
 
     A null id is allowed (JSON-RPC: the server could not read the request's id), and so is a
-    foreign one like the ``"server-error"`` that mcp 1.30 sends over HTTP (peers.md §3): the
+    foreign one like the ``"server-error"`` that mcp 1.30 sends over HTTP: the
     transport, not the id, says which request it answers there.
     """
     if mid is _MISSING or not (mid is None or _id_ok(mid)):
@@ -464,7 +464,7 @@ def server_error(resp: ErrorResponse, method: str) -> Error:
 
     The reason names the code (``method_not_found``, ``invalid_params``, ...). A ``-32602``
     from ``resources/read`` whose ``data`` names a ``uri`` is ``resource_not_found``:
-    mcp-spec §3 moved "resource not found" from -32002 to -32602 (its example carries
+    The 2026-07-28 spec moved "resource not found" from -32002 to -32602 (its example carries
     ``{"uri": ...}``), and the caller should see one reason for both eras. The
     server's message is kept, cut to :data:`MAX_SERVER_MESSAGE` characters; ``code`` and
     ``data`` are kept as sent (``data`` is never shown by ``repr``).

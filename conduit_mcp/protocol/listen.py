@@ -127,8 +127,8 @@ def subscription_id(params: Any) -> Any:
 
 
 def without_subscription(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with the ``subscriptionId`` removed (seed 000: routed "with its
-    ``subscriptionId`` removed"); ``_meta`` disappears when nothing else was in it.
+    """``params`` with the ``subscriptionId`` removed (a listen's notifications are
+    routed with it removed); ``_meta`` disappears when nothing else was in it.
 
     >>> without_subscription({"_meta": {SUBSCRIPTION_ID: 7}, "uri": "x"})
     {'uri': 'x'}

@@ -1,9 +1,9 @@
 """Server-Sent Events parsing for the HTTP transport: bytes in, events out, bounded memory.
 
-A Streamable HTTP server may answer a POST with ``text/event-stream`` (mcp-spec §7), and the
-legacy ``subscriptions``/GET streams are SSE too. The format is small enough to parse here
-(stack.md §4.1): aiohttp's ``readline`` splits only on LF, caps lines at 512 KiB with an
-exception that is not a ``ClientError``, and the third-party SSE clients bring reconnect loops
+A Streamable HTTP server may answer a POST with ``text/event-stream`` (MCP spec,
+Transports, "Streamable HTTP"), and the listen and legacy GET streams are SSE too. The
+format is small enough to parse here (measured with aiohttp 3.14): aiohttp's ``readline``
+splits only on LF, caps lines at 512 KiB with an exception that is not a ``ClientError``, and the third-party SSE clients bring reconnect loops
 that would fight the connection actor. :class:`SseParser` follows the WHATWG "event stream
 interpretation" rules, restricted to what a client needs:
 
@@ -82,7 +82,7 @@ class SseParser:
     broken: further :meth:`feed` calls raise it again until :meth:`at_eof` or :meth:`close`.
 
     ``last_event_id`` and ``retry`` survive :meth:`at_eof`, so a legacy-era reconnect
-    (``Last-Event-ID``, stack.md §4.1) can keep feeding the same parser.
+    (``Last-Event-ID``) can keep feeding the same parser.
     """
 
     __slots__ = (

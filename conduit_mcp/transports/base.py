@@ -1,6 +1,6 @@
 """The transport interface and the events a transport tells its connection.
 
-A transport knows bytes and frames, the connection knows JSON-RPC (STYLE, "aiohttp"). Every
+A transport knows bytes and frames, the connection knows JSON-RPC (docs/architecture.md). Every
 event carries ``gen``, the connection attempt it belongs to, so a late event from a transport
 the connection already dropped is recognised and ignored (like gen_statem's stale timers).
 Events are told, never asked: a transport's callbacks run on the I/O loop and must not block.
@@ -79,7 +79,7 @@ class Transport(Protocol):
         ...
 
 
-# -- HTTP outcomes (seed 000, "HTTP outcomes") -------------------------------------------------
+# -- HTTP outcomes (docs/connection.md, "HTTP outcomes") ----------------------------------------
 
 
 class RequestFailed(NamedTuple):
@@ -110,7 +110,7 @@ class StreamBroken(NamedTuple):
 class SessionExpired(NamedTuple):
     """Legacy HTTP: the server no longer knows the session (404 for a request carrying it).
     The transport keeps the expired request and re-sends it once the connection has run a
-    new ``initialize`` (seed 000); ``rid`` is None when the GET stream found it out."""
+    new ``initialize`` (docs/connection.md, "HTTP outcomes"); ``rid`` is None when the GET stream found it out."""
 
     gen: int
     rid: Any

@@ -1,4 +1,5 @@
-"""The streamable HTTP transport, both eras, on aiohttp (mcp-spec §7 and §10).
+"""The streamable HTTP transport, both eras, on aiohttp (MCP spec 2026-07-28 and 2025-11-25,
+Transports, "Streamable HTTP").
 
 One POST per message. The answer is JSON or an SSE stream (request-related notifications,
 then the response); either way its messages go through the same fast path as stdio's
@@ -21,7 +22,7 @@ Era differences, decided per message (a modern request carries its version in ``
   the connection has initialized again); ``close`` DELETEs the session; cancelling also
   POSTs ``notifications/cancelled`` (in that era a disconnect is not a cancellation).
 
-HTTP outcomes (issue 3; seed 000 "HTTP outcomes"): 401/403 fail the request with kind
+HTTP outcomes (docs/connection.md, "HTTP outcomes"): 401/403 fail the request with kind
 ``auth`` (the parsed ``WWW-Authenticate`` challenges in ``Error.data``, never logged); 429
 with ``overloaded`` and the server's ``Retry-After`` (never retried here); 5xx and a broken
 stream with ``transport``; an unreachable server is :class:`TransportDown`, the reconnect path;
@@ -400,7 +401,7 @@ class HttpTransport:
                     self._sent.pop(rid, None)
             if mismatch is None:
                 return
-            # mcp-spec §7: on -32020 for Mcp-Param-* the client SHOULD list the tools to
+            # Spec 2026-07-28, "Streamable HTTP": on -32020 for Mcp-Param-* the client SHOULD list the tools to
             # learn their schemas, then retry (the server refused it: it never ran). Once.
             sent.relearned = True
             learned = await self._relearn(sent)
@@ -667,8 +668,8 @@ class HttpTransport:
         return True
 
     def _filter_tools(self, msg: Response) -> Response:
-        """Hide tools whose ``x-mcp-header`` annotations break the spec's rules (mcp-spec §7:
-        the client MUST exclude them), and keep the header plans of the others."""
+        """Hide tools whose ``x-mcp-header`` annotations break the spec's rules (spec 2026-07-28,
+        "Streamable HTTP": the client MUST exclude them), and keep the header plans of the others."""
         result = msg.result
         tools = result.get("tools") if type(result) is dict else None
         if type(tools) is not list:

@@ -137,7 +137,7 @@ class StreamState:
 def feed(parser: SseParser, chunk: bytes) -> tuple[list[Any], Error | None]:
     """The events a chunk completed, and the error to raise once they are delivered when an
     event went over the limit (the parser keeps the events completed before it in the
-    error's ``data``; issue 3 names that ``response_too_large``, as for a JSON body)."""
+    error's ``data``; that is ``response_too_large``, as for a JSON body)."""
     try:
         return parser.feed(chunk), None
     except Error as exc:
@@ -158,7 +158,7 @@ def too_large(what: str) -> Error:
 
 
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (issue 3: a maximum response size)."""
+    """The whole body, refusing more than ``limit`` bytes (``max_response``)."""
     length = resp.content_length
     if length is not None and length > limit:
         raise too_large(f"the response is {length} bytes, over max_response ({limit} bytes)")

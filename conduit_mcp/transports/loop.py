@@ -2,7 +2,7 @@
 
 Why one shared loop and not one per client: the target is a thousand connected clients in
 one process, and a loop thread per client would double the thread count for nothing — the
-loop only moves bytes. No user code ever runs here (DESIGN, "Threads and I/O"), and actors
+loop only moves bytes. No user code ever runs here (docs/architecture.md), and actors
 never block on it: they submit work with ``call_soon_threadsafe`` and hear back by ``tell``.
 """
 

@@ -4,7 +4,7 @@ Everything here runs on the shared I/O loop except ``send``/``cancel``/``close``
 which the connection calls from its own thread and which only hand work to the loop. Reads
 are decoded on the loop (one ``tell`` per read, carrying every frame of that read) so the
 connection never parses bytes. The server's stderr goes to a bounded buffer, never into
-results (seed 000). Exit is seen the moment the child dies, through a pidfd on the loop
+results. Exit is seen the moment the child dies, through a pidfd on the loop
 (:mod:`.process`: no thread per child).
 
 Listens go through the one pipe: :meth:`StdioTransport.open_stream` writes the listen

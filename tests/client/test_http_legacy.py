@@ -1,4 +1,4 @@
-"""Issue 3, the legacy era (``initialize``, 2025-11-25 and older) over Streamable HTTP, through
+"""The legacy era (``initialize``, 2025-11-25 and older) over Streamable HTTP, through
 the public API against the scripted server on loopback: the session id kept and sent back,
 the GET stream after ``notifications/initialized``, resuming a dropped response stream with
 ``Last-Event-ID``, DELETE on close, a lost session re-initialized once with every request in

@@ -1,4 +1,4 @@
-"""Issue 3, the modern era (2026-07-28) over Streamable HTTP, through the public API against
+"""The modern era (2026-07-28) over Streamable HTTP, through the public API against
 the scripted server on loopback: one POST per message with the mirrored headers, the
 ``x-mcp-header`` parameters and their encoding, JSON and SSE answers, cancellation by closing
 the stream, no session and no GET stream."""
@@ -150,7 +150,7 @@ def test_a_tool_with_an_invalid_annotation_is_hidden_with_a_warning(
 def test_a_header_tool_called_before_any_listing_learns_its_plan_and_is_resent_once(
     serve_http, start_client, mode
 ):
-    # mcp-spec §7: on -32020 the client SHOULD list the tools, then retry. The server
+    # Spec 2026-07-28, "Streamable HTTP": on -32020 the client SHOULD list the tools, then retry. The server
     # refused the first POST (it never ran); the second carries Mcp-Param-Region.
     server, srv = serve_http(header_tools=True, http_response=mode)
     client = start(start_client, srv)

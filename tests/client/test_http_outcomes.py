@@ -1,4 +1,4 @@
-"""Issue 3, HTTP outcomes, credentials and limits, through the public API against the
+"""HTTP outcomes, credentials and limits, through the public API against the
 scripted server on loopback: 401/403 (kind ``auth``, the parsed challenges), 429
 (``overloaded``, Retry-After, never retried), 5xx (``transport``), a broken modern stream (a
 read re-issued once, a tool call failed), a refused connection (the reconnect path); static

@@ -1,4 +1,4 @@
-"""Seed 000 "Change notifications and resource subscriptions" through the public API: the
+"""Listens and resource subscriptions (docs/connection.md) through the public API: the
 modern ``subscriptions/listen`` (when it opens, its filter, replacing it, reopening it, at
 most four) and resource subscriptions in both eras, against a real scripted server.
 

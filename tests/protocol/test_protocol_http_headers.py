@@ -1,4 +1,5 @@
-"""protocol.http_headers: value encoding, x-mcp-header plans, and request headers (mcp-spec §7)."""
+"""protocol.http_headers: value encoding, x-mcp-header plans, and request headers
+(MCP spec 2026-07-28, "Streamable HTTP")."""
 
 from __future__ import annotations
 
