@@ -9,7 +9,7 @@ module only sends the probes and acts on the decisions.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import Error
 from ..otp.statem import StateTimeout, Step
@@ -34,12 +34,13 @@ from ..protocol.negotiation import (
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..transports.base import Inbound, RequestFailed, StreamBroken, TransportDown
+from .core import ConnectionCore
 from .events import STATE_TIMEOUT, transport_error
 
 log = logging.getLogger("conduit_mcp.connection")
 
 
-class HandshakeStates:
+class HandshakeStates(ConnectionCore):
     """discovering and initializing (see the module docstring)."""
 
     def _handshake_state(self) -> str:
@@ -107,10 +108,12 @@ class HandshakeStates:
         return self._route(m)
 
     def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
-        mode = "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
+        mode: Literal["auto", "modern"] = (
+            "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
+        )
         decision = classify_probe(
             outcome,
-            self._transport.kind if self._transport is not None else "stdio",
+            self._transport_kind(),
             mode=mode,
             offered=self._probe_offered,
             retried=self._probe_retried,
