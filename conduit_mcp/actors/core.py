@@ -38,6 +38,11 @@ log = logging.getLogger("conduit_mcp.connection")
 Era = Literal["modern", "legacy"]
 Origin = Literal["probe", "pinned", "prior"]
 
+#: A state's event handler, ``(connection, kind, event) -> None | state | Step``.
+Handler = Callable[[Any, str, Any], Any]
+#: A state's dispatch table: the exact type of an event -> its handler.
+Handlers = dict[type, Handler]
+
 #: ``(spec, connection ref, generation, config, *, pending, memory) -> Transport``
 TransportFactory = Callable[..., Transport]
 
