@@ -111,6 +111,17 @@ class _NoSiblings:
 class Connection(HttpOutcomes, HandshakeStates):
     """See the module docstring for the state table."""
 
+    #: The connection's states, a closed set (checked by Statem when the class is created);
+    #: the same names as ``Status.state``.
+    STATES: ClassVar[tuple[str, ...]] = (
+        "connecting",
+        "discovering",
+        "initializing",
+        "ready",
+        "reconnecting",
+        "closed",
+    )
+
     def __init__(
         self,
         transport_spec: Any,
