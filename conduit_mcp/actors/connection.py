@@ -270,7 +270,11 @@ class Connection(HttpOutcomes, HandshakeStates):
         return []
 
     def on_ready(self, kind: str, ev: Any) -> Any:
-        handler = self._IN_READY.get(type(ev))
+        t = type(ev)
+        if t is Call:  # the request hot path: no table lookup, no extra frame
+            self._send_call(ev)
+            return None
+        handler = self._IN_READY.get(t)
         return self._common(kind, ev) if handler is None else handler(self, kind, ev)
 
     def _ready_call(self, kind: str, ev: Call) -> None:
@@ -680,7 +684,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         TransportDown: _connecting_down,
     }
     _IN_READY: ClassVar[Handlers] = {
-        Call: _ready_call,
+        Call: _ready_call,  # on_ready checks Call before the table (the hot path)
         Inbound: _common_inbound,
         TransportDown: _ready_down,
         AwaitReady: _ready_await,
