@@ -158,7 +158,6 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._era = None
         self._version = None
         self._origin = None
-        self._sticky_modern = False
         self._next_legacy = config.prior == "legacy"
         self._next_origin = "prior" if self._next_legacy else None
         self._probe_id = None

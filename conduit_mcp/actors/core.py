@@ -87,7 +87,6 @@ class ConnectionCore(Statem):
     _era: Era | None  # the negotiated era; kept while reconnecting
     _version: str | None  # the negotiated protocol version
     _origin: Origin | None  # how the era was chosen (published in the status)
-    _sticky_modern: bool  # once modern, later handshakes never fall back to legacy
     _next_legacy: bool  # auto mode: the next handshake goes straight to initialize
     _next_origin: Origin | None  # the origin to publish when it does
     _probe_id: int | None  # the server/discover request awaiting its answer

@@ -44,7 +44,7 @@ class HandshakeStates(ConnectionCore):
     """discovering and initializing (see the module docstring)."""
 
     def _handshake_state(self) -> str:
-        if self._sticky_modern:
+        if self._shared.once_modern:
             return "discovering"
         if self._mode == "legacy":
             self._origin = "pinned"
@@ -63,7 +63,7 @@ class HandshakeStates(ConnectionCore):
         self._probe_offered = (
             self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
         )
-        self._probing = self._mode == "auto" and not self._sticky_modern
+        self._probing = self._mode == "auto" and not self._shared.once_modern
         return [StateTimeout(self._send_discover(), STATE_TIMEOUT)]
 
     def _send_discover(self) -> float:
@@ -121,7 +121,7 @@ class HandshakeStates(ConnectionCore):
 
     def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
         mode: Literal["auto", "modern"] = (
-            "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
+            "modern" if (self._mode == "modern" or self._shared.once_modern) else "auto"
         )
         decision = classify_probe(
             outcome,
@@ -133,7 +133,7 @@ class HandshakeStates(ConnectionCore):
         if type(decision) is Modern:
             self._era, self._version = "modern", decision.version
             self._origin = "pinned" if self._mode == "modern" else "probe"
-            self._sticky_modern = True
+            self._shared.once_modern = True
             info = decision.info
             self._shared.server_info = info.server_info
             self._shared.capabilities = info.capabilities
@@ -148,7 +148,7 @@ class HandshakeStates(ConnectionCore):
             self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
             return "initializing"
         if type(decision) is Reconnect:
-            if decision.next_legacy and self._mode == "auto" and not self._sticky_modern:
+            if decision.next_legacy and self._mode == "auto" and not self._shared.once_modern:
                 self._next_legacy = True
                 self._next_origin = "prior"
             self._drop_transport()
