@@ -49,6 +49,7 @@ from ..protocol.cache_rules import scope as page_scope
 from ..protocol.coalesce import Coalescer, RefreshGate
 from ..published import Published
 from ..telemetry import ConnectionTelemetry
+from .core import Era
 from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
 from .listen import ListenBack, ListenDropped, ListenRouted, Want
 from .notifier import Deliver, Replay
@@ -71,7 +72,7 @@ class ConnectionPort(Protocol):
         ...
 
     @property
-    def era(self) -> str | None:
+    def era(self) -> Era | None:
         """``"modern"``, ``"legacy"``, or None before the first handshake."""
         ...
 
@@ -85,7 +86,7 @@ class ConnectionPort(Protocol):
         ...
 
     def send_internal(
-        self, rid: int, method: str, params: dict[str, Any] | None, *, era: str, version: str
+        self, rid: int, method: str, params: dict[str, Any] | None, *, era: Era, version: str
     ) -> None:
         """Send a request of the connection's own (not a caller's)."""
         ...

@@ -12,6 +12,7 @@ from ..errors import Error
 from ..otp.statem import NextEvent, Step
 from ..protocol.jsonrpc import Response
 from ..transports.base import RequestFailed, StreamBroken
+from .core import ConnectionCore
 from .events import Call
 
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
@@ -29,7 +30,7 @@ _READS = frozenset(
 )
 
 
-class HttpOutcomes:
+class HttpOutcomes(ConnectionCore):
     """See the module docstring."""
 
     def _request_failed(self, ev: RequestFailed) -> None:
