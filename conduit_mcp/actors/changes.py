@@ -152,6 +152,10 @@ class ChangeTracker:
         self._resource_uris: set[str] = published.resource_uris
         # the filter last told to the listen actor ({}: none)
         self._listen_want: dict[str, Any] = {}
+        # legacy HTTP: the session whose GET stream the listen actor keeps open (0: none),
+        # numbered by the sessions this connection entered ready with
+        self._get_session = 0
+        self._sessions = 0
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
 
     def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
@@ -365,11 +369,16 @@ class ChangeTracker:
                     "params": {"uri": uri},
                 }
             )
+        self._want_get()
 
     def lost(self) -> None:
         """The connection is gone (or leaving ready): its listens with it; lists are stale."""
         self._quiet.clear()
-        self._want_listen({})
+        had_get, self._get_session = self._get_session, 0
+        if self._listen_want:
+            self._want_listen({})
+        elif had_get:
+            self._tell_listen()  # the GET stream is closed
         self._cache.mark_stale()
 
     def closed(self) -> None:
@@ -433,13 +442,35 @@ class ChangeTracker:
             return
         self._listen_want = want
         # await_listening waits from now on: what the consumers want is not listened for yet
-        seq = self._published.listen_want + 1
-        self._published.want_listen(seq)
+        self._published.want_listen(self._published.listen_want + 1)
+        self._tell_listen()
+
+    def _want_get(self) -> None:
+        """Legacy HTTP, entering ready with a (new) session: its GET stream is wanted."""
         transport = self._published.transport
-        if transport is None or (not want and self._siblings.get("listen") is None):
+        if transport is None or getattr(transport, "kind", None) != "http":
+            return  # stdio has no GET stream
+        self._sessions += 1
+        self._get_session = self._sessions
+        self._tell_listen()
+
+    def _tell_listen(self) -> None:
+        """Tell the listen actor what is wanted now (starting it for a first want)."""
+        transport = self._published.transport
+        if transport is None:
+            return
+        wanted = bool(self._listen_want) or self._get_session != 0
+        if not wanted and self._siblings.get("listen") is None:
             return  # nothing to close: no need to start the actor
-        version = self._conn.version or ""
-        self._siblings.tell("listen", Want(seq, want, transport.gen, transport, version))
+        want = Want(
+            self._published.listen_want,
+            self._listen_want,
+            transport.gen,
+            transport,
+            self._conn.version or "",
+            self._get_session,
+        )
+        self._siblings.tell("listen", want)
 
     def _listen_back(self, restarted: bool) -> None:
         """A listen actor started: tell it the want again. After a crash of its predecessor
@@ -450,6 +481,8 @@ class ChangeTracker:
         want, self._listen_want = self._listen_want, {}
         if want:
             self._want_listen(want)
+        elif self._get_session:
+            self._tell_listen()
 
     def _gen(self) -> int | None:
         transport = self._published.transport

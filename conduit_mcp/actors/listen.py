@@ -33,8 +33,15 @@ open (a new sink supersedes the old at the transport), tells the connection it i
 (:class:`ListenBack`), and the connection tells it the current want again (the notifier's
 ``Replay`` is the same pattern).
 
-The legacy era's GET stream stays in the HTTP transport
-(:class:`~conduit_mcp.transports.http_legacy.LegacySession`).
+It also owns the legacy era's HTTP GET stream (server messages outside any request): the
+connection asks for it on entering ``ready`` (``Want.get``, a number per session); this actor
+opens it through the same stream API, hands its messages to the connection as they are
+(``Inbound``: the connection routes notifications and server requests; answers to calls in
+flight already went to their callers), and reopens it when it ends, resumed with
+``Last-Event-ID`` after the server's ``retry``, but never sooner than the floor and later
+and later while it keeps ending at once (a server sending ``retry: 1`` and closing every
+stream must not get a reconnect per millisecond). After :data:`~conduit_mcp.protocol.listen.
+GIVE_UP_AFTER` failures in a row it gives up until the next session, with a warning.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ from ..protocol import listen as lsn
 from ..protocol import messages as msgs
 from ..protocol.jsonrpc import ErrorResponse, Invalid, Notification, Response
 from ..published import Published
-from ..transports.base import StreamEnded, StreamMessages
+from ..transports.base import Inbound, StreamEnded, StreamMessages
 
 __all__ = [
     "MAX_LISTENS",
@@ -85,16 +92,18 @@ _ids = itertools.count(1)
 class Want(NamedTuple):
     """Connection -> listen actor: listen for ``filter`` ({}: for nothing) on ``transport``
     (connection attempt ``gen``, protocol ``version``). ``seq`` numbers the connection's
-    wants: only a listen for the latest is published."""
+    wants: only a listen for the latest is published. ``get``: the legacy session whose GET
+    stream to keep open (0: none)."""
 
     seq: int
     filter: dict[str, Any]
     gen: int
     transport: Any
     version: str
+    get: int = 0
 
     def __repr__(self) -> str:
-        return f"Want(seq={self.seq}, filter={sorted(self.filter)}, gen={self.gen})"
+        return f"Want(seq={self.seq}, filter={sorted(self.filter)}, gen={self.gen}, get={self.get})"
 
 
 class ListenBack(NamedTuple):
@@ -120,6 +129,7 @@ class ListenDropped(NamedTuple):
 
 class _Reopen(NamedTuple):
     token: int
+    what: str  # "listen" or "get"
 
 
 class Incarnations:
@@ -129,6 +139,42 @@ class Incarnations:
 
     def __init__(self) -> None:
         self.count = 0
+
+
+class _GetStream:
+    """The legacy GET stream of one session, as the listen actor keeps it."""
+
+    __slots__ = (
+        "session",
+        "tag",
+        "opened",
+        "last_event_id",
+        "churn",
+        "failures",
+        "reopens",
+        "warned",
+        "gave_up",
+        "timer",
+        "token",
+    )
+
+    def __init__(self, session: int = 0) -> None:
+        self.session = session  # the connection's session number (0: none wanted)
+        self.tag: str | None = None  # while open
+        self.opened = 0.0
+        self.last_event_id: str | None = None  # resumed from here
+        self.churn = 0  # ends in a row that came too soon
+        self.failures = 0  # failed attempts in a row
+        self.reopens = 0
+        self.warned = False
+        self.gave_up = False
+        self.timer: TimerHandle | None = None  # the pending reopen
+        self.token = 0
+
+    def cancel_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
 
 
 class _Listen:
@@ -174,6 +220,8 @@ class ListenStream(SafeActor):
         self._timer: TimerHandle | None = None  # the pending reopen
         self._token = 0
         self.dropped = 0  # notifications of no live listen (a closed one's, a stray)
+        # The legacy GET stream: its tag while open, the session it is for, where to resume.
+        self._get = _GetStream()
 
     def __repr__(self) -> str:
         return f"<ListenStream {self._client_name} listens={len(self._listens)}>"
@@ -186,7 +234,10 @@ class ListenStream(SafeActor):
 
     def terminate(self, reason: BaseException | None) -> None:
         self._cancel_timer()
+        self._get.cancel_timer()
         want = self._want
+        if want is not None and self._get.tag is not None:
+            self._close(self._get.tag)
         if want is not None:
             for tag in list(self._listens):
                 self._close(tag)
@@ -205,7 +256,11 @@ class ListenStream(SafeActor):
         elif t is Want:
             self._on_want(message)
         elif t is _Reopen:
-            if message.token == self._token and self._timer is not None:
+            if message.what == "get":
+                if message.token == self._get.token and self._get.timer is not None:
+                    self._get.timer = None
+                    self._open_get()
+            elif message.token == self._token and self._timer is not None:
                 self._timer = None
                 self._update()
         else:
@@ -221,6 +276,10 @@ class ListenStream(SafeActor):
             self._newest = None
             self._attempt = 0
             self._cancel_timer()
+            self._get.cancel_timer()
+            self._get = _GetStream()
+        if want.get != self._get.session:
+            self._want_get(want)
         if old is None or old.filter != want.filter:
             self._cancel_timer()  # a new filter is listened for at once, not after a backoff
         if not want.filter:
@@ -234,6 +293,9 @@ class ListenStream(SafeActor):
         want = self._want
         if want is None or ev.gen != want.gen:
             return  # an earlier transport's
+        if ev.tag is not None and ev.tag == self._get.tag:
+            self._get_messages(want, ev.messages)
+            return
         routed: list[Notification] = []
         for m in ev.messages:
             if isinstance(m, Notification):
@@ -275,6 +337,9 @@ class ListenStream(SafeActor):
 
     def _on_ended(self, ev: StreamEnded) -> None:
         want = self._want
+        if want is not None and ev.gen == want.gen and ev.tag == self._get.tag:
+            self._get_ended(ev)
+            return
         if want is not None and ev.gen == want.gen and ev.tag in self._listens:
             log.debug("a listen stream ended: %s", ev.detail)
             self._ended(ev.tag, dropped=True)
@@ -351,7 +416,7 @@ class ListenStream(SafeActor):
         token, ref = self._token, self.actor_ref
 
         def wake() -> None:  # the timer thread: only a tell
-            safe_tell(ref, _Reopen(token))
+            safe_tell(ref, _Reopen(token, "listen"))
 
         self._timer = schedule(time.monotonic() + delay, wake)
 
@@ -367,6 +432,76 @@ class ListenStream(SafeActor):
             want.transport.close_stream(tag)
         except Exception as exc:  # a transport that is going away: its streams go with it
             log.debug("listen close not sent: %s", type(exc).__name__)
+
+    # -- the legacy GET stream ---------------------------------------------------------------
+
+    def _want_get(self, want: Want) -> None:
+        """A new session wants its GET stream (or none is wanted any more)."""
+        get = self._get
+        if get.tag is not None:
+            self._close(get.tag)
+        get.cancel_timer()
+        self._get = _GetStream(want.get)
+        if want.get:
+            self._open_get()
+
+    def _open_get(self) -> None:
+        want, get = self._want, self._get
+        if want is None or not want.get or get.tag is not None:
+            return
+        get.tag = f"get-{next(_ids)}"
+        get.opened = time.monotonic()
+        want.transport.open_stream(get.tag, None, self.actor_ref, get.last_event_id)
+
+    def _get_messages(self, want: Want, messages: list[Any]) -> None:
+        usable = []
+        for m in messages:
+            if isinstance(m, Invalid):
+                log.warning("dropped an unusable message on the GET stream: %s", m.reason)
+            else:
+                usable.append(m)
+        if usable:
+            # The connection routes them as it routes what a transport reads.
+            self._tell_connection(Inbound(want.gen, usable))
+
+    def _get_ended(self, ev: StreamEnded) -> None:
+        get = self._get
+        get.tag = None
+        if ev.last_event_id is not None:
+            get.last_event_id = ev.last_event_id
+        if ev.final:
+            log.debug("the GET stream ended for good: %s", ev.detail)
+            return  # the server offers none, or the session is gone (a new one asks again)
+        get.failures = get.failures + 1 if ev.detail == "failed" else 0
+        if get.failures >= lsn.GIVE_UP_AFTER:
+            get.gave_up = True
+            log.warning(
+                "client %s: the server's GET stream failed %d times in a row; not reopened "
+                "until the next session",
+                self._client_name,
+                get.failures,
+            )
+            return
+        lived = time.monotonic() - get.opened >= lsn.LIVED
+        get.churn = 0 if lived else get.churn + 1
+        delay = lsn.reopen_delay(ev.retry_ms, get.churn)
+        get.reopens += 1
+        if get.churn >= 3 and not get.warned:
+            get.warned = True
+            log.warning(
+                "client %s: the server's GET stream keeps ending at once (%d times in a row); "
+                "reopening it after %.1f s, backing off",
+                self._client_name,
+                get.churn,
+                delay,
+            )
+        get.token += 1
+        token, ref = get.token, self.actor_ref
+
+        def wake() -> None:  # the timer thread: only a tell
+            safe_tell(ref, _Reopen(token, "get"))
+
+        get.timer = schedule(time.monotonic() + delay, wake)
 
     def _publish_live(self) -> None:
         self._shared.live_listens = frozenset(self._listens)

@@ -60,6 +60,9 @@ REOPEN_CEILING: Final = 30.0
 LIVED: Final = 5.0
 #: The server's reconnection time when it named none (milliseconds).
 DEFAULT_RETRY_MS: Final = 1000
+#: The legacy GET stream is given up after this many failed attempts in a row (until the
+#: next session).
+GIVE_UP_AFTER: Final = 5
 
 
 def advertised(capabilities: Mapping[str, Any] | None, cap: str, flag: str) -> bool:

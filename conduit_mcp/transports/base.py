@@ -67,10 +67,17 @@ class Transport(Protocol):
         """Block up to ``timeout`` until the transport is fully gone (0: just ask)."""
         ...
 
-    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
-        """Open a long-lived stream for the request ``message`` (a ``subscriptions/listen``
-        whose id is ``tag``): its messages are told to ``sink`` as :class:`StreamMessages`,
-        its end as :class:`StreamEnded`. Any thread; returns at once."""
+    def open_stream(
+        self,
+        tag: str,
+        message: dict[str, Any] | None,
+        sink: StreamSink,
+        last_event_id: str | None = None,
+    ) -> None:
+        """Open a long-lived stream: for the request ``message`` (a ``subscriptions/listen``
+        whose id is ``tag``), or, with None, the legacy HTTP GET stream (resumed after
+        ``last_event_id``). Its messages are told to ``sink`` as :class:`StreamMessages`, its
+        end as :class:`StreamEnded`. Any thread; returns at once."""
         ...
 
     def close_stream(self, tag: str) -> None:
@@ -132,11 +139,16 @@ class StreamMessages(NamedTuple):
 
 class StreamEnded(NamedTuple):
     """A long-lived stream ended without being closed by its sink (the server ended it, it
-    broke, the transport closed). ``detail`` is safe to show."""
+    broke, the transport closed). ``detail`` is safe to show. ``final``: reopening it cannot
+    help (the server offers no stream, the session is gone). The legacy GET stream also
+    says what reopening it needs: the server's ``retry`` (ms) and the last event id."""
 
     gen: int
     tag: str
     detail: str
+    final: bool = False
+    retry_ms: int | None = None
+    last_event_id: str | None = None
 
 
 class StreamSink(Protocol):

@@ -208,9 +208,18 @@ class HttpTransport:
         if era == "legacy":
             self._legacy.negotiated(version)
 
-    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
-        """See :meth:`~.base.Transport.open_stream`: a modern ``subscriptions/listen`` on
-        the streams' own pool."""
+    def open_stream(
+        self,
+        tag: str,
+        message: dict[str, Any] | None,
+        sink: StreamSink,
+        last_event_id: str | None = None,
+    ) -> None:
+        """See :meth:`~.base.Transport.open_stream`: a modern ``subscriptions/listen``, or
+        the legacy GET stream, on the streams' own pool."""
+        if message is None:
+            io_loop.call_soon(self._start_get, tag, sink, last_event_id)
+            return
         body = encode(message)
         params = message.get("params")
         meta = params.get("_meta") if type(params) is dict else None
@@ -589,6 +598,11 @@ class HttpTransport:
             msg = self._filter_tools(msg)
         self.deliver([msg])
 
+    def answer(self, messages: list[Any]) -> list[Any]:
+        """Answer the calls in flight that ``messages`` answer; the rest."""
+        pending = self._pending
+        return pending.deliver(messages) if pending is not None else messages
+
     def deliver(self, messages: list[Any]) -> None:
         pending = self._pending
         if pending is not None:
@@ -620,7 +634,15 @@ class HttpTransport:
         self._listens[tag] = task
         task.add_done_callback(lambda _t: self._listens.pop(tag, None))
 
+    def _start_get(self, tag: str, sink: StreamSink, last_event_id: str | None) -> None:
+        if self._closing or self._streams is None:
+            _tell_sink(sink, StreamEnded(self.gen, tag, "closed", final=True))
+            return
+        self._legacy.open_get(tag, sink, last_event_id)
+
     def _stop_listen(self, tag: str) -> None:
+        if self._legacy.close_get(tag):
+            return
         task = self._listens.pop(tag, None)
         if task is not None:
             task.cancel()

@@ -11,16 +11,15 @@ notifications and responses, and the GET stream for server-to-client messages. W
 of the transport is named by :class:`Host`. Everything runs on the I/O loop except
 :meth:`LegacySession.negotiated`.
 
-The GET stream is reopened after a floor and a backoff: a server that ends every GET at once
-with ``retry: 1`` must not get a reconnect per millisecond (docs/connection.md, "HTTP
-outcomes").
+The GET stream is opened (and reopened, after a floor and a backoff) by the listen actor
+(:mod:`conduit_mcp.actors.listen`) through :meth:`HttpTransport.open_stream
+<conduit_mcp.transports.http.HttpTransport.open_stream>`; one GET here is one stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -29,14 +28,12 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
-from ..protocol.jsonrpc import Invalid, decode
-from ..protocol.listen import LIVED, reopen_delay
+from ..protocol.jsonrpc import decode
 from ..protocol.sse import SseParser
-from .base import FrameProblem, SessionExpired, StreamBroken
+from .base import SessionExpired, StreamBroken, StreamEnded, StreamMessages, StreamSink
 from .http_wire import (
     BROKEN,
     DEFAULT_RETRY_MS,
-    GET_ATTEMPTS,
     RESUME_ATTEMPTS,
     SSE_ACCEPT,
     Sent,
@@ -87,6 +84,8 @@ class Host(Protocol):
 
     def deliver(self, messages: list[Any]) -> None: ...
 
+    def answer(self, messages: list[Any]) -> list[Any]: ...
+
 
 class LegacySession:
     """The legacy era's state of one transport; see the module docstring."""
@@ -99,10 +98,11 @@ class LegacySession:
         self.version: str | None = None
         # Requests the server refused with 404 (session lost): re-sent after initialize.
         self._expired: list[Any] = []
-        # The GET stream's task (None: not open).
+        # The GET stream's task and tag (None: not open).
         self._get_task: asyncio.Task[None] | None = None
-        # Reopens of the GET stream since it was opened for this session (visible in logs).
-        self.get_reopens = 0
+        self._get_tag: str | None = None
+        # Set once notifications/initialized was answered: the GET stream waits for it.
+        self._usable = asyncio.Event()
 
     def negotiated(self, version: str) -> None:
         """Connection thread: a plain assignment, read by the loop when it builds the next
@@ -181,6 +181,7 @@ class LegacySession:
         if self.session_id != session_id:
             return False
         self.session_id = None
+        self._usable.clear()
         self.stop_get_stream()
         safe_tell(self._host.owner, SessionExpired(self._host.gen, rid))
         return True
@@ -217,92 +218,94 @@ class LegacySession:
         except (*BROKEN, aiohttp.ClientError, Error) as exc:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
         if method == "notifications/initialized" and not host.closing:
-            # The session is usable now: re-send what expired, open the GET stream.
+            # The session is usable now: re-send what expired; the GET stream may open.
             self._resend_expired()
-            self.start_get_stream()
+            self._usable.set()
 
-    # -- the GET stream ---------------------------------------------------------------------
+    # -- the GET stream (opened by the listen actor) -----------------------------------------
 
-    def start_get_stream(self) -> None:
+    def open_get(self, tag: str, sink: StreamSink, last_event_id: str | None) -> None:
+        """Open the GET stream once the session is usable; its messages (less the answers
+        to calls in flight, which go straight to their callers) are told to ``sink``, and
+        its end, with what reopening it needs (the server's ``retry``, the last event id).
+        Reopening, with a floor and a backoff, is the listen actor's."""
         self.stop_get_stream()
-        self.get_reopens = 0
-        self._get_task = asyncio.ensure_future(self._get_stream())
+        self._get_tag = tag
+        self._get_task = asyncio.ensure_future(self._get_stream(tag, sink, last_event_id))
+
+    def close_get(self, tag: str) -> bool:
+        """Close the GET stream ``tag``; False if it is not the GET stream."""
+        if tag != self._get_tag:
+            return False
+        self.stop_get_stream()
+        return True
 
     def stop_get_stream(self) -> None:
         task, self._get_task = self._get_task, None
+        self._get_tag = None
         if task is not None:
             task.cancel()
 
-    async def _get_stream(self) -> None:
-        """Server-to-client messages outside any request, kept open: after an end it is
-        resumed with ``Last-Event-ID`` once the server's ``retry`` has passed, but never
-        sooner than a floor, and later and later while streams keep ending at once."""
+    async def _get_stream(self, tag: str, sink: StreamSink, last_event_id: str | None) -> None:
+        """Server-to-client messages outside any request (spec 2025-11-25, "Listening for
+        Messages from the Server"), resumed with ``Last-Event-ID``."""
         host = self._host
+        await self._usable.wait()  # after notifications/initialized has been answered
         parser = SseParser(host.max_response)
-        failures = 0  # attempts in a row that failed (an error, a refused GET)
-        churn = 0  # ends in a row that came too soon (a failure or a short stream)
-        warned = False
         session_id = self.session_id
-        while not host.closing and session_id == self.session_id:
-            extra = dict(SSE_ACCEPT)
-            if parser.last_event_id is not None:
-                extra["Last-Event-ID"] = parser.last_event_id
-            opened = time.monotonic()
-            try:
-                headers = await host.headers(False, extra, session_id=session_id)
-                async with host.streams().get(host.url, headers=headers) as resp:
-                    if resp.status == 404 and session_id is not None:
-                        self.forget_session(session_id, None)
-                        return
-                    if resp.status != 200 or resp.content_type != "text/event-stream":
-                        return  # 405: the server offers no stream; that is allowed
-                    failures = 0
-                    await self._read_get(resp, parser)
-            except asyncio.CancelledError:
-                raise
-            except aiohttp.ClientConnectorError as exc:
-                host.report_down("unreachable", type(exc).__name__)
-                return
-            except (*BROKEN, aiohttp.ClientError, Error) as exc:
-                log.debug("GET stream broke: %s", type(exc).__name__)
-                failures += 1
-                if isinstance(exc, Error) and exc.reason == "response_too_large":
-                    parser = SseParser(host.max_response)  # a failed parser stays failed
-            if failures >= GET_ATTEMPTS:
-                # Server-to-client messages outside requests stop here: say so.
-                log.warning(
-                    "the server's GET stream failed %d times in a row; not reopened "
-                    "until the next session",
-                    failures,
-                )
-                return
-            churn = 0 if time.monotonic() - opened >= LIVED else churn + 1
-            delay = reopen_delay(parser.retry, churn)
-            if churn >= 3 and not warned:
-                warned = True
-                log.warning(
-                    "the server's GET stream keeps ending at once (%d times in a row); "
-                    "reopening it after %.1f s, backing off",
-                    churn,
-                    delay,
-                )
-            self.get_reopens += 1
-            await asyncio.sleep(delay)
+        end = StreamEnded(host.gen, tag, "ended")
+        extra = dict(SSE_ACCEPT)
+        if last_event_id is not None:
+            extra["Last-Event-ID"] = last_event_id
+        try:
+            headers = await host.headers(False, extra, session_id=session_id)
+            async with host.streams().get(host.url, headers=headers) as resp:
+                if resp.status == 404 and session_id is not None:
+                    self.forget_session(session_id, None)  # the connection initializes again
+                    end = end._replace(detail="session_expired", final=True)
+                elif resp.status != 200 or resp.content_type != "text/event-stream":
+                    # 405: the server offers no stream; that is allowed
+                    end = end._replace(detail=f"http_{resp.status}", final=True)
+                else:
+                    if not await self._read_get(tag, resp, parser, sink):
+                        return  # the sink is dead: nobody to tell
+        except asyncio.CancelledError:
+            raise  # closed by the sink, or the transport: nothing to tell
+        except aiohttp.ClientConnectorError as exc:
+            host.report_down("unreachable", type(exc).__name__)
+            end = end._replace(detail="unreachable", final=True)
+        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+            log.debug("GET stream broke: %s", type(exc).__name__)
+            end = end._replace(detail="failed")
+        finally:
+            if self._get_tag == tag:
+                self._get_task = None
+                self._get_tag = None
+        retry = parser.retry
+        _tell(
+            sink, end._replace(retry_ms=retry, last_event_id=parser.last_event_id or last_event_id)
+        )
 
-    async def _read_get(self, resp: aiohttp.ClientResponse, parser: SseParser) -> None:
+    async def _read_get(
+        self, tag: str, resp: aiohttp.ClientResponse, parser: SseParser, sink: StreamSink
+    ) -> bool:
+        """Tell the sink each chunk's messages; False once the sink is dead."""
         host = self._host
         async for chunk in resp.content.iter_any():
-            messages = []
             events, too_large = feed(parser, chunk)
-            for ev in events:
-                if ev.event != "message" or not ev.data:
-                    continue
-                msg = decode(ev.data)
-                if type(msg) is Invalid:
-                    safe_tell(host.owner, FrameProblem(host.gen, "malformed", msg.reason))
-                else:
-                    messages.append(msg)
+            messages = [decode(ev.data) for ev in events if ev.event == "message" and ev.data]
             if messages:
-                host.deliver(messages)
+                rest = host.answer(messages)  # answers to calls in flight: to their callers
+                if rest and not _tell(sink, StreamMessages(host.gen, tag, rest)):
+                    return False
             if too_large is not None:
                 raise too_large
+        return True
+
+
+def _tell(sink: StreamSink, message: Any) -> bool:
+    try:
+        sink.tell(message)
+        return True
+    except pykka.ActorDeadError:
+        return False

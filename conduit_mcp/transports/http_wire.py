@@ -23,10 +23,9 @@ PV_META = "io.modelcontextprotocol/protocolVersion"
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 SSE_ACCEPT = {"Accept": "text/event-stream"}
 LISTEN = "subscriptions/listen"
-# How often a legacy stream is resumed before it is given up, and the wait when the server
-# named no ``retry`` (ms).
+# How often a broken legacy response stream is resumed before it is given up, and the wait
+# when the server named no ``retry`` (ms).
 RESUME_ATTEMPTS = 3
-GET_ATTEMPTS = 5
 DEFAULT_RETRY_MS = 1000
 # The long-lived streams' own pool: the GET stream, a listen, and room for one of each being
 # replaced.

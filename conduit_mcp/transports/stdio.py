@@ -137,10 +137,19 @@ class StdioTransport:
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
 
-    def open_stream(self, tag: str, message: dict[str, Any], sink: StreamSink) -> None:
+    def open_stream(
+        self,
+        tag: str,
+        message: dict[str, Any] | None,
+        sink: StreamSink,
+        last_event_id: str | None = None,
+    ) -> None:
         """See :meth:`~.base.Transport.open_stream`: the listen request goes down the pipe;
         the reader tells its messages to ``sink``. A new sink (a restarted listen actor)
-        supersedes the old one, whose listens are closed. Listen actor's thread."""
+        supersedes the old one, whose listens are closed. Listen actor's thread. (There is
+        no GET stream over stdio: ``message`` None does nothing.)"""
+        if message is None:
+            return
         key = getattr(sink, "actor_urn", None) or id(sink)
         if self._sink_key is not None and key != self._sink_key:
             for old in self._tags:

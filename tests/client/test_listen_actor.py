@@ -212,3 +212,34 @@ def test_no_listen_actor_until_a_listen_is_wanted(ready_client):
     client.subscribe_notifications(queue.Queue(), methods=[TOOLS_CHANGED])
     client.await_listening(timeout=5)
     assert runtime.registry.get("listen") is not None
+
+
+def test_the_legacy_get_stream_comes_back_after_a_listen_actor_crash(
+    serve_http, start_client, crash_listen
+):
+    server, srv = serve_http(era="legacy")
+    client = start_client(srv.spec(), protocol="legacy", request_timeout=10)
+    assert client.await_ready(timeout=10).era == "legacy"
+
+    def gets() -> list[Any]:
+        return [e for e in server.events("http") if e["verb"] == "GET"]
+
+    server.wait_for(lambda e: e.get("event") == "http" and e["verb"] == "GET", timeout=5)
+    runtime = client._runtime()
+    connection, listen = runtime.registry.get("connection"), runtime.registry.get("listen")
+    notes: queue.Queue[Any] = queue.Queue()
+    client.subscribe_notifications(notes, methods=[TOOLS_CHANGED])
+    with ThreadPoolExecutor(10) as pool:
+        calls = slow_calls(client, pool)
+        server.wait_for("tools/call", timeout=5, count=10)
+        listen.tell(crash_listen())
+        wait_new(runtime, "listen", listen)
+        results = [f.result(timeout=10) for f in calls]
+    assert [r.is_error for r in results] == [False] * 10
+    assert runtime.registry.get("connection") is connection
+    deadline = time.monotonic() + 5
+    while len(gets()) < 2:  # the new incarnation opened its own GET stream
+        assert time.monotonic() < deadline, "the GET stream was not reopened"
+        time.sleep(0.02)
+    assert client.call_tool("changed", {"kind": "tools"}).structured_content["sent"] == 1
+    assert notes.get(timeout=5).method == TOOLS_CHANGED  # it travels on the GET stream
