@@ -71,7 +71,9 @@ __all__ = [
     "ListenBack",
     "ListenDropped",
     "ListenRouted",
+    "ListenStats",
     "ListenStream",
+    "Stats",
     "Want",
     "child_spec",
 ]
@@ -130,6 +132,25 @@ class ListenDropped(NamedTuple):
 class _Reopen(NamedTuple):
     token: int
     what: str  # "listen" or "get"
+
+
+class Stats(NamedTuple):
+    """Ask: the answer is a :class:`ListenStats`."""
+
+
+class ListenStats(NamedTuple):
+    """Counters of one listen actor incarnation."""
+
+    listens: int
+    """Listens open now."""
+    dropped: int
+    """Notifications of no live listen (a closed one's, a stray), dropped."""
+    get_open: bool
+    """Whether the legacy GET stream is open now."""
+    get_reopens: int
+    """Times the GET stream of the current session was reopened."""
+    get_gave_up: bool
+    """Whether the GET stream of the current session was given up (failures in a row)."""
 
 
 class Incarnations:
@@ -255,6 +276,11 @@ class ListenStream(SafeActor):
             self._on_ended(message)
         elif t is Want:
             self._on_want(message)
+        elif t is Stats:
+            get = self._get
+            return ListenStats(
+                len(self._listens), self.dropped, get.tag is not None, get.reopens, get.gave_up
+            )
         elif t is _Reopen:
             if message.what == "get":
                 if message.token == self._get.token and self._get.timer is not None:

@@ -165,11 +165,12 @@ def test_a_get_stream_that_ends_at_once_is_reopened_after_a_floor_and_a_backoff(
 ):
     """A server that sends ``retry: 1`` and ends every GET stream at once: the client waits
     at least the floor (1 s) before reopening, twice that the next time, and says so."""
+    from conduit_mcp.actors.listen import Stats
     from conduit_mcp.protocol.listen import REOPEN_FLOOR
 
     caplog.set_level(logging.WARNING, logger="conduit_mcp.listen")
     server, srv = serve_http(era="legacy", sse_retry_ms=1, end_get_streams=True)
-    start(start_client, srv)
+    client = start(start_client, srv)
     server.wait_for(is_get, timeout=10, count=3)
     times = [e["t"] for e in server.find(is_get)]
     first, second = times[1] - times[0], times[2] - times[1]
@@ -180,3 +181,5 @@ def test_a_get_stream_that_ends_at_once_is_reopened_after_a_floor_and_a_backoff(
         assert time.monotonic() < deadline, "no warning about the churning GET stream"
         time.sleep(0.02)
     assert len(server.find(is_get)) == 3  # the next one waits 4 s
+    stats = client._runtime().registry.get("listen").ask(Stats(), timeout=5)
+    assert (stats.get_reopens, stats.get_gave_up) == (3, False)  # the counter says so too
