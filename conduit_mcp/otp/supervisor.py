@@ -95,10 +95,15 @@ class StartChild:
     ``then``, if given, is told to the child before the child is published in the registry,
     so a sibling that tells the lazy child through the supervisor (it is not running yet)
     and later straight through the registry never sees its messages reordered.
+    ``forwarded``, if given, is called (on the supervisor's thread) once ``then`` was told or
+    could not be: a sender with messages still queued here keeps sending through here, or a
+    message told straight to the child could overtake one queued behind another child's start
+    (:class:`~.siblings.Siblings`).
     """
 
     child_id: str
     then: Any = field(default=None, repr=False)
+    forwarded: Callable[[], None] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,14 +234,18 @@ class Supervisor(SafeActor):
             self._on_child_exited(message)
             return None
         if isinstance(message, StartChild):
-            child = self._by_id.get(message.child_id)
-            if child is None:
-                raise Error("argument", "child_id", f"no child {message.child_id!r}")
-            if child.ref is not None:
-                if message.then is not None:
-                    child.ref.tell(message.then)
-                return child.ref
-            return self._start(child, wait=False, first=message.then)
+            try:
+                child = self._by_id.get(message.child_id)
+                if child is None:
+                    raise Error("argument", "child_id", f"no child {message.child_id!r}")
+                if child.ref is not None:
+                    if message.then is not None:
+                        child.ref.tell(message.then)
+                    return child.ref
+                return self._start(child, wait=False, first=message.then)
+            finally:
+                if message.forwarded is not None:
+                    message.forwarded()
         if isinstance(message, WhichChildren):
             return [(child.spec.id, child.ref) for child in self._children]
         return super().receive(message)
