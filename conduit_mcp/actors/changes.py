@@ -51,7 +51,7 @@ from ..published import Published
 from ..telemetry import ConnectionTelemetry
 from .core import Era
 from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
-from .listen import ListenBack, ListenDropped, ListenRouted, Want
+from .listen import ListenBack, ListenDropped, ListenRouted, Want, WantSeen
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
 
@@ -156,6 +156,11 @@ class ChangeTracker:
         # numbered by the sessions this connection entered ready with
         self._get_session = 0
         self._sessions = 0
+        # The number of the last want told to the listen actor.
+        self._told = 0
+        # Replies held until the listen actor acted on the want their call changed:
+        # (want number, reply, value)
+        self._held: list[tuple[int, Any, Any]] = []
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
 
     def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
@@ -175,9 +180,10 @@ class ChangeTracker:
         """Handle a change-tracking message (any state); False if ``ev`` is not one."""
         t = type(ev)
         if t is CacheStore:
+            told = self._told
             self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
             if ev.reply is not None:
-                ev.reply.ok(None)
+                self._answer_after_want(told, ev.reply, None)
             return True
         if t is Refreshed:
             self._refresh_done(ev.kind, "ok")
@@ -211,6 +217,9 @@ class ChangeTracker:
             return True
         if t is ListenBack:
             self._listen_back(ev.restarted)
+            return True
+        if t is WantSeen:
+            self._release(ev.seq)
             return True
         return False
 
@@ -374,6 +383,7 @@ class ChangeTracker:
     def lost(self) -> None:
         """The connection is gone (or leaving ready): its listens with it; lists are stale."""
         self._quiet.clear()
+        self._release(None)  # no listen goes out on this transport any more
         had_get, self._get_session = self._get_session, 0
         if self._listen_want:
             self._want_listen({})
@@ -383,6 +393,7 @@ class ChangeTracker:
 
     def closed(self) -> None:
         """The connection stops: its cache answers ``cache_gone`` from now on."""
+        self._release(None)
         self._cache.close()
 
     # -- resource subscriptions ----------------------------------------------------------------
@@ -416,8 +427,9 @@ class ChangeTracker:
             self._resource_uris.discard(uri)
         if era != "modern":
             return False
+        told = self._told
         self._update_listen()  # first: await_listening after this call waits for the new want
-        call.reply.ok({})
+        self._answer_after_want(told, call.reply, {})
         return True
 
     # -- listens (modern) ------------------------------------------------------------------------
@@ -454,6 +466,27 @@ class ChangeTracker:
         self._get_session = self._sessions
         self._tell_listen()
 
+    def _answer_after_want(self, told: int, reply: Any, value: Any) -> None:
+        """Answer ``reply`` now, or, if the call told the listen actor a new want, once it
+        has acted on it (``WantSeen``): over stdio its listen request is then in the pipe
+        before the caller's next request, so a change that request makes is announced."""
+        if self._told != told:
+            self._held.append((self._told, reply, value))
+        else:
+            reply.ok(value)
+
+    def _release(self, seq: int | None) -> None:
+        """Answer the held replies of wants up to ``seq`` (None: all)."""
+        if not self._held:
+            return
+        keep = []
+        for item in self._held:
+            if seq is None or item[0] <= seq:
+                item[1].ok(item[2])
+            else:
+                keep.append(item)
+        self._held = keep
+
     def _tell_listen(self) -> None:
         """Tell the listen actor what is wanted now (starting it for a first want)."""
         transport = self._published.transport
@@ -470,7 +503,8 @@ class ChangeTracker:
             self._conn.version or "",
             self._get_session,
         )
-        self._siblings.tell("listen", want)
+        if self._siblings.tell("listen", want):
+            self._told = want.seq
 
     def _listen_back(self, restarted: bool) -> None:
         """A listen actor started: tell it the want again. After a crash of its predecessor

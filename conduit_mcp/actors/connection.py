@@ -83,7 +83,7 @@ from .events import (
 )
 from .handshake import HandshakeStates
 from .http_outcomes import HttpOutcomes
-from .listen import ListenBack, ListenDropped, ListenRouted
+from .listen import ListenBack, ListenDropped, ListenRouted, WantSeen
 from .pending import PendingTable
 from .refresher import Refreshed, RefreshFailed
 
@@ -103,6 +103,7 @@ _CHANGE_EVENTS = (
     ListenRouted,
     ListenDropped,
     ListenBack,
+    WantSeen,
 )
 
 __all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]

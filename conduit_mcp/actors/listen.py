@@ -75,6 +75,7 @@ __all__ = [
     "ListenStream",
     "Stats",
     "Want",
+    "WantSeen",
     "child_spec",
 ]
 
@@ -113,6 +114,15 @@ class ListenBack(NamedTuple):
     (``restarted``: a predecessor crashed, so notifications may have been missed)."""
 
     restarted: bool
+
+
+class WantSeen(NamedTuple):
+    """Listen actor -> connection: the want ``seq`` was acted on (its listen request, if
+    one was needed, is on its way: over stdio, in the pipe before anything the connection
+    sends next). A caller whose call changed the want is answered only then, so a change
+    it makes next is not missed."""
+
+    seq: int
 
 
 class ListenRouted(NamedTuple):
@@ -294,6 +304,10 @@ class ListenStream(SafeActor):
         return None
 
     def _on_want(self, want: Want) -> None:
+        self._act_on(want)
+        self._tell_connection(WantSeen(want.seq))
+
+    def _act_on(self, want: Want) -> None:
         old, self._want = self._want, want
         if old is not None and (old.gen != want.gen or old.transport is not want.transport):
             # A new transport: the old one's listens went with it.

@@ -243,3 +243,21 @@ def test_the_legacy_get_stream_comes_back_after_a_listen_actor_crash(
         time.sleep(0.02)
     assert client.call_tool("changed", {"kind": "tools"}).structured_content["sent"] == 1
     assert notes.get(timeout=5).method == TOOLS_CHANGED  # it travels on the GET stream
+
+
+def test_a_change_right_after_the_first_listing_is_announced(make_server, start_client):
+    """Over stdio the listen for a newly cached list is in the pipe before the caller's next
+    request: ``list_all_tools()`` returns only once the listen actor has acted on the new
+    want, so a tool added right after (no await_listening) is announced and refreshed."""
+    server = make_server(extra_args=["--ttl-ms", "60000"])
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    notes: queue.Queue[Any] = queue.Queue()
+    client.subscribe_notifications(notes, methods=[mcp.LIST_REFRESHED])
+    client.list_all_tools()
+    client.call_tool("add_tool", {"name": "right_after"})
+    assert notes.get(timeout=5).params["kind"] == "tools"
+    assert client.tool("right_after") is not None
+    (listen,) = server.received("subscriptions/listen")
+    (added,) = [c for c in server.received("tools/call") if c["params"]["name"] == "add_tool"]
+    assert listen["t"] < added["t"]
