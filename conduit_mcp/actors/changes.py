@@ -24,7 +24,10 @@ life-cycle moments here, and this module decides what they mean.
   listen-stream actor (:mod:`.listen`) as a :class:`~.listen.Want` whenever it changes. That
   actor owns the streams (opening, swapping, reopening, at most four) and routes a live
   listen's notifications back here (:class:`~.listen.ListenRouted`), with the
-  ``subscriptionId`` removed; a listen whose stream dropped marks the cache stale.
+  ``subscriptionId`` removed; a listen whose stream dropped marks the cache stale. A call
+  that changes the want is answered once that actor has acted on it
+  (:class:`~.listen.WantSeen`), so the caller's next change is announced. Legacy HTTP:
+  every session entering ready wants its GET stream, which the same actor keeps open.
 * **Resource subscriptions** survive reconnects: modern ones ride on the listen filter,
   legacy ones are ``resources/subscribe`` calls, sent again on every new session.
 """

@@ -15,9 +15,9 @@ Era differences, decided per message (a modern request carries its version in ``
   whose ``x-mcp-header`` annotations are invalid are removed from ``tools/list`` results
   (with a warning) and the header plans of the others kept for ``tools/call``.
 * **legacy**: the ``Mcp-Session-Id`` from the ``initialize`` answer is sent back, with the
-  negotiated ``MCP-Protocol-Version``; after ``notifications/initialized`` the GET stream
-  carries server notifications and requests, resumed with ``Last-Event-ID`` after the
-  server's ``retry``; a broken response stream is resumed the same way; a 404 for a request
+  negotiated ``MCP-Protocol-Version``; once ``notifications/initialized`` was answered the
+  GET stream (opened by the listen actor) carries server notifications and requests; a
+  broken response stream is resumed with ``Last-Event-ID`` after the server's ``retry``; a 404 for a request
   carrying the session is a :class:`SessionExpired` (the request is kept and re-sent once
   the connection has initialized again); ``close`` DELETEs the session; cancelling also
   POSTs ``notifications/cancelled`` (in that era a disconnect is not a cancellation).
@@ -35,8 +35,11 @@ streams (the legacy GET stream, modern ``subscriptions/listen``) have their own 
 so that they never hold the requests' connections for good.
 
 Long-lived streams for the listen actor (:meth:`HttpTransport.open_stream`): a modern
-``subscriptions/listen`` is POSTed on the streams' pool and its SSE events are told to the
-listen actor (the sink), never to the connection; a stream whose sink is dead closes itself.
+``subscriptions/listen`` is POSTed on the streams' pool, or the legacy GET stream opened
+there, and its messages are told to the listen actor (the sink), never to the connection
+(answers to calls in flight excepted: they go straight to their callers); a stream whose
+sink is dead closes itself, and a new sink (a restarted listen actor) closes the old one's.
+Reopening a stream that ended is the listen actor's (a floor and a backoff).
 
 Credentials: static headers and a bearer token are merged once; an ``auth`` callable is user
 code, so it runs on a small worker pool (never on the loop or an actor), bounded by
