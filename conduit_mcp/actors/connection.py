@@ -1,4 +1,4 @@
-"""The connection: one client's router to one MCP server (seed 000, line by line).
+"""The connection: one client's router to one MCP server (docs/connection.md).
 
 A gen_statem-style actor. It allocates request ids, keeps the pending map, enforces
 deadlines and limits, and routes responses and progress. It never runs user code: replies go
@@ -635,7 +635,8 @@ class Connection(HttpOutcomes, HandshakeStates):
                 and self._era == "modern"
                 and not call.retried
             ):
-                # seed 000: a ready modern connection re-discovers; the request is retried once
+                # A ready modern connection re-discovers; the request is retried once
+                # (docs/connection.md, "Era discovery")
                 retry = Call(
                     call.method, call.params, call.deadline, call.reply, call.progress, retried=True
                 )
