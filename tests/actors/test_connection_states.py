@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import typing
+from typing import Any
 
 import pytest
 
 from conduit_mcp import status
+from conduit_mcp.actors import connection, core, handshake, http_outcomes
 from conduit_mcp.actors.connection import Connection
 
 
@@ -36,3 +40,34 @@ def test_every_state_has_its_handler_and_dispatch_table() -> None:
         assert callable(getattr(Connection, f"on_{state}"))
         table = getattr(Connection, f"_IN_{state.upper()}")
         assert all(isinstance(t, type) for t in table)
+
+
+def _assigned_attributes(module: Any) -> set[str]:
+    """Every ``self.<name>`` a module assigns (plain, annotated or augmented)."""
+    tree = ast.parse(inspect.getsource(module))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            for sub in ast.walk(target):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Name)
+                    and sub.value.id == "self"
+                ):
+                    names.add(sub.attr)
+    return names
+
+
+def test_every_attribute_the_connection_shares_is_declared_in_connection_core() -> None:
+    """A reader of handshake.py finds every attribute it uses in one place, with its type
+    and what it holds: nothing assigns an attribute ConnectionCore does not declare."""
+    declared = set(core.ConnectionCore.__annotations__)
+    for module in (connection, handshake, http_outcomes, core):
+        undeclared = _assigned_attributes(module) - declared
+        assert not undeclared, f"{module.__name__} assigns undeclared {sorted(undeclared)}"
