@@ -19,8 +19,20 @@ and the only user function it calls is the guarded ``backoff``.
 |                |                                                   | (max_reconnects)              |
 | closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
 
-The handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`; the
-messages and events in :mod:`.events`.
+The states are a closed set (``Connection.STATES``, checked when the class is created). The
+handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`, what HTTP
+refusals and broken streams mean in :mod:`.http_outcomes`; every attribute these share is
+declared in :class:`~.core.ConnectionCore`; the messages and events are in :mod:`.events`.
+Each state dispatches an event by its exact type through a class-level table (the
+``_IN_<STATE>`` tables at the end of the class, and ``_COMMON`` for what every state handles
+alike). Notifications, the cache, refreshes, listens and resource subscriptions are the
+:class:`~.changes.ChangeTracker`'s, an object the connection holds.
+
+What outlives a crash of this actor (docs/actor-tree.md): calls in flight fail
+``transport``/``connection_crashed`` (they may have run), queued ones
+``unavailable``/``connection_crashed`` (never sent); subscribers (the notifier), resource
+subscriptions and "once modern, never legacy" are kept in
+:class:`~conduit_mcp.published.Published`, so the restarted connection carries on with them.
 
 Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
 ``await_ready`` waiters) and replayed on entering ``ready``, where the deadline is checked
