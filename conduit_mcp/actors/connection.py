@@ -30,8 +30,8 @@ alike). Notifications, the cache, refreshes, listens and resource subscriptions 
 
 What outlives a crash of this actor (docs/actor-tree.md): calls in flight fail
 ``transport``/``connection_crashed`` (they may have run), queued ones
-``unavailable``/``connection_crashed`` (never sent); subscribers (the notifier), resource
-subscriptions and "once modern, never legacy" are kept in
+``unavailable``/``connection_crashed`` (never sent); the subscribers are kept by the
+notifier, the resource subscriptions and "once modern, never legacy" in
 :class:`~conduit_mcp.published.Published`, so the restarted connection carries on with them.
 
 Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
