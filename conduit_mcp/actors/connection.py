@@ -1,4 +1,4 @@
-"""The connection: one client's router to one MCP server (seed 000, line by line).
+"""The connection: one client's router to one MCP server (docs/connection.md).
 
 A gen_statem-style actor. It allocates request ids, keeps the pending map, enforces
 deadlines and limits, and routes responses and progress. It never runs user code: replies go
@@ -19,8 +19,20 @@ and the only user function it calls is the guarded ``backoff``.
 |                |                                                   | (max_reconnects)              |
 | closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
 
-The handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`; the
-messages and events in :mod:`.events`.
+The states are a closed set (``Connection.STATES``, checked when the class is created). The
+handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`, what HTTP
+refusals and broken streams mean in :mod:`.http_outcomes`; every attribute these share is
+declared in :class:`~.core.ConnectionCore`; the messages and events are in :mod:`.events`.
+Each state dispatches an event by its exact type through a class-level table (the
+``_IN_<STATE>`` tables at the end of the class, and ``_COMMON`` for what every state handles
+alike). Notifications, the cache, refreshes, listens and resource subscriptions are the
+:class:`~.changes.ChangeTracker`'s, an object the connection holds.
+
+What outlives a crash of this actor (docs/actor-tree.md): calls in flight fail
+``transport``/``connection_crashed`` (they may have run), queued ones
+``unavailable``/``connection_crashed`` (never sent); the subscribers are kept by the
+notifier, the resource subscriptions and "once modern, never legacy" in
+:class:`~conduit_mcp.published.Published`, so the restarted connection carries on with them.
 
 Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
 ``await_ready`` waiters) and replayed on entering ``ready``, where the deadline is checked
@@ -646,7 +658,8 @@ class Connection(HttpOutcomes, HandshakeStates):
                 and self._era == "modern"
                 and not call.retried
             ):
-                # seed 000: a ready modern connection re-discovers; the request is retried once
+                # A ready modern connection re-discovers; the request is retried once
+                # (docs/connection.md, "Era discovery")
                 retry = Call(
                     call.method, call.params, call.deadline, call.reply, call.progress, retried=True
                 )

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conduit_mcp.connection")
 
+# The same sets as conduit_mcp.status's State, Era and Origin (the public Status fields).
+State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
 Era = Literal["modern", "legacy"]
 Origin = Literal["probe", "pinned", "prior"]
 
@@ -191,7 +193,7 @@ class ConnectionCore(Statem):
                 self.set_timeout(call, None, None)
                 call.reply.fail(error)
 
-    def _publish(self, state: str, reason: str | None) -> None:
+    def _publish(self, state: State, reason: str | None) -> None:
         shared = self._shared
         self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
         shared.publish(Status(state, self._era, self._version, reason, self._origin))

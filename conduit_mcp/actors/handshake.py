@@ -1,5 +1,5 @@
 """The handshake states of the connection: ``discovering`` (the modern probe and its
-classification, seed 000 "Era discovery") and ``initializing`` (the legacy handshake).
+classification, docs/connection.md, "Era discovery") and ``initializing`` (the legacy handshake).
 
 A mixin of :class:`~conduit_mcp.actors.connection.Connection`, split out because negotiation
 is one seam of its own: the pure rules live in :mod:`conduit_mcp.protocol.negotiation`; this

@@ -1,7 +1,7 @@
 """The gen_statem idiom on Pykka: state functions, state enter, postpone, inserted events, timers.
 
 The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_functions`` with
-``state_enter``; stack.md §3), so a reader who knows OTP knows this engine:
+``state_enter``; docs/porting.md), so a reader who knows OTP knows this engine:
 
 * **Dispatch.** Each event goes to ``self.on_<state>(kind, event)`` if that method exists, else
   to :meth:`Statem.handle_event`. ``kind`` is ``"cast"`` (a message told to the actor),
@@ -18,7 +18,7 @@ The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_fu
 * **Event order.** After a transition the internal queue is ``inserted events`` (in the order
   given) + ``postponed events`` (on a state change) + ``what was queued``; then zero-time
   timeouts; only then the next mailbox message. That is why inserted events are never told to
-  self: a tell lands behind the mailbox (stack.md §1.8).
+  self: a tell lands behind the mailbox.
 * **Timers.** At most one state timeout, cancelled by a state change; any number of named
   timeouts, which survive state changes. Setting again replaces, ``None`` cancels. Each arm gets
   a token, and an event whose token is no longer current is dropped, so a cancelled or replaced
@@ -187,7 +187,7 @@ class _Wake:
 
 
 def _wake(ref: pykka.ActorRef[Any], arm: int) -> None:
-    # Runs on the timer thread: only a tell (stack.md §1.5).
+    # Runs on the timer thread: only a tell, never a call into the actor (docs/architecture.md).
     safe_tell(ref, _Wake(arm))
 
 

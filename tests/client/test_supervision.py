@@ -4,7 +4,6 @@ under an application's own supervisor."""
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,82 +60,6 @@ def test_too_many_crashes_close_the_client(crashable, make_server, start_client)
     assert err.value.kind == "closed"
 
 
-def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make_server):
-    server = make_server(
-        rules=[
-            {"match": {"method": "server/discover"}, "action": "exit", "first_process_only": True}
-        ]
-    )
-    spec = mcp.Client.child_spec(
-        server.stdio(), name="app-child", max_reconnects=0, on_give_up="stop"
-    )
-    app = mcp.Supervisor.start([spec], strategy="one_for_one")
-    try:
-        app.ask(WhichChildren(), timeout=10)  # the supervisor's init has run
-        first = tree.lookup("app-child")
-        server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2, timeout=10)
-        client = mcp.Client.whereis("app-child")
-        status = client.await_ready(timeout=10)
-        # A fresh client tree, started by the application's supervisor (not a restart of
-        # the connection inside the old tree).
-        assert tree.lookup("app-child") is not first
-        assert first is not None and first.stopped.is_set()
-        assert status.state == "ready"
-        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
-    finally:
-        app.stop()
-    assert mcp.Client.whereis("app-child").status().state == "closed"
-
-
-def test_on_give_up_close_keeps_the_client_to_show_why(make_server, start_client):
-    server = make_server()
-    client = start_client(server.stdio(), max_reconnects=0)
-    client.await_ready(timeout=10)
-    os.kill(server.pids()[-1], signal.SIGKILL)
-    status = client.wait_for_state("closed", timeout=10)
-    assert status.reason == "max_reconnects"
-    assert client._runtime().alive()
-
-
-def test_start_refuses_a_duplicate_name(make_server, start_client):
-    server = make_server()
-    start_client(server.stdio(), name="dup")
-    with pytest.raises(mcp.Error) as err:
-        mcp.Client.start(server.stdio(), name="dup")
-    assert (err.value.kind, err.value.reason) == ("config", "name")
-
-
-@pytest.mark.parametrize(
-    ("options", "name"),
-    [
-        ({"max_in_flight": 0}, "max_in_flight"),
-        ({"max_queued": -1}, "max_queued"),
-        ({"request_timeout": 0}, "request_timeout"),
-        ({"protocol": "2019-01-01"}, "protocol"),
-        ({"prior": "modern"}, "prior"),
-        ({"on_give_up": "explode"}, "on_give_up"),
-        ({"backoff": 3}, "backoff"),
-        ({"max_reconnects": 1.5}, "max_reconnects"),
-        ({"health_check": -1}, "health_check"),
-        ({"client_info": {"name": 1}}, "client_info"),
-        ({"bogus": 1}, "unknown_option"),
-    ],
-)
-def test_every_option_is_validated_at_start(options, name):
-    with pytest.raises(mcp.Error) as err:
-        mcp.Client.start(mcp.Stdio("true"), **options)
-    assert (err.value.kind, err.value.reason) == ("config", name)
-
-
-def test_the_transport_is_validated_at_start():
-    with pytest.raises(mcp.Error) as err:
-        mcp.Client.start("python -m server")
-    assert (err.value.kind, err.value.reason) == ("config", "transport")
-    with pytest.raises(mcp.Error) as err:
-        mcp.Stdio("")
-    assert err.value.kind == "config"
-
-
 # -- what outlives a connection crash -----------------------------------------------------
 
 HELLO = "test://static/hello"
@@ -146,6 +69,8 @@ BARRIER = "test/barrier"
 
 def _until_barrier(notes, timeout=5.0):
     """The notifications delivered to ``notes`` before the next ``test/barrier``."""
+    import queue
+
     deadline = time.monotonic() + timeout
     got = []
     while True:
@@ -225,6 +150,8 @@ def test_a_connection_crash_costs_what_the_tree_says(crashable, make_server, sta
     )
     client = start_client(server.stdio(), protocol="auto")
     assert client.await_ready(timeout=10).era == "modern"
+    import queue
+
     notes = queue.Queue()
     client.subscribe_notifications(notes, methods=[UPDATED, BARRIER])
     client.subscribe(HELLO)
@@ -260,3 +187,79 @@ def test_a_connection_crash_costs_what_the_tree_says(crashable, make_server, sta
     client.call_tool("notify", {"method": BARRIER})
     assert _until_barrier(notes) == [UPDATED]
     assert server.received("initialize") == []
+
+
+def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make_server):
+    server = make_server(
+        rules=[
+            {"match": {"method": "server/discover"}, "action": "exit", "first_process_only": True}
+        ]
+    )
+    spec = mcp.Client.child_spec(
+        server.stdio(), name="app-child", max_reconnects=0, on_give_up="stop"
+    )
+    app = mcp.Supervisor.start([spec], strategy="one_for_one")
+    try:
+        app.ask(WhichChildren(), timeout=10)  # the supervisor's init has run
+        first = tree.lookup("app-child")
+        server.wait_for(lambda e: e.get("event") == "started" and server.starts() == 2, timeout=10)
+        client = mcp.Client.whereis("app-child")
+        status = client.await_ready(timeout=10)
+        # A fresh client tree, started by the application's supervisor (not a restart of
+        # the connection inside the old tree).
+        assert tree.lookup("app-child") is not first
+        assert first is not None and first.stopped.is_set()
+        assert status.state == "ready"
+        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    finally:
+        app.stop()
+    assert mcp.Client.whereis("app-child").status().state == "closed"
+
+
+def test_on_give_up_close_keeps_the_client_to_show_why(make_server, start_client):
+    server = make_server()
+    client = start_client(server.stdio(), max_reconnects=0)
+    client.await_ready(timeout=10)
+    os.kill(server.pids()[-1], signal.SIGKILL)
+    status = client.wait_for_state("closed", timeout=10)
+    assert status.reason == "max_reconnects"
+    assert client._runtime().alive()
+
+
+def test_start_refuses_a_duplicate_name(make_server, start_client):
+    server = make_server()
+    start_client(server.stdio(), name="dup")
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start(server.stdio(), name="dup")
+    assert (err.value.kind, err.value.reason) == ("config", "name")
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"max_in_flight": 0}, "max_in_flight"),
+        ({"max_queued": -1}, "max_queued"),
+        ({"request_timeout": 0}, "request_timeout"),
+        ({"protocol": "2019-01-01"}, "protocol"),
+        ({"prior": "modern"}, "prior"),
+        ({"on_give_up": "explode"}, "on_give_up"),
+        ({"backoff": 3}, "backoff"),
+        ({"max_reconnects": 1.5}, "max_reconnects"),
+        ({"health_check": -1}, "health_check"),
+        ({"client_info": {"name": 1}}, "client_info"),
+        ({"bogus": 1}, "unknown_option"),
+    ],
+)
+def test_every_option_is_validated_at_start(options, name):
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start(mcp.Stdio("true"), **options)
+    assert (err.value.kind, err.value.reason) == ("config", name)
+
+
+def test_the_transport_is_validated_at_start():
+    with pytest.raises(mcp.Error) as err:
+        mcp.Client.start("python -m server")
+    assert (err.value.kind, err.value.reason) == ("config", "transport")
+    with pytest.raises(mcp.Error) as err:
+        mcp.Stdio("")
+    assert err.value.kind == "config"
