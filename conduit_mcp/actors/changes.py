@@ -4,10 +4,9 @@ subscriptions"; docs/cache.md).
 
 A :class:`ChangeTracker` is an object the connection holds (``Connection._changes``), with
 its collaborators named in its constructor: the cache (it is the only writer), the published
-values, the client's siblings (notifier, refresher), the config, the telemetry counters, the
-backoff, and a narrow port (:class:`ConnectionPort`) for the few things it asks of the
-connection (a request id, sending a message, a named timer, the era, cancelling at the
-transport). The connection routes the change-tracking messages, timeouts, notifications and
+values, the client's siblings (notifier, refresher, listen), the config, the telemetry
+counters, and a narrow port (:class:`ConnectionPort`) for the few things it asks of the
+connection (a request id, sending a message, a named timer, the era). The connection routes the change-tracking messages, timeouts, notifications and
 life-cycle moments here, and this module decides what they mean.
 
 * **Notifications** (all but progress and cancelled) go to the client's notifier actor, which
@@ -41,7 +40,6 @@ from typing import Any, Protocol, cast
 
 import pykka
 
-from ..backoff import GuardedBackoff
 from ..cache import Cache
 from ..config import Config
 from ..errors import Error
@@ -102,10 +100,6 @@ class ConnectionPort(Protocol):
         """Arm (``None``: cancel) the connection's named timer ``name``."""
         ...
 
-    def cancel_at_transport(self, rid: Any, reason: str) -> None:
-        """Tell the server to cancel request ``rid`` (nothing if there is no transport)."""
-        ...
-
     def use_credentials(self, spec: Any) -> None:
         """Send the credentials of transport spec ``spec`` from now on."""
         ...
@@ -131,7 +125,6 @@ class ChangeTracker:
         siblings: SiblingsPort,
         config: Config,
         telemetry: ConnectionTelemetry,
-        backoff: GuardedBackoff,
         client_name: str,
     ) -> None:
         self._conn = conn
@@ -140,7 +133,6 @@ class ChangeTracker:
         self._siblings = siblings
         self._cfg = config
         self._tel = telemetry
-        self._backoff = backoff
         self._client_name = client_name
         published.cache = cache
         self._coalescer = Coalescer(LIST_CHANGED_WINDOW)

@@ -207,7 +207,6 @@ class Connection(HttpOutcomes, HandshakeStates):
             siblings=siblings or _NoSiblings(),
             config=config,
             telemetry=self._tel,
-            backoff=self._backoff,
             client_name=client_name,
         )
         self._changes.replay_consumers(self.actor_ref)

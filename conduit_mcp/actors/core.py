@@ -58,7 +58,7 @@ class ConnectionCore(Statem):
     _shared: Published  # what the connection publishes; outlives a crashed connection
     _tel: ConnectionTelemetry  # O(1) counters on transitions, cancels, drops (never per call)
     _factory: TransportFactory  # builds one transport per connection attempt
-    _backoff: GuardedBackoff  # reconnect and listen-reopen delays (the user's, guarded)
+    _backoff: GuardedBackoff  # reconnect delays (the user's, guarded)
     _changes: ChangeTracker  # notifications, the cache, listens, resource subscriptions
     _client_info: dict[str, Any]  # sent with every modern request and in initialize
     _capabilities: dict[str, Any]  # idem: the client's capabilities
