@@ -261,3 +261,18 @@ def test_a_change_right_after_the_first_listing_is_announced(make_server, start_
     (listen,) = server.received("subscriptions/listen")
     (added,) = [c for c in server.received("tools/call") if c["params"]["name"] == "add_tool"]
     assert listen["t"] < added["t"]
+
+
+def test_a_listen_the_server_ends_is_reopened_no_sooner_than_the_floor(make_server, start_client):
+    """The backoff says 10 ms (the fixture's); the floor says 1 s."""
+    from conduit_mcp.protocol.listen import REOPEN_FLOOR
+
+    server = make_server()
+    client = start_client(server.stdio())  # backoff: 0.01 s
+    client.await_ready(timeout=10)
+    client.subscribe_notifications(queue.Queue(), methods=[TOOLS_CHANGED])
+    first = listen_event(server, {"toolsListChanged": True})
+    client.call_tool("end_listens", {"how": "result"})
+    ended_at = server.received("tools/call")[-1]["t"]
+    again = listen_event(server, {"toolsListChanged": True}, after=first["id"])
+    assert again["t"] - ended_at >= REOPEN_FLOOR * 0.95
