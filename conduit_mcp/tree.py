@@ -16,6 +16,7 @@ registry (the supervisor may have restarted it): refs are never kept across rest
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from typing import Any
@@ -203,3 +204,16 @@ def unregister(runtime: ClientTree) -> None:
 
 def lookup(name: str) -> ClientTree | None:
     return _directory.get(name)
+
+
+def _forget_clients_in_child() -> None:
+    # The parent's clients do not exist in a forked child (their actor threads were not
+    # copied): the child starts with an empty directory, so it can start its own, under any
+    # name.
+    global _lock
+    _lock = threading.Lock()
+    _directory.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_clients_in_child)

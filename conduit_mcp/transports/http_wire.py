@@ -8,6 +8,7 @@ Kept apart from :mod:`.http` (the transport's life cycle and routing) and
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,17 @@ def _pool() -> ThreadPoolExecutor:
                 max_workers=AUTH_WORKERS, thread_name_prefix="conduit-mcp-auth"
             )
         return _auth_pool
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child has the pool object but none of its threads: it would queue forever.
+    global _auth_pool, _auth_lock
+    _auth_pool = None
+    _auth_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 async def call_auth(auth: Callable[[], Mapping[str, str]], timeout: float) -> Mapping[str, str]:

@@ -50,7 +50,7 @@ def test_url_secrets_never_reach_a_repr_a_log_or_an_error(
     serve_http, start_client, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="conduit_mcp")
-    server, srv = serve_http()
+    _server, srv = serve_http()
     client = start_client(mcp.Http(with_secrets(srv.url)), request_timeout=5.0)
     status = client.await_ready(timeout=5)
     assert status.state == "ready"

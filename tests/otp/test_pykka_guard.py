@@ -33,6 +33,16 @@ def test_pykkas_stop_message_type_exists() -> None:
     assert _pykka.ACTOR_STOP is messages._ActorStop
 
 
+def test_the_registry_list_and_lock_exist() -> None:
+    registry = pykka.ActorRegistry
+    assert isinstance(getattr(registry, "_actor_refs", None), list), (
+        "pykka.ActorRegistry._actor_refs is gone: a forked child cannot forget the parent's actors"
+    )
+    assert hasattr(getattr(registry, "_actor_refs_lock", None), "acquire"), (
+        "pykka.ActorRegistry._actor_refs_lock is gone"
+    )
+
+
 def test_a_dead_actors_inbox_can_be_read_without_blocking() -> None:
     class Probe(pykka.ThreadingActor):
         pass
