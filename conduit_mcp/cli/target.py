@@ -40,12 +40,12 @@ def transport_of(args: argparse.Namespace, server_command: Sequence[str] | None)
         )
         if present
     ]
+    if args.server is not None and args.config is None:
+        raise UsageError("--server names an entry of --config FILE; give the file too", HOW)
     if not given:
         raise UsageError("no server given", HOW)
     if len(given) > 1:
         raise UsageError(f"give one server, not {' and '.join(given)}", HOW)
-    if args.server is not None and args.config is None:
-        raise UsageError("--server names an entry of --config FILE; give the file too", HOW)
     env = _pairs(args.env, "=", "--env", "NAME=VALUE")
     headers = _pairs(args.header, ":", "--header", "'NAME: VALUE'")
     if server_command is not None:
@@ -102,12 +102,15 @@ def _stdio(
         raise UsageError(exc.message) from None
 
 
-def _http(url: str, headers: Mapping[str, str], bearer: str | None) -> Http:
+def _http(url: str, headers: Mapping[str, str], bearer: str | None, where: str = "") -> Http:
     try:
         return Http(url, headers=dict(headers) or None, bearer=bearer)
     except Error as exc:
+        message = exc.message
+        if exc.reason == "http.url":
+            message = f"{message} (got {_redacted(url)!r})"
         raise UsageError(
-            f"{exc.message} (got {_redacted(url)!r})" if exc.reason == "http.url" else exc.message,
+            f"{where}: {message}" if where else message,
             "e.g. --url http://127.0.0.1:8000/mcp",
         ) from None
 
@@ -166,7 +169,7 @@ def _from_config(
         if not isinstance(url, str):
             raise UsageError(f"{where}: 'url' must be a string")
         merged = {**_string_map(entry, "headers", where), **headers}
-        return _http(url, merged, args.bearer)
+        return _http(url, merged, args.bearer, where)
     if "command" not in entry:
         raise UsageError(f"{where}: an entry needs 'command' (stdio) or 'url' (HTTP)")
     _no_http_options(args, f"{where} (a stdio server)")
