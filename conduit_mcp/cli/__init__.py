@@ -40,6 +40,16 @@ def main(
             from .demo import demo
 
             return demo()
+        if args.verbose:
+            import logging
+
+            handler = logging.StreamHandler(err)
+            handler.setFormatter(
+                logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s")
+            )
+            package = logging.getLogger("conduit_mcp")
+            package.addHandler(handler)
+            package.setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)
         from .commands import run
         from .target import transport_of
 

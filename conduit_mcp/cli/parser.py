@@ -127,6 +127,13 @@ def _connection_options() -> _Parser:
     )
     out = common.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the raw JSON result (for scripts)")
+    out.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log the client's conduit_mcp.* loggers on stderr (-v: INFO, -vv: DEBUG)",
+    )
     return common
 
 

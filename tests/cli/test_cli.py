@@ -182,3 +182,12 @@ def test_help_documents_every_command_and_the_exit_codes():
     call = run("call", "--help")
     assert call.returncode == 0
     assert "TOOL" in call.stdout and "--bearer" in call.stdout and "exit codes:" in call.stdout
+
+
+def test_verbose_logs_the_clients_loggers_on_stderr_and_quiet_by_default():
+    quiet = run("ping", *SERVER)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    loud = run("ping", "-vv", *SERVER)
+    assert loud.returncode == 0, loud.stderr
+    assert "conduit_mcp.connection DEBUG connection discovering -> ready" in loud.stderr
+    assert "pykka" not in loud.stderr  # only the client's own loggers
