@@ -50,3 +50,18 @@ def test_nothing_on_stderr_unless_the_application_configures_logging():
 def test_the_package_logger_has_a_null_handler():
     handlers = logging.getLogger("conduit_mcp").handlers
     assert any(isinstance(h, logging.NullHandler) for h in handlers)
+
+
+def test_the_readme_lists_every_logger_of_the_package():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    names = set()
+    for source in (root / "conduit_mcp").rglob("*.py"):
+        names |= set(re.findall(r'getLogger\("(conduit_mcp[\w.]*)"\)', source.read_text()))
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## Logging") :]
+    section = section[: section.index("\n## ")]
+    listed = set(re.findall(r"`(conduit_mcp[\w.]*)`", section))
+    assert names - {"conduit_mcp"} <= listed, "add the new loggers to the README's Logging section"
