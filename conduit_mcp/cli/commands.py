@@ -31,14 +31,6 @@ from .target import Transport
 STDERR_TAIL = 20
 
 
-class Failed(Exception):
-    """A request or connection failed; carries the exit code and what was printed."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
 def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO) -> int:
     """Connect, run ``args.command``, stop the client (and so the server) whatever happens."""
     arguments = _arguments(args)  # bad JSON is a usage error before anything starts

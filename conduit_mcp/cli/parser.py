@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 #: Exit codes, documented in ``--help`` and the README ("From the command line").
 EXIT_OK = 0
@@ -72,7 +73,7 @@ class _Parser(argparse.ArgumentParser):
     same way (with the subcommand's usage line and a pointer to its ``--help``).
     """
 
-    def error(self, message: str) -> None:  # type: ignore[override]  # raises, never returns
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message, f"{self.format_usage().strip()}\nsee: {self.prog} --help")
 
 

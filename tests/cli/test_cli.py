@@ -191,3 +191,24 @@ def test_verbose_logs_the_clients_loggers_on_stderr_and_quiet_by_default():
     assert loud.returncode == 0, loud.stderr
     assert "conduit_mcp.connection DEBUG connection discovering -> ready" in loud.stderr
     assert "pykka" not in loud.stderr  # only the client's own loggers
+
+
+def test_a_server_that_never_answers_ends_at_the_timeout_with_a_hint():
+    done = cli("tools", "--timeout", "1", "--", sys.executable, "-c", "import time; time.sleep(60)")
+    assert done.code == 3
+    assert done.err.startswith("error: timeout (")
+    assert "--timeout (now 1 s)" in done.err
+
+
+def test_bad_options_are_usage_errors_before_anything_starts():
+    for args, says in [
+        (("--protocol", "1999-01-01"), "protocol"),
+        (("--timeout", "0"), "must be a number of seconds > 0"),
+        (("--timeout", "soon"), "not a number of seconds"),
+        (("--env", "NOEQUALS"), "--env takes NAME=VALUE"),
+        (("--bearer", "t0k"), "does not take them"),
+    ]:
+        done = cli("tools", *args, *SERVER)
+        assert done.code == 2, (args, done.err)
+        assert done.err.startswith("error: usage: ") and says in done.err, (args, done.err)
+        assert "t0k" not in done.err
