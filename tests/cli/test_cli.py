@@ -212,3 +212,39 @@ def test_bad_options_are_usage_errors_before_anything_starts():
         assert done.code == 2, (args, done.err)
         assert done.err.startswith("error: usage: ") and says in done.err, (args, done.err)
         assert "t0k" not in done.err
+
+
+def test_the_progress_bar_redraws_one_line_on_a_terminal():
+    from conduit_mcp import Progress
+    from conduit_mcp.cli.output import ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = ProgressBar(screen)
+    bar(Progress(1, 4, "one"))
+    bar(Progress(4, 4, None))
+    bar(Progress(7))  # no total: just the count
+    bar.done()
+    drawn = screen.getvalue()
+    assert drawn.count("\n") == 1 and drawn.endswith("\n")
+    frames = [f.rstrip() for f in drawn[:-1].split("\r")[1:]]
+    assert frames == [
+        "progress [#####...............] 1/4 one",
+        "progress [####################] 4/4",
+        "progress 7",
+    ]
+
+
+def test_the_readme_documents_the_exit_codes_of_the_help():
+    from pathlib import Path
+
+    from conduit_mcp.cli.parser import EXIT_CODES
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for line in EXIT_CODES.splitlines()[1:]:
+        code = line.split()[0] if line.startswith("  ") and line.split()[0].isdigit() else None
+        if code is not None:
+            assert f"\n| {code} | " in readme, code
