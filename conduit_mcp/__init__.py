@@ -16,10 +16,15 @@ importing the client, the actors and Pykka (measured: the testing server's impor
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import KINDS, Error
+
+# A library logs, the application decides where to: nothing reaches stderr unless it
+# configures logging (the README's "Logging" section lists the loggers).
+logging.getLogger("conduit_mcp").addHandler(logging.NullHandler())
 
 _LAZY = {
     "ChildSpec": ".otp.supervisor",
