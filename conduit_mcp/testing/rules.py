@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 @dataclass(slots=True)
 class Rule:
-    """One parsed script rule (see the module docs of :mod:`conduit_mcp.testing`)."""
+    """One parsed script rule (``docs/testing.md``, "Scripts")."""
 
     index: int
     method: str | None = None
