@@ -1,4 +1,4 @@
-"""Change notifications and the cache against real servers (issue 4).
+"""Change notifications and the cache against real servers.
 
 * mcp 2.3.0 (``modern_peer.py``, over stdio and streamable HTTP): ``add_dynamic_tool``
   announces a tool list change. In the modern era it reaches the client only through
