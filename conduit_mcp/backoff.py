@@ -26,7 +26,7 @@ def full_jitter(attempt: int, *, base: float = 0.1, cap: float = 30.0) -> float:
 
 class GuardedBackoff:
     """Runs the user's backoff function in the connection — the one piece of user code the
-    connection runs (seed 000) — guarded: one that raises or returns anything but a finite
+    connection runs (docs/connection.md, "States") — guarded: one that raises or returns anything but a finite
     non-negative number is replaced by :func:`full_jitter` for good, with one warning."""
 
     __slots__ = ("_fn", "_base", "_cap")

@@ -32,6 +32,7 @@ class Published:
         "cache",
         "listen",
         "resource_uris",
+        "once_modern",
     )
 
     def __init__(self) -> None:
@@ -51,6 +52,10 @@ class Published:
         # The resources the user subscribed to: the connection's, kept here so that a
         # restarted connection subscribes to them again.
         self.resource_uris: set[str] = set()
+        # Once modern, never legacy: set when a handshake settles the modern era; every
+        # later handshake (a reconnect, or a restarted connection after a crash) discovers
+        # and never falls back to initialize (docs/connection.md, "Era discovery").
+        self.once_modern = False
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

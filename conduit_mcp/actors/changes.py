@@ -1,8 +1,14 @@
 """The connection's change tracking: notifications, the cache, refreshes, listens and
-resource subscriptions (seed 000 "Notifications", "Change notifications", "Cache"; seed 003).
+resource subscriptions (docs/connection.md, "Notifications", "Cache", "Listens and resource
+subscriptions"; docs/cache.md).
 
-A mixin of :class:`~conduit_mcp.actors.connection.Connection`, like :mod:`.handshake`: the
-connection routes a server notification here, and this module decides what it means.
+A :class:`ChangeTracker` is an object the connection holds (``Connection._changes``), with
+its collaborators named in its constructor: the cache (it is the only writer), the published
+values, the client's siblings (notifier, refresher), the config, the telemetry counters, the
+backoff, and a narrow port (:class:`ConnectionPort`) for the few things it asks of the
+connection (a request id, sending a message, a named timer, the era, cancelling at the
+transport). The connection routes the change-tracking messages, timeouts, notifications and
+life-cycle moments here, and this module decides what they mean.
 
 * **Notifications** (all but progress and cancelled) go to the client's notifier actor, which
   runs subscribers' code; a ``list_changed`` burst is coalesced (the first at once, one
@@ -18,30 +24,32 @@ connection routes a server notification here, and this module decides what it me
   new listen and closes the old one once the new one is acknowledged; a listen that ends is
   reopened after the backoff (one that dropped also marks the cache stale); at most four.
   Notifications are routed only for a live listen, with the ``subscriptionId`` removed.
+  (The listen part is its own section below: it is meant to move to a listen-stream actor.)
 * **Resource subscriptions** survive reconnects: modern ones ride on the listen filter,
   legacy ones are ``resources/subscribe`` calls, sent again on every new session.
-
-Why no actor per listen (DESIGN lists ``Listen x0..4``): a listen is one long-lived request
-on the connection's own transport; its notifications arrive on the same reader as every
-other message. An actor would add a thread per stream to forward what the connection routes
-anyway, against the target of a thousand clients per process.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, Protocol, cast
 
 import pykka
 
+from ..backoff import GuardedBackoff
 from ..cache import Cache
+from ..config import Config
 from ..errors import Error
 from ..notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
 from ..protocol import listen as lsn
+from ..protocol.cache_rules import Kind, ttl_ms
 from ..protocol.cache_rules import scope as page_scope
-from ..protocol.cache_rules import ttl_ms
 from ..protocol.coalesce import Coalescer, RefreshGate
+from ..published import Published
+from ..telemetry import ConnectionTelemetry
+from .core import Era
 from .events import COALESCE, LISTEN_REOPEN, REFRESH, CacheStore, Call, Consumers, SetAuth
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
@@ -50,10 +58,64 @@ log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
-#: seed 000: "At most four listens exist at once."
+#: At most four listens exist at once (docs/connection.md, "Listens and resource
+#: subscriptions").
 MAX_LISTENS = 4
 LIST_CHANGED_WINDOW = 0.25
 REFRESH_INTERVAL = 1.0
+
+
+class ConnectionPort(Protocol):
+    """What the tracker asks of the connection that holds it (and nothing more)."""
+
+    @property
+    def state(self) -> str:
+        """The connection's current state (listens are opened only in ``ready``)."""
+        ...
+
+    @property
+    def era(self) -> Era | None:
+        """``"modern"``, ``"legacy"``, or None before the first handshake."""
+        ...
+
+    @property
+    def version(self) -> str | None:
+        """The negotiated protocol version."""
+        ...
+
+    def new_id(self) -> int:
+        """A fresh integer request id (the connection's counter, never reset)."""
+        ...
+
+    def send_internal(
+        self, rid: int, method: str, params: dict[str, Any] | None, *, era: Era, version: str
+    ) -> None:
+        """Send a request of the connection's own (not a caller's)."""
+        ...
+
+    def send_raw(self, message: dict[str, Any]) -> None:
+        """Send a JSON-RPC message as it is (nothing if there is no transport)."""
+        ...
+
+    def set_timeout(self, name: Hashable, seconds: float | None, event: Any) -> None:
+        """Arm (``None``: cancel) the connection's named timer ``name``."""
+        ...
+
+    def cancel_at_transport(self, rid: Any, reason: str) -> None:
+        """Tell the server to cancel request ``rid`` (nothing if there is no transport)."""
+        ...
+
+    def use_credentials(self, spec: Any) -> None:
+        """Send the credentials of transport spec ``spec`` from now on."""
+        ...
+
+
+class SiblingsPort(Protocol):
+    """The client's lazy children, told by id (:class:`~conduit_mcp.otp.siblings.Siblings`)."""
+
+    def tell(self, child_id: str, message: Any) -> bool: ...
+
+    def get(self, child_id: str) -> pykka.ActorRef[Any] | None: ...
 
 
 class _Listen:
@@ -65,39 +127,62 @@ class _Listen:
         self.seq = seq
 
 
-class ChangeTracking:
+class ChangeTracker:
     """See the module docstring."""
 
-    def _init_changes(self, client_name: str, siblings: Any, credential: str | None) -> None:
-        self._client_name = client_name
+    def __init__(
+        self,
+        conn: ConnectionPort,
+        *,
+        cache: Cache,
+        published: Published,
+        siblings: SiblingsPort,
+        config: Config,
+        telemetry: ConnectionTelemetry,
+        backoff: GuardedBackoff,
+        client_name: str,
+    ) -> None:
+        self._conn = conn
+        self._cache = cache
+        self._published = published
         self._siblings = siblings
-        self._cache = Cache(credential, heard=self._table.changed_at)
-        self._shared.cache = self._cache
+        self._cfg = config
+        self._tel = telemetry
+        self._backoff = backoff
+        self._client_name = client_name
+        published.cache = cache
         self._coalescer = Coalescer(LIST_CHANGED_WINDOW)
         self._gate = RefreshGate(REFRESH_INTERVAL)
+        # who wants which notification methods (None: every method), by subscriber key
         self._consumers: dict[Any, frozenset[str] | None] = {}
+        # kinds a caller or the refresher ever fetched: refreshed on list_changed
         self._fetched: set[str] = set()
+        # kind -> when its last list_changed was heard (monotonic)
         self._changed_at: dict[str, float] = {}
-        # Kept in Shared: it outlives a crashed connection (its successor subscribes again).
-        self._resource_uris: set[str] = self._shared.resource_uris
+        # Kept in Published: it outlives a crashed connection (its successor subscribes again).
+        self._resource_uris: set[str] = published.resource_uris
+        # the listen section's state (see "listens" below)
         self._listens: dict[Any, _Listen] = {}
         self._listen_filter: dict[str, Any] = {}
         self._listen_attempt = 0
         self._listen_seq = 0
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
-        # A restarted connection (after a crash) starts with no consumers, but the notifier
-        # kept its subscribers: it tells them back (Consumers), so this one listens for them.
-        notifier = self._siblings_get("notifier")
+
+    def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
+        """A restarted connection starts with no consumers, but the notifier kept its
+        subscribers: it tells them back (``Consumers``) to ``connection``, which listens for
+        them."""
+        notifier = self._siblings.get("notifier")
         if notifier is not None:
             try:
-                notifier.tell(Replay(self.actor_ref))
+                notifier.tell(Replay(connection))
             except pykka.ActorDeadError:
                 pass
 
     # -- messages from the API and the refresher ---------------------------------------------
 
-    def _changes_event(self, ev: Any) -> bool:
-        """Handle the change-tracking messages (any state); False if ``ev`` is not one."""
+    def on_event(self, ev: Any) -> bool:
+        """Handle a change-tracking message (any state); False if ``ev`` is not one."""
         t = type(ev)
         if t is CacheStore:
             self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
@@ -123,11 +208,12 @@ class ChangeTracking:
             self._update_listen()
             return True
         if t is SetAuth:
-            self._set_auth(ev)
+            self.set_auth(ev)
             return True
         return False
 
-    def _changes_timeout(self, ev: Any) -> bool:
+    def on_timeout(self, ev: Any) -> bool:
+        """Handle one of the tracker's named timeouts; False if ``ev`` is not one."""
         if ev == COALESCE:
             now = _monotonic()
             for method in self._coalescer.due(now):
@@ -147,25 +233,34 @@ class ChangeTracking:
 
     def _arm(self, name: str, deadline: float | None, now: float) -> None:
         if deadline is None:
-            self.set_timeout(name, None, None)
+            self._conn.set_timeout(name, None, None)
         else:
-            self.set_timeout(name, max(0.0, deadline - now), name)
+            self._conn.set_timeout(name, max(0.0, deadline - now), name)
+
+    def set_auth(self, ev: SetAuth) -> None:
+        """``Client.set_auth``: new credentials for the transport; every private list is
+        deleted at once (docs/cache.md)."""
+        self._conn.use_credentials(ev.spec)
+        self._cache.set_credential(ev.spec.credential())
+        if ev.reply is not None:
+            ev.reply.ok(None)
 
     # -- server notifications ------------------------------------------------------------------
 
-    def _on_notification(self, method: str, params: Any) -> None:
+    def on_notification(self, method: str, params: Any) -> None:
+        """A server notification the connection did not route itself."""
         if method == "notifications/cancelled":
-            # seed 000 / mcp-spec §6: a server may end a listen with a cancellation instead
-            # of a final result; both are "subscription ended".
+            # A server may end a listen with a cancellation instead of a final result; both
+            # mean "subscription ended" (MCP spec, Subscriptions).
             rid = params.get("requestId") if type(params) is dict else None
-            if self._is_listen(rid):
-                self._listen_ended(rid, dropped=False)
+            if self.is_listen(rid):
+                self.listen_ended(rid, dropped=False)
             return
         sid = lsn.subscription_id(params)
         if sid is not None:
-            if not self._is_listen(sid):
+            if not self.is_listen(sid):
                 self._tel.dropped()
-                return  # a listen we closed, or never opened: not routed (seed 000)
+                return  # a listen we closed, or never opened: not routed
             if method == lsn.ACKNOWLEDGED:
                 self._listen_acked(sid, params)
                 return
@@ -179,7 +274,7 @@ class ChangeTracking:
         now = _monotonic()
         for kind in kinds:
             self._changed_at[kind] = now
-            self._cache.mark_stale(kind)  # at once; the refresh waits for the delivery
+            self._cache.mark_stale(cast(Kind, kind))  # at once; the refresh waits for delivery
         if self._coalescer.offer(method, now):
             self._delivered_list_changed(method, params)
         else:
@@ -195,17 +290,11 @@ class ChangeTracking:
         # Nobody subscribed, and no notifier: nothing to tell (the notifier is started by the
         # first subscription; checked too, as a restarted connection learns its consumers
         # from it a moment after it starts).
-        if not self._consumers and self._siblings_get("notifier") is None:
+        if not self._consumers and self._siblings.get("notifier") is None:
             return
-        note = ServerNotification(
-            self._client_name, method, params if type(params) is dict else None
-        )
+        note = ServerNotification(self._client_name, method, params if type(params) is dict else {})
         self._tel.notification(method)
         self._siblings.tell("notifier", Deliver((note,)))
-
-    def _siblings_get(self, child_id: str) -> Any:
-        get = getattr(self._siblings, "get", None)
-        return get(child_id) if get is not None else None
 
     # -- the cache -----------------------------------------------------------------------------
 
@@ -217,19 +306,19 @@ class ChangeTracking:
         fetched_at: float,
         credential: str | None,
     ) -> bool:
-        """Write a fetched list (seed 003's rules); True if it is now the cached one."""
+        """Write a fetched list (docs/cache.md); True if it is now the cached one."""
         first = kind not in self._fetched
         self._fetched.add(kind)
         if first:
             self._update_listen()  # a cached list is a consumer of its list_changed
-        current = self._cache.entry(kind)
+        current = self._cache.entry(cast(Kind, kind))
         if current is not None and current.fetched_at > fetched_at:
             # A walk that started before the cached list's (a refresh that answered after a
             # caller's listing): its answer may be older, and it would be served as fresh.
             return False
         raws = [p for p in pages if isinstance(p, dict)]
         result = self._cache.put(
-            kind,
+            cast(Kind, kind),
             items,
             fetched_at=fetched_at,
             ttl_ms=ttl_ms(raws),
@@ -239,7 +328,7 @@ class ChangeTracking:
         )
         if result.stored and self._changed_at.get(kind, float("-inf")) >= fetched_at:
             # fetched before a list_changed we already heard of: it may be the old list
-            self._cache.mark_stale(kind)
+            self._cache.mark_stale(cast(Kind, kind))
         for name in result.changed:
             self._tel.tool_changed()
             self._deliver(TOOL_DEFINITION_CHANGED, {"name": name})
@@ -269,28 +358,18 @@ class ChangeTracking:
         self._gate.finished(kind, now)
         self._arm(REFRESH, self._gate.next_deadline(), now)
 
-    def _set_auth(self, ev: SetAuth) -> None:
-        self._spec = ev.spec
-        transport = self._transport
-        if transport is not None and hasattr(transport, "set_credentials"):
-            transport.set_credentials(ev.spec)
-        # seed 003: every private list is deleted at once on a credential change.
-        self._cache.set_credential(ev.spec.credential())
-        if ev.reply is not None:
-            ev.reply.ok(None)
+    # -- the connection's life cycle -----------------------------------------------------------
 
-    # -- connection life cycle -----------------------------------------------------------------
-
-    def _changes_ready(self) -> None:
+    def ready(self) -> None:
         """Entering ready: listen (modern), or subscribe the resources again (legacy)."""
         self._listen_attempt = 0
-        if self._era == "modern":
+        if self._conn.era == "modern":
             self._update_listen()
             return
         for uri in sorted(self._resource_uris):
-            rid = self._new_id()
+            rid = self._conn.new_id()
             self._quiet.add(rid)
-            self._send_raw(
+            self._conn.send_raw(
                 {
                     "jsonrpc": "2.0",
                     "id": rid,
@@ -299,21 +378,22 @@ class ChangeTracking:
                 }
             )
 
-    def _changes_lost(self) -> None:
+    def lost(self) -> None:
         """The connection is gone (or leaving ready): its listens with it; lists are stale."""
         self._listens.clear()
         self._listen_filter = {}
         self._quiet.clear()
         self._unpublish_listen()
-        self.set_timeout(LISTEN_REOPEN, None, None)
+        self._conn.set_timeout(LISTEN_REOPEN, None, None)
         self._cache.mark_stale()
 
-    def _changes_closed(self) -> None:
+    def closed(self) -> None:
+        """The connection stops: its cache answers ``cache_gone`` from now on."""
         self._cache.close()
 
     # -- resource subscriptions ----------------------------------------------------------------
 
-    def _resource_call(self, call: Call) -> bool:
+    def resource_call(self, call: Call) -> bool:
         """``resources/subscribe``/``unsubscribe`` from the API: remembered, so they survive
         reconnects. Modern: answered here and carried by the listen filter. Legacy: False,
         the call is sent to the server as it is."""
@@ -322,10 +402,11 @@ class ChangeTracking:
         if type(uri) is not str:
             return False
         subscribe = call.method == "resources/subscribe"
+        era = self._conn.era
         if (
             subscribe
-            and self._era == "modern"
-            and not lsn.advertised(self._shared.capabilities, "resources", "subscribe")
+            and era == "modern"
+            and not lsn.advertised(self._published.capabilities, "resources", "subscribe")
         ):
             call.reply.fail(
                 Error(
@@ -339,25 +420,29 @@ class ChangeTracking:
             self._resource_uris.add(uri)
         else:
             self._resource_uris.discard(uri)
-        if self._era != "modern":
+        if era != "modern":
             return False
         call.reply.ok({})
         self._update_listen()
         return True
 
     # -- listens (modern) ------------------------------------------------------------------------
+    # Everything from here on is the listen logic: one subscriptions/listen for the union of
+    # what consumers want, swapped when it changes, reopened when it ends.
 
-    def _is_listen(self, rid: Any) -> bool:
+    def is_listen(self, rid: Any) -> bool:
+        """True if ``rid`` is the request id of a live listen."""
         try:
             return rid in self._listens
         except TypeError:  # an unhashable id from a broken server
             return False
 
     def _update_listen(self) -> None:
-        if self._era != "modern" or self.state != "ready":
+        conn = self._conn
+        if conn.era != "modern" or conn.state != "ready":
             return
         want = lsn.desired_filter(
-            self._shared.capabilities,
+            self._published.capabilities,
             cached_kinds=self._fetched,
             subscriber_methods=self._consumers.values(),
             resource_uris=self._resource_uris,
@@ -373,12 +458,12 @@ class ChangeTracking:
             return
         if len(self._listens) >= MAX_LISTENS:
             return  # re-evaluated when one ends or is acknowledged
-        rid = self._new_id()
+        rid = conn.new_id()
         self._listen_seq += 1
         self._listens[rid] = _Listen(want, self._listen_seq)
         self._listen_filter = want
-        self._send_internal(
-            rid, lsn.LISTEN, {"notifications": want}, era="modern", version=self._version or ""
+        conn.send_internal(
+            rid, lsn.LISTEN, {"notifications": want}, era="modern", version=conn.version or ""
         )
 
     def _listen_acked(self, rid: Any, params: Any) -> None:
@@ -389,29 +474,24 @@ class ChangeTracking:
         if honoured != listen.filter:
             log.info("the server honours only part of the listen filter")
         if listen.filter is self._listen_filter:  # the newest: what consumers want now
-            self._shared.publish_listen(dict(honoured) if type(honoured) is dict else {})
-        # seed 000: the old listen closes once the new one is acknowledged.
+            self._published.publish_listen(dict(honoured) if type(honoured) is dict else {})
+        # The old listen closes once the new one is acknowledged.
         for other, older in list(self._listens.items()):
             if older.seq < listen.seq:
                 self._close_listen(other)
         self._update_listen()
 
     def _unpublish_listen(self) -> None:
-        if self._shared.listen is not None:
-            self._shared.publish_listen(None)
+        if self._published.listen is not None:
+            self._published.publish_listen(None)
 
     def _close_listen(self, rid: Any) -> None:
         self._listens.pop(rid, None)
-        transport = self._transport
-        if transport is not None:
-            try:
-                transport.cancel(rid, "listen_closed")
-            except Exception as exc:
-                log.debug("listen cancel not sent: %s", type(exc).__name__)
+        self._conn.cancel_at_transport(rid, "listen_closed")
 
-    def _listen_ended(self, rid: Any, *, dropped: bool) -> None:
+    def listen_ended(self, rid: Any, *, dropped: bool) -> None:
         """The server ended a listen (a final result, an error, ``notifications/cancelled``)
-        or its stream dropped: reopen after the backoff (seed 000)."""
+        or its stream dropped: reopen after the backoff."""
         listen = self._listens.pop(rid, None)
         if listen is None:
             return
@@ -422,13 +502,13 @@ class ChangeTracking:
             self._unpublish_listen()
             self._listen_attempt += 1
             delay = self._backoff(self._listen_attempt)
-            self.set_timeout(LISTEN_REOPEN, delay, LISTEN_REOPEN)
+            self._conn.set_timeout(LISTEN_REOPEN, delay, LISTEN_REOPEN)
 
-    def _listen_answer(self, m: Any) -> bool:
+    def listen_answer(self, m: Any) -> bool:
         """A response to a listen or a quiet request: consumed here."""
         mid = m.id
-        if self._is_listen(mid):
-            self._listen_ended(mid, dropped=False)
+        if self.is_listen(mid):
+            self.listen_ended(mid, dropped=False)
             return True
         if type(mid) is int and mid in self._quiet:
             self._quiet.discard(mid)

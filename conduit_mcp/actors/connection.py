@@ -1,4 +1,4 @@
-"""The connection: one client's router to one MCP server (seed 000, line by line).
+"""The connection: one client's router to one MCP server (docs/connection.md).
 
 A gen_statem-style actor. It allocates request ids, keeps the pending map, enforces
 deadlines and limits, and routes responses and progress. It never runs user code: replies go
@@ -19,8 +19,20 @@ and the only user function it calls is the guarded ``backoff``.
 |                |                                                   | (max_reconnects)              |
 | closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
 
-The handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`; the
-messages and events in :mod:`.events`.
+The states are a closed set (``Connection.STATES``, checked when the class is created). The
+handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`, what HTTP
+refusals and broken streams mean in :mod:`.http_outcomes`; every attribute these share is
+declared in :class:`~.core.ConnectionCore`; the messages and events are in :mod:`.events`.
+Each state dispatches an event by its exact type through a class-level table (the
+``_IN_<STATE>`` tables at the end of the class, and ``_COMMON`` for what every state handles
+alike). Notifications, the cache, refreshes, listens and resource subscriptions are the
+:class:`~.changes.ChangeTracker`'s, an object the connection holds.
+
+What outlives a crash of this actor (docs/actor-tree.md): calls in flight fail
+``transport``/``connection_crashed`` (they may have run), queued ones
+``unavailable``/``connection_crashed`` (never sent); the subscribers are kept by the
+notifier, the resource subscriptions and "once modern, never legacy" in
+:class:`~conduit_mcp.published.Published`, so the restarted connection carries on with them.
 
 Requests that arrive before ``ready`` are postponed (at most ``max_queued``, counted with
 ``await_ready`` waiters) and replayed on entering ``ready``, where the deadline is checked
@@ -34,12 +46,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from ..backoff import GuardedBackoff
+from ..cache import Cache
 from ..config import Config
 from ..errors import Error
-from ..otp.statem import NextEvent, Postpone, Statem, StateTimeout, Step, Stop
+from ..otp.base import Link
+from ..otp.statem import NextEvent, Postpone, StateTimeout, Step, Stop
 from ..protocol import messages as msgs
 from ..protocol.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -51,8 +65,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
-from ..status import Status
-from ..telemetry import NO_CONNECTION_TELEMETRY
+from ..telemetry import NO_CONNECTION_TELEMETRY, ConnectionTelemetry
 from ..transports.base import (
     FrameProblem,
     Inbound,
@@ -62,7 +75,8 @@ from ..transports.base import (
     TransportDown,
     TransportUp,
 )
-from .changes import ChangeTracking
+from .changes import ChangeTracker, SiblingsPort
+from .core import Handlers, TransportFactory
 from .events import (
     CONNECT,
     HEALTH,
@@ -71,20 +85,27 @@ from .events import (
     STATE_TIMEOUT,
     Abandon,
     AwaitReady,
+    CacheStore,
     Call,
+    Consumers,
     Deadline,
     ReconnectNow,
+    SetAuth,
     transport_error,
 )
 from .handshake import HandshakeStates
 from .http_outcomes import HttpOutcomes
 from .pending import PendingTable
+from .refresher import Refreshed, RefreshFailed
 
 log = logging.getLogger("conduit_mcp.connection")
 
 _monotonic = time.monotonic
 
 _RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
+
+# The messages the ChangeTracker handles, in any state.
+_CHANGE_EVENTS = (CacheStore, Refreshed, RefreshFailed, Consumers, SetAuth)
 
 __all__ = ["Abandon", "AwaitReady", "Call", "Connection", "ReconnectNow"]
 
@@ -95,9 +116,23 @@ class _NoSiblings:
     def tell(self, child_id: str, message: Any) -> bool:
         return False
 
+    def get(self, child_id: str) -> Any:
+        return None
 
-class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
+
+class Connection(HttpOutcomes, HandshakeStates):
     """See the module docstring for the state table."""
+
+    #: The connection's states, a closed set (checked by Statem when the class is created);
+    #: the same names as ``Status.state``.
+    STATES: ClassVar[tuple[str, ...]] = (
+        "connecting",
+        "discovering",
+        "initializing",
+        "ready",
+        "reconnecting",
+        "closed",
+    )
 
     def __init__(
         self,
@@ -105,48 +140,45 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         config: Config,
         shared: Published,
         *,
-        transport_factory: Any,
-        link: Any = None,
-        telemetry: Any = None,
+        transport_factory: TransportFactory,
+        link: Link | None = None,
+        telemetry: ConnectionTelemetry | None = None,
         client_name: str = "client",
-        siblings: Any = None,
+        siblings: SiblingsPort | None = None,
     ) -> None:
         super().__init__(link=link)
-        # O(1) counters on transitions, cancellations and dropped responses (never per request)
+        # Every attribute is declared, typed and explained in ConnectionCore (core.py).
         self._tel = telemetry or NO_CONNECTION_TELEMETRY
         self._spec = transport_spec
         self._cfg = config
         self._shared = shared
         self._factory = transport_factory
         self._backoff = GuardedBackoff(config.backoff, config.backoff_base, config.backoff_max)
-        self._transport: Any = None
-        # Kept across transport incarnations (HTTP: the tools' Mcp-Param header plans).
-        self._memory: dict[str, Any] = {}
+        self._transport = None
+        self._memory = {}
         self._gen = 0
         self._last_id = 0
-        # Shared with the transport's reader, which answers calls itself (pending.py).
         self._table = PendingTable()
-        self._pending: dict[Any, Call] = self._table.calls
-        self._queued = 0  # postponed Calls + AwaitReady
+        self._pending = self._table.calls
+        self._queued = 0
+        self._deferred = None
+        self._health_id = None
         self._attempt = 0
         self._delay = 0.0
-        self._reason: str | None = None
-        self._era: str | None = None
-        self._version: str | None = None
-        self._origin: str | None = None
-        self._sticky_modern = False  # once modern, later handshakes never fall back
+        self._reason = None
+        self._auth_error = None
+        self._era = None
+        self._version = None
+        self._origin = None
         self._next_legacy = config.prior == "legacy"
         self._next_origin = "prior" if self._next_legacy else None
-        self._probe_id: int | None = None
+        self._probe_id = None
         self._probe_offered = LATEST_MODERN
         self._probe_retried = False
         self._probing = False
-        self._init_id: int | None = None
+        self._init_id = None
         self._init_offered = LATEST_LEGACY
-        self._legacy_offer: str | None = None
-        self._health_id: int | None = None
-        self._deferred: Error | None = None  # see on_ready's TransportDown
-        self._auth_error: Error | None = None  # the refusal that closed us (auth_required)
+        self._legacy_offer = None
         choice = config.protocol
         self._mode = choice.mode
         self._pinned = choice.version
@@ -154,9 +186,20 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
         credential = getattr(transport_spec, "credential", None)
-        self._init_changes(
-            client_name, siblings or _NoSiblings(), credential() if callable(credential) else None
+        # Notifications, the cache, refreshes, listens, resource subscriptions (changes.py).
+        self._changes = ChangeTracker(
+            self,
+            cache=Cache(
+                credential() if callable(credential) else None, heard=self._table.changed_at
+            ),
+            published=shared,
+            siblings=siblings or _NoSiblings(),
+            config=config,
+            telemetry=self._tel,
+            backoff=self._backoff,
+            client_name=client_name,
         )
+        self._changes.replay_consumers(self.actor_ref)
 
     def __repr__(self) -> str:
         return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
@@ -188,8 +231,13 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
         self._drop_transport()
-        self._changes_closed()
+        self._changes.closed()
         self._publish("closed", "stopped" if reason is None else "crashed")
+
+    # Each state's events are dispatched by their type through a table (the _IN_<STATE>
+    # tables at the end of the class); a type a state's table does not name goes to the
+    # events every state handles alike (_COMMON). Named events (timers, CONNECT) are strings:
+    # the ``str`` entry handles them by name.
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -198,21 +246,27 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
 
     def on_connecting(self, kind: str, ev: Any) -> Any:
+        handler = self._IN_CONNECTING.get(type(ev))
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _connecting_named(self, kind: str, ev: str) -> Any:
         if ev == CONNECT:
             self._start_transport()
             return None
-        if type(ev) is TransportUp:
-            if ev.gen != self._gen:
-                return None
-            return self._handshake_state()
-        if type(ev) is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            return self._lost(ev.reason, ev.detail)
         if kind == "state_timeout":
             self._drop_transport()
             return self._lost("connect_timeout")
         return self._common(kind, ev)
+
+    def _connecting_up(self, kind: str, ev: TransportUp) -> Any:
+        if ev.gen != self._gen:
+            return None
+        return self._handshake_state()
+
+    def _connecting_down(self, kind: str, ev: TransportDown) -> Any:
+        if ev.gen != self._gen:
+            return None
+        return self._lost(ev.reason, ev.detail)
 
     # -- ready --------------------------------------------------------------------------------
 
@@ -223,55 +277,52 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         self.set_timeout(STABLE, cfg.stable_after, STABLE)
         if cfg.health_check is not None:
             self.set_timeout(HEALTH, cfg.health_check, HEALTH)
-        self._changes_ready()
+        self._changes.ready()
         return []
 
     def on_ready(self, kind: str, ev: Any) -> Any:
         t = type(ev)
-        if t is Call:
+        if t is Call:  # the request hot path: no table lookup, no extra frame
             self._send_call(ev)
             return None
-        if t is Inbound:
-            if ev.gen != self._gen:
-                return None
-            return self._route_batch(ev, self._route)
-        if t is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            self._leave_ready()
-            # Failed once the new state is published (enter_reconnecting/enter_closed), so
-            # a caller who gets `transport` and then asks status() or await_ready() never
-            # sees the stale "ready".
-            self._deferred = transport_error(ev.reason, ev.detail)
-            return self._lost(ev.reason, ev.detail)
-        if t is AwaitReady:
-            self._answer_ready(ev)
+        handler = self._IN_READY.get(t)
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _ready_call(self, kind: str, ev: Call) -> None:
+        self._send_call(ev)
+
+    def _ready_down(self, kind: str, ev: TransportDown) -> Any:
+        if ev.gen != self._gen:
             return None
-        if t is SessionExpired:
-            if ev.gen != self._gen or self._era == "modern":
-                return None
-            # seed 000 "HTTP outcomes": a new initialize, without failing what is in flight;
-            # the transport re-sends the expired requests once it is done.
-            log.info("the server lost the session; initializing a new one")
-            self._leave_ready()
-            return "initializing"
+        self._leave_ready()
+        # Failed once the new state is published (enter_reconnecting/enter_closed), so
+        # a caller who gets `transport` and then asks status() or await_ready() never
+        # sees the stale "ready".
+        self._deferred = transport_error(ev.reason, ev.detail)
+        return self._lost(ev.reason, ev.detail)
+
+    def _ready_await(self, kind: str, ev: AwaitReady) -> None:
+        self._queued_done(ev)
+        if not ev.reply.done:
+            ev.reply.ok(self._shared.status)
+
+    def _ready_session_expired(self, kind: str, ev: SessionExpired) -> Any:
+        if ev.gen != self._gen or self._era == "modern":
+            return None
+        # A legacy session the server lost: a new initialize, without failing what is in
+        # flight; the transport re-sends the expired requests once it is done
+        # (docs/connection.md, "HTTP outcomes").
+        log.info("the server lost the session; initializing a new one")
+        self._leave_ready()
+        return "initializing"
+
+    def _ready_named(self, kind: str, ev: str) -> Any:
         if kind == "timeout":
             if ev == STABLE:
                 self._attempt = 0
                 return None
             if ev == HEALTH:
-                self._health_id = self._new_id()
-                if self._era == "modern":
-                    self._send_internal(
-                        self._health_id,
-                        msgs.DISCOVER,
-                        None,
-                        era="modern",
-                        version=self._version or LATEST_MODERN,
-                    )
-                else:
-                    self._send_raw({"jsonrpc": "2.0", "id": self._health_id, "method": "ping"})
-                self.set_timeout(HEALTH_TIMEOUT, self._cfg.health_timeout, HEALTH_TIMEOUT)
+                self._send_health_check()
                 return None
             if ev == HEALTH_TIMEOUT:
                 log.warning(
@@ -283,17 +334,22 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 return self._lost("health_check")
         return self._common(kind, ev)
 
+    def _send_health_check(self) -> None:
+        self._health_id = rid = self.new_id()
+        if self._era == "modern":
+            self.send_internal(
+                rid, msgs.DISCOVER, None, era="modern", version=self._version or LATEST_MODERN
+            )
+        else:
+            self.send_raw({"jsonrpc": "2.0", "id": rid, "method": "ping"})
+        self.set_timeout(HEALTH_TIMEOUT, self._cfg.health_timeout, HEALTH_TIMEOUT)
+
     def _leave_ready(self) -> None:
-        self._changes_lost()
+        self._changes.lost()
         self.set_timeout(STABLE, None, None)
         self.set_timeout(HEALTH, None, None)
         self.set_timeout(HEALTH_TIMEOUT, None, None)
         self._health_id = None
-
-    def _answer_ready(self, ev: AwaitReady) -> None:
-        self._queued_done(ev)
-        if not ev.reply.done:
-            ev.reply.ok(self._shared.status)
 
     # -- reconnecting -------------------------------------------------------------------------
 
@@ -309,11 +365,18 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             self._fail_pending(error)
 
     def on_reconnecting(self, kind: str, ev: Any) -> Any:
-        if kind == "state_timeout" or type(ev) is ReconnectNow:
-            if type(ev) is ReconnectNow and ev.reply is not None:
-                ev.reply.ok(None)
+        handler = self._IN_RECONNECTING.get(type(ev))
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _reconnecting_named(self, kind: str, ev: str) -> Any:
+        if kind == "state_timeout":
             return Step("connecting", [NextEvent(CONNECT)])
         return self._common(kind, ev)
+
+    def _reconnect_now(self, kind: str, ev: ReconnectNow) -> Any:
+        if ev.reply is not None:
+            ev.reply.ok(None)
+        return Step("connecting", [NextEvent(CONNECT)])
 
     def _lost(self, reason: str, detail: str | None = None) -> Any:
         """The transport is gone (or unusable): back off and reconnect, or give up."""
@@ -355,7 +418,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         auth = self._auth_error
         if reason == "auth_required" and auth is not None:
             # The server refused our credentials: callers see kind auth, with the parsed
-            # challenges (issue 3), not a bare "closed".
+            # challenges, not a bare "closed".
             return Error(
                 "auth",
                 auth.reason,
@@ -365,85 +428,97 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         return Error("closed", reason, f"the client is closed ({reason})")
 
     def on_closed(self, kind: str, ev: Any) -> Any:
-        t = type(ev)
-        if t is Call or t is AwaitReady:
-            ev.reply.fail(self._closed_error())
-            return None
-        if t is ReconnectNow:
-            self._attempt = 0
-            self._reason = None
-            self._auth_error = None
-            if ev.reply is not None:
-                ev.reply.ok(None)
-            return Step("connecting", [NextEvent(CONNECT)])
-        if t is Abandon or kind == "timeout":
-            return None
-        if t in (Inbound, TransportDown, TransportUp, FrameProblem):
-            return None
+        handler = self._IN_CLOSED.get(type(ev))
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _closed_refuse(self, kind: str, ev: Call | AwaitReady) -> None:
+        ev.reply.fail(self._closed_error())
+
+    def _closed_reconnect(self, kind: str, ev: ReconnectNow) -> Any:
+        self._attempt = 0
+        self._reason = None
+        self._auth_error = None
+        if ev.reply is not None:
+            ev.reply.ok(None)
+        return Step("connecting", [NextEvent(CONNECT)])
+
+    def _closed_named(self, kind: str, ev: str) -> Any:
+        if kind == "timeout":
+            return None  # a timer armed before closing
         return self._common(kind, ev)
 
     # -- events every state handles alike -----------------------------------------------------
 
     def _common(self, kind: str, ev: Any) -> Any:
-        t = type(ev)
-        if t is Call or t is AwaitReady:
-            if not ev.queued:
-                if ev.reply.done:
-                    return None
-                if self._queued >= self._cfg.max_queued:
-                    ev.reply.fail(
-                        Error(
-                            "overloaded",
-                            "max_queued",
-                            f"more than max_queued={self._cfg.max_queued} requests "
-                            "are waiting for the connection",
-                        )
-                    )
-                    return None
-                self._queued += 1
-                ev.queued = True
-                remaining = ev.deadline - _monotonic()
-                self.set_timeout(ev, remaining, Deadline(ev))
-            return Step(None, [Postpone()])
-        if t is Deadline:
-            self._on_deadline(ev.item)
-            return None
-        if t is Abandon:
-            self._on_abandon(ev)
-            return None
-        if t is Inbound:
-            if ev.gen != self._gen:
+        handler = self._COMMON.get(type(ev))
+        if handler is None:
+            return self._unexpected(kind, ev)
+        return handler(self, kind, ev)
+
+    def _unexpected(self, kind: str, ev: Any) -> None:
+        log.warning("connection ignored an unexpected %s event of type %s", kind, type(ev).__name__)
+
+    def _ignore(self, kind: str, ev: Any) -> None:
+        return None
+
+    def _postpone(self, kind: str, ev: Call | AwaitReady) -> Any:
+        """A request (or ``await_ready``) before ``ready``: postponed, counted, and bounded by
+        its deadline and ``max_queued``."""
+        if not ev.queued:
+            if ev.reply.done:
                 return None
-            return self._route_batch(ev, self._route)
-        if t is RequestFailed:
-            if ev.gen == self._gen:
-                self._request_failed(ev)
-            return None
-        if self._changes_event(ev):
-            return None
-        if t is StreamBroken:
-            if ev.gen == self._gen:
-                return self._stream_broken(ev)
-            return None
-        if t is SessionExpired:
-            return None  # only ready starts a new session; the handshake states make one
-        if t is FrameProblem:
-            if ev.gen == self._gen:
-                log.warning("dropped an unusable frame from the server: %s", ev.reason)
-            return None
-        if t is TransportUp or t is TransportDown:
-            return None  # a stale generation's news
-        if t is ReconnectNow:
-            if ev.reply is not None:
-                ev.reply.ok(None)
-            return None
+            if self._queued >= self._cfg.max_queued:
+                ev.reply.fail(
+                    Error(
+                        "overloaded",
+                        "max_queued",
+                        f"more than max_queued={self._cfg.max_queued} requests "
+                        "are waiting for the connection",
+                    )
+                )
+                return None
+            self._queued += 1
+            ev.queued = True
+            remaining = ev.deadline - _monotonic()
+            self.set_timeout(ev, remaining, Deadline(ev))
+        return Step(None, [Postpone()])
+
+    def _common_deadline(self, kind: str, ev: Deadline) -> None:
+        self._on_deadline(ev.item)
+
+    def _common_abandon(self, kind: str, ev: Abandon) -> None:
+        self._on_abandon(ev)
+
+    def _common_inbound(self, kind: str, ev: Inbound) -> Any:
+        return self._route_batch(ev, self._route)
+
+    def _common_request_failed(self, kind: str, ev: RequestFailed) -> None:
+        if ev.gen == self._gen:
+            self._request_failed(ev)
+
+    def _common_stream_broken(self, kind: str, ev: StreamBroken) -> Any:
+        if ev.gen == self._gen:
+            return self._stream_broken(ev)
+        return None
+
+    def _common_frame_problem(self, kind: str, ev: FrameProblem) -> None:
+        if ev.gen == self._gen:
+            log.warning("dropped an unusable frame from the server: %s", ev.reason)
+
+    def _common_reconnect_now(self, kind: str, ev: ReconnectNow) -> None:
+        if ev.reply is not None:
+            ev.reply.ok(None)
+
+    def _to_changes(self, kind: str, ev: Any) -> None:
+        self._changes.on_event(ev)
+
+    def _common_named(self, kind: str, ev: str) -> None:
         if kind == "timeout":
             if ev in (STABLE, HEALTH, HEALTH_TIMEOUT):
                 return None  # armed in ready, fired elsewhere: ready cancels them on leaving
-            if self._changes_timeout(ev):
+            if self._changes.on_timeout(ev):
                 return None
-        log.warning("connection ignored an unexpected %s event of type %s", kind, t.__name__)
-        return None
+        return self._unexpected(kind, ev)
 
     def _forget_answered(self) -> None:
         # Calls the transport's reader answered (pending.py): only their timers are left.
@@ -493,12 +568,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def _cancel_at_server(self, rid: int, reason: str) -> None:
         self._tel.cancelled(reason)
-        transport = self._transport
-        if transport is not None:
-            try:
-                transport.cancel(rid, reason)
-            except Exception as exc:  # a dying transport must not take the router down
-                log.debug("cancel not sent: %s", type(exc).__name__)
+        self.cancel_at_transport(rid, reason)
 
     # -- the request path (hot) ---------------------------------------------------------------
 
@@ -510,7 +580,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         reply = call.reply
         if reply.done:
             return  # the caller gave up while it was queued: never sent
-        if call.method in _RESOURCE_SUBS and self._resource_call(call):
+        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
@@ -545,7 +615,8 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             progress_token=rid if call.progress else None,
         )
         try:
-            self._transport.send(message)
+            # ready always has a transport: no None check on the hot path
+            self._transport.send(message)  # type: ignore[union-attr]
         except Error as exc:
             reply.fail(exc)
             return
@@ -553,28 +624,12 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         pending[rid] = call
         self.set_timeout(call, remaining, Deadline(call))
 
-    def _route_batch(self, ev: Inbound, handle: Any) -> Any:
-        if ev.gen != self._gen:
-            return None
-        messages = ev.messages
-        for i, m in enumerate(messages):
-            step = handle(m)
-            if step is not None:
-                rest = messages[i + 1 :]
-                if not rest:
-                    return step
-                nxt = NextEvent(Inbound(ev.gen, rest))
-                if isinstance(step, str):
-                    return Step(step, [nxt])
-                return Step(step.state, [*step.actions, nxt])
-        return None
-
     def _route(self, m: Any) -> Any:
         t = type(m)
         if t is Response:
             call = self._pending.pop(m.id, None)
             if call is None:
-                if not self._listen_answer(m):
+                if not self._changes.listen_answer(m):
                     self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
@@ -583,7 +638,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
         if t is ErrorResponse:
             call = self._pending.pop(m.id, None)
             if call is None:
-                if not self._listen_answer(m):
+                if not self._changes.listen_answer(m):
                     self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
@@ -592,7 +647,8 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
                 and self._era == "modern"
                 and not call.retried
             ):
-                # seed 000: a ready modern connection re-discovers; the request is retried once
+                # A ready modern connection re-discovers; the request is retried once
+                # (docs/connection.md, "Era discovery")
                 retry = Call(
                     call.method, call.params, call.deadline, call.reply, call.progress, retried=True
                 )
@@ -605,7 +661,7 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
             return None
         if t is Notification:
             # Progress never gets here: the transport's reader routes it (pending.py).
-            self._on_notification(m.method, m.params)
+            self._changes.on_notification(m.method, m.params)
             return None
         if t is Request:
             self._server_request(m)
@@ -626,75 +682,56 @@ class Connection(ChangeTracking, HttpOutcomes, HandshakeStates, Statem):
 
     def _server_request(self, m: Any) -> None:
         if m.method == "ping" and self._era != "modern":
-            self._send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
+            self.send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
             return
-        self._send_raw(
+        self.send_raw(
             {"jsonrpc": "2.0", "id": m.id, "error": {"code": -32601, "message": "Method not found"}}
         )
 
-    # -- plumbing -----------------------------------------------------------------------------
+    # -- the dispatch tables: event type -> handler (see "connecting" above) -----------------
 
-    def _new_id(self) -> int:
-        self._last_id += 1
-        return self._last_id
-
-    def _send_internal(
-        self, rid: int, method: str, params: dict[str, Any] | None, *, era: str, version: str
-    ) -> None:
-        self._send_raw(
-            msgs.request(
-                rid,
-                method,
-                params,
-                era=era,
-                version=version,
-                client_info=self._client_info,
-                capabilities=self._capabilities,
-            )
-        )
-
-    def _send_raw(self, message: dict[str, Any]) -> None:
-        transport = self._transport
-        if transport is not None:
-            transport.send(message)
-
-    def _start_transport(self) -> None:
-        self._drop_transport()
-        self._gen += 1
-        self._transport = self._factory(
-            self._spec,
-            self.actor_ref,
-            self._gen,
-            self._cfg,
-            pending=self._table,
-            memory=self._memory,
-        )
-        self._shared.transport = self._transport
-        self._transport.connect()
-
-    def _drop_transport(self) -> None:
-        transport = self._transport
-        if transport is not None:
-            self._transport = None
-            # Kept so stop() can wait for the process to be gone; ones already gone are
-            # pruned here, or a long-lived client that reconnects often would keep them all.
-            closing = self._shared.closing
-            closing[:] = [t for t in closing if not t.wait_closed(0)]
-            closing.append(transport)
-            try:
-                transport.close()
-            except Exception as exc:
-                log.debug("transport close failed: %s", type(exc).__name__)
-
-    def _fail_pending(self, error: Error) -> None:
-        pending = self._pending
-        for rid in list(pending):
-            call = pending.pop(rid, None)  # the reader may have answered it meanwhile
-            if call is not None:
-                self.set_timeout(call, None, None)
-                call.reply.fail(error)
-
-    def _publish(self, state: str, reason: str | None) -> None:
-        shared = self._shared
-        self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
-        shared.publish(Status(state, self._era, self._version, reason, self._origin))
+    _IN_CONNECTING: ClassVar[Handlers] = {
+        str: _connecting_named,
+        TransportUp: _connecting_up,
+        TransportDown: _connecting_down,
+    }
+    _IN_READY: ClassVar[Handlers] = {
+        Call: _ready_call,  # on_ready checks Call before the table (the hot path)
+        Inbound: _common_inbound,
+        TransportDown: _ready_down,
+        AwaitReady: _ready_await,
+        SessionExpired: _ready_session_expired,
+        str: _ready_named,
+    }
+    _IN_RECONNECTING: ClassVar[Handlers] = {
+        str: _reconnecting_named,
+        ReconnectNow: _reconnect_now,
+    }
+    _IN_CLOSED: ClassVar[Handlers] = {
+        Call: _closed_refuse,
+        AwaitReady: _closed_refuse,
+        ReconnectNow: _closed_reconnect,
+        Abandon: _ignore,
+        Deadline: _ignore,  # a request's timer armed before closing
+        str: _closed_named,
+        Inbound: _ignore,
+        TransportDown: _ignore,
+        TransportUp: _ignore,
+        FrameProblem: _ignore,
+    }
+    _COMMON: ClassVar[Handlers] = {
+        Call: _postpone,
+        AwaitReady: _postpone,
+        Deadline: _common_deadline,
+        Abandon: _common_abandon,
+        Inbound: _common_inbound,
+        RequestFailed: _common_request_failed,
+        StreamBroken: _common_stream_broken,
+        SessionExpired: _ignore,  # only ready starts a new session; the handshake makes one
+        FrameProblem: _common_frame_problem,
+        TransportUp: _ignore,  # a stale generation's news
+        TransportDown: _ignore,
+        ReconnectNow: _common_reconnect_now,
+        str: _common_named,
+        **dict.fromkeys(_CHANGE_EVENTS, _to_changes),
+    }

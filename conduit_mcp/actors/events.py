@@ -96,7 +96,7 @@ def transport_error(reason: str, detail: str | None = None) -> Error:
     return Error("transport", reason, text)
 
 
-# -- the cache, notifications and credentials (issue 4) ---------------------------------------
+# -- the cache, notifications and credentials -------------------------------------------------
 
 
 class CacheStore:
@@ -127,7 +127,8 @@ class CacheStore:
 
 class Consumers:
     """A notification subscriber came (``methods``: its filter, None for every method) or
-    went (``add=False``): the connection listens for what subscribers want (seed 000)."""
+    went (``add=False``): the connection listens for what subscribers want
+    (docs/connection.md, "Listens and resource subscriptions")."""
 
     __slots__ = ("key", "methods", "add")
 

@@ -1,5 +1,5 @@
 """The handshake states of the connection: ``discovering`` (the modern probe and its
-classification, seed 000 "Era discovery") and ``initializing`` (the legacy handshake).
+classification, docs/connection.md, "Era discovery") and ``initializing`` (the legacy handshake).
 
 A mixin of :class:`~conduit_mcp.actors.connection.Connection`, split out because negotiation
 is one seam of its own: the pure rules live in :mod:`conduit_mcp.protocol.negotiation`; this
@@ -9,7 +9,7 @@ module only sends the probes and acts on the decisions.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from ..errors import Error
 from ..otp.statem import StateTimeout, Step
@@ -34,16 +34,17 @@ from ..protocol.negotiation import (
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..transports.base import Inbound, RequestFailed, StreamBroken, TransportDown
+from .core import ConnectionCore, Handlers
 from .events import STATE_TIMEOUT, transport_error
 
 log = logging.getLogger("conduit_mcp.connection")
 
 
-class HandshakeStates:
+class HandshakeStates(ConnectionCore):
     """discovering and initializing (see the module docstring)."""
 
     def _handshake_state(self) -> str:
-        if self._sticky_modern:
+        if self._shared.once_modern:
             return "discovering"
         if self._mode == "legacy":
             self._origin = "pinned"
@@ -62,37 +63,49 @@ class HandshakeStates:
         self._probe_offered = (
             self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
         )
-        self._probing = self._mode == "auto" and not self._sticky_modern
+        self._probing = self._mode == "auto" and not self._shared.once_modern
         return [StateTimeout(self._send_discover(), STATE_TIMEOUT)]
 
     def _send_discover(self) -> float:
-        self._probe_id = self._new_id()
-        self._send_internal(
+        self._probe_id = self.new_id()
+        self.send_internal(
             self._probe_id, msgs.DISCOVER, None, era="modern", version=self._probe_offered
         )
         return self._cfg.probe_timeout if self._probing else self._cfg.request_timeout
 
     def on_discovering(self, kind: str, ev: Any) -> Any:
-        if type(ev) is Inbound:
-            return self._route_batch(ev, self._discovering_message)
-        if type(ev) is RequestFailed and ev.gen == self._gen and ev.rid == self._probe_id:
-            self._probe_id = None
-            if ev.error.kind == "auth":
-                self._auth_error = ev.error
-            if ev.status is None:
-                # no HTTP answer to judge (the auth callable failed, a body over the limit)
-                self._drop_transport()
-                return self._lost(ev.error.reason)
-            return self._classified(HttpProbe(ev.status, ev.body))
-        if type(ev) is StreamBroken and ev.gen == self._gen and ev.rid == self._probe_id:
-            self._probe_id = None
+        handler = self._IN_DISCOVERING.get(type(ev))
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _discovering_inbound(self, kind: str, ev: Inbound) -> Any:
+        return self._route_batch(ev, self._discovering_message)
+
+    def _discovering_refused(self, kind: str, ev: RequestFailed) -> Any:
+        if ev.gen != self._gen or ev.rid != self._probe_id:
+            return self._common(kind, ev)
+        self._probe_id = None
+        if ev.error.kind == "auth":
+            self._auth_error = ev.error
+        if ev.status is None:
+            # no HTTP answer to judge (the auth callable failed, a body over the limit)
             self._drop_transport()
-            return self._lost("stream_broken")
-        if type(ev) is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            self._fail_pending(transport_error(ev.reason, ev.detail))
-            return self._classified(ProbeExit(), lost=(ev.reason, ev.detail))
+            return self._lost(ev.error.reason)
+        return self._classified(HttpProbe(ev.status, ev.body))
+
+    def _discovering_broken(self, kind: str, ev: StreamBroken) -> Any:
+        if ev.gen != self._gen or ev.rid != self._probe_id:
+            return self._common(kind, ev)
+        self._probe_id = None
+        self._drop_transport()
+        return self._lost("stream_broken")
+
+    def _discovering_down(self, kind: str, ev: TransportDown) -> Any:
+        if ev.gen != self._gen:
+            return None
+        self._fail_pending(transport_error(ev.reason, ev.detail))
+        return self._classified(ProbeExit(), lost=(ev.reason, ev.detail))
+
+    def _discovering_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
             return self._classified(ProbeTimeout())
         return self._common(kind, ev)
@@ -107,10 +120,12 @@ class HandshakeStates:
         return self._route(m)
 
     def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
-        mode = "modern" if (self._mode == "modern" or self._sticky_modern) else "auto"
+        mode: Literal["auto", "modern"] = (
+            "modern" if (self._mode == "modern" or self._shared.once_modern) else "auto"
+        )
         decision = classify_probe(
             outcome,
-            self._transport.kind if self._transport is not None else "stdio",
+            self._transport_kind(),
             mode=mode,
             offered=self._probe_offered,
             retried=self._probe_retried,
@@ -118,7 +133,7 @@ class HandshakeStates:
         if type(decision) is Modern:
             self._era, self._version = "modern", decision.version
             self._origin = "pinned" if self._mode == "modern" else "probe"
-            self._sticky_modern = True
+            self._shared.once_modern = True
             info = decision.info
             self._shared.server_info = info.server_info
             self._shared.capabilities = info.capabilities
@@ -133,7 +148,7 @@ class HandshakeStates:
             self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
             return "initializing"
         if type(decision) is Reconnect:
-            if decision.next_legacy and self._mode == "auto" and not self._sticky_modern:
+            if decision.next_legacy and self._mode == "auto" and not self._shared.once_modern:
                 self._next_legacy = True
                 self._next_origin = "prior"
             self._drop_transport()
@@ -151,36 +166,41 @@ class HandshakeStates:
         offered = self._pinned if self._pinned and era_of(self._pinned) == "legacy" else None
         self._init_offered = offered or self._legacy_offer or LATEST_LEGACY
         self._legacy_offer = None
-        self._init_id = self._new_id()
+        self._init_id = self.new_id()
         params = msgs.initialize_params(self._init_offered, self._capabilities, self._client_info)
-        self._send_raw(
+        self.send_raw(
             {"jsonrpc": "2.0", "id": self._init_id, "method": "initialize", "params": params}
         )
         return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
 
     def on_initializing(self, kind: str, ev: Any) -> Any:
-        if type(ev) is Inbound:
-            return self._route_batch(ev, self._initializing_message)
-        if (
-            type(ev) in (RequestFailed, StreamBroken)
-            and ev.gen == self._gen
-            and ev.rid == self._init_id
-        ):
-            self._init_id = None
-            error = ev.error if type(ev) is RequestFailed else None
-            if error is not None and error.kind == "auth":
-                self._auth_error = error
-                return self._closed("auth_required")
-            if error is not None and error.kind == "protocol":
-                log.warning("unusable initialize answer: %s", error.reason)
-                return self._closed("initialize_refused")
-            self._drop_transport()
-            return self._lost(error.reason if error is not None else "stream_broken")
-        if type(ev) is TransportDown:
-            if ev.gen != self._gen:
-                return None
-            self._fail_pending(transport_error(ev.reason, ev.detail))
-            return self._lost(ev.reason, ev.detail)
+        handler = self._IN_INITIALIZING.get(type(ev))
+        return self._common(kind, ev) if handler is None else handler(self, kind, ev)
+
+    def _initializing_inbound(self, kind: str, ev: Inbound) -> Any:
+        return self._route_batch(ev, self._initializing_message)
+
+    def _initializing_failed(self, kind: str, ev: RequestFailed | StreamBroken) -> Any:
+        if ev.gen != self._gen or ev.rid != self._init_id:
+            return self._common(kind, ev)
+        self._init_id = None
+        error = ev.error if type(ev) is RequestFailed else None
+        if error is not None and error.kind == "auth":
+            self._auth_error = error
+            return self._closed("auth_required")
+        if error is not None and error.kind == "protocol":
+            log.warning("unusable initialize answer: %s", error.reason)
+            return self._closed("initialize_refused")
+        self._drop_transport()
+        return self._lost(error.reason if error is not None else "stream_broken")
+
+    def _initializing_down(self, kind: str, ev: TransportDown) -> Any:
+        if ev.gen != self._gen:
+            return None
+        self._fail_pending(transport_error(ev.reason, ev.detail))
+        return self._lost(ev.reason, ev.detail)
+
+    def _initializing_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
             self._drop_transport()
             return self._lost("initialize_timeout")
@@ -204,6 +224,23 @@ class HandshakeStates:
             self._shared.instructions = info.instructions
             if self._transport is not None:
                 self._transport.negotiated("legacy", info.version)
-            self._send_raw(msgs.initialized())
+            self.send_raw(msgs.initialized())
             return "ready"
         return self._route(m)
+
+    # -- the dispatch tables: event type -> handler (as in connection.py) -------------------
+
+    _IN_DISCOVERING: ClassVar[Handlers] = {
+        Inbound: _discovering_inbound,
+        RequestFailed: _discovering_refused,
+        StreamBroken: _discovering_broken,
+        TransportDown: _discovering_down,
+        str: _discovering_named,
+    }
+    _IN_INITIALIZING: ClassVar[Handlers] = {
+        Inbound: _initializing_inbound,
+        RequestFailed: _initializing_failed,
+        StreamBroken: _initializing_failed,
+        TransportDown: _initializing_down,
+        str: _initializing_named,
+    }

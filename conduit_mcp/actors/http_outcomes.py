@@ -1,5 +1,5 @@
-"""What the connection does with the HTTP outcomes a transport reports (seed 000, "HTTP
-outcomes"; DESIGN, "Errors"): a request refused with an HTTP status, and a response stream
+"""What the connection does with the HTTP outcomes a transport reports (docs/connection.md,
+"HTTP outcomes"): a request refused with an HTTP status, and a response stream
 that broke before its answer. A mixin of :class:`~conduit_mcp.actors.connection.Connection`.
 (A session the server lost is handled in ``ready`` itself: it changes state.)
 """
@@ -12,6 +12,7 @@ from ..errors import Error
 from ..otp.statem import NextEvent, Step
 from ..protocol.jsonrpc import Response
 from ..transports.base import RequestFailed, StreamBroken
+from .core import ConnectionCore
 from .events import Call
 
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
@@ -29,7 +30,7 @@ _READS = frozenset(
 )
 
 
-class HttpOutcomes:
+class HttpOutcomes(ConnectionCore):
     """See the module docstring."""
 
     def _request_failed(self, ev: RequestFailed) -> None:
@@ -45,13 +46,14 @@ class HttpOutcomes:
         call.reply.fail(ev.error)
 
     def _stream_broken(self, ev: StreamBroken) -> Any:
-        """A response stream broke before its answer (DESIGN, "Errors"): a read is re-issued
-        once with a new id (the spec's rule); anything that may have acted fails with
-        ``transport`` (the seed's: never retry what may have run)."""
+        """A response stream broke before its answer: a read is re-issued once with a new id
+        (MCP spec 2026-07-28, basic/transports/streamable-http); anything that may have acted
+        fails with ``transport``, as a request that may have run is never retried
+        (docs/connection.md, "HTTP outcomes")."""
         call = self._pending.pop(ev.rid, None)
         if call is None:
-            if self._is_listen(ev.rid):
-                self._listen_ended(ev.rid, dropped=True)
+            if self._changes.is_listen(ev.rid):
+                self._changes.listen_ended(ev.rid, dropped=True)
             return None
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:

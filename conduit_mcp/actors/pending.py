@@ -66,7 +66,8 @@ class PendingTable:
                 call.reply.ok(m.result)
                 answered.append(call)
             elif t is ErrorResponse and m.code != UNSUPPORTED_PROTOCOL_VERSION:
-                # -32022 goes to the connection: it re-negotiates and retries (seed 000).
+                # -32022 goes to the connection: it re-negotiates and retries
+                # (docs/connection.md, "Era discovery").
                 call = _pop(calls, m.id)
                 if call is None:
                     forward.append(m)

@@ -1,7 +1,7 @@
 """The gen_statem idiom on Pykka: state functions, state enter, postpone, inserted events, timers.
 
 The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_functions`` with
-``state_enter``; stack.md §3), so a reader who knows OTP knows this engine:
+``state_enter``; docs/porting.md), so a reader who knows OTP knows this engine:
 
 * **Dispatch.** Each event goes to ``self.on_<state>(kind, event)`` if that method exists, else
   to :meth:`Statem.handle_event`. ``kind`` is ``"cast"`` (a message told to the actor),
@@ -18,7 +18,7 @@ The vocabulary and the rules are OTP's (``gen_statem``, callback mode ``state_fu
 * **Event order.** After a transition the internal queue is ``inserted events`` (in the order
   given) + ``postponed events`` (on a state change) + ``what was queued``; then zero-time
   timeouts; only then the next mailbox message. That is why inserted events are never told to
-  self: a tell lands behind the mailbox (stack.md §1.8).
+  self: a tell lands behind the mailbox.
 * **Timers.** At most one state timeout, cancelled by a state change; any number of named
   timeouts, which survive state changes. Setting again replaces, ``None`` cancels. Each arm gets
   a token, and an event whose token is no longer current is dropped, so a cancelled or replaced
@@ -31,18 +31,26 @@ service, and cancelling is lazy. The service ``safe_tell``-s a private wake mess
 then delivers every due, current timer in deadline order, each as if it were a mailbox message
 (fully handled before the next), and re-arms for the next deadline.
 
+**Closed states.** A subclass may declare ``STATES``, the tuple of its state names. The class
+is then checked when it is created: every ``on_<name>`` and ``enter_<name>`` must name a
+declared state and every declared state must have an ``on_<name>``, so a misspelt ``on_redy``
+is a ``TypeError`` at import, not an event silently sent to :meth:`Statem.handle_event`; and
+a transition to an undeclared state raises. A class that declares no ``STATES`` (and inherits
+none) is not checked.
+
 A handler that raises fails the actor (its supervisor restarts it): that is intended.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import queue
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import pykka
 from pykka import messages as pykka_messages
@@ -130,6 +138,45 @@ _STATE_TIMEOUT: Final = object()
 _RESERVED_STATES: Final = frozenset({"start", "stop", "failure", "receive"})
 
 
+def _check_declared_states(cls: type, states: Any) -> frozenset[str]:
+    """The declared ``states`` of ``cls`` as a set; TypeError if they are not a tuple of
+    distinct state names, or if a handler names no declared state, or a state has none."""
+    name = cls.__name__
+    if type(states) is not tuple or not states:
+        raise TypeError(f"{name}.STATES must be a non-empty tuple of state names")
+    for state in states:
+        if type(state) is not str or not state.isidentifier():
+            raise TypeError(f"{name}.STATES: {state!r} is not a state name (an identifier)")
+        if state in _RESERVED_STATES:
+            raise TypeError(f"{name}.STATES: {state!r} is reserved (on_{state} is a Pykka hook)")
+    declared = frozenset(states)
+    if len(declared) != len(states):
+        raise TypeError(f"{name}.STATES names a state twice: {states!r}")
+    for attr in sorted(dir(cls)):
+        for prefix in ("on_", "enter_"):
+            if not attr.startswith(prefix) or not callable(getattr(cls, attr, None)):
+                continue
+            state = attr[len(prefix) :]
+            if prefix == "on_" and state in _RESERVED_STATES:
+                continue  # Pykka's own hooks (on_start, on_receive, ...)
+            if state not in declared:
+                close = difflib.get_close_matches(state, sorted(declared), n=1)
+                hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+                msg = (
+                    f"{name}.{attr} names no declared state (STATES is {states!r}){hint} "
+                    f"Add the state to STATES or rename the method."
+                )
+                raise TypeError(msg)
+    missing = [state for state in states if not callable(getattr(cls, "on_" + state, None))]
+    if missing:
+        msg = (
+            f"{name} declares the state(s) {missing!r} in STATES but has no "
+            f"{', '.join('on_' + m for m in missing)}; every declared state needs its handler"
+        )
+        raise TypeError(msg)
+    return declared
+
+
 class _Wake:
     """Told by the timer service: some deadline of this statem may be due."""
 
@@ -140,7 +187,7 @@ class _Wake:
 
 
 def _wake(ref: pykka.ActorRef[Any], arm: int) -> None:
-    # Runs on the timer thread: only a tell (stack.md §1.5).
+    # Runs on the timer thread: only a tell, never a call into the actor (docs/architecture.md).
     safe_tell(ref, _Wake(arm))
 
 
@@ -164,6 +211,17 @@ class Statem(SafeActor):
     Mailbox messages are ``"cast"`` events. The engine is single-threaded (the actor's thread);
     the public methods below are for the subclass's own handlers, enter calls and ``init``.
     """
+
+    #: The subclass's state names, a closed set checked at class creation (module docstring,
+    #: "Closed states"); None: not declared, not checked.
+    STATES: ClassVar[tuple[str, ...] | None] = None
+    _declared_states: ClassVar[frozenset[str] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        states = cls.STATES
+        if states is not None:
+            cls._declared_states = _check_declared_states(cls, states)
 
     def __init__(self, *, link: Link | None = None) -> None:
         super().__init__(link=link)
@@ -393,6 +451,10 @@ class Statem(SafeActor):
             raise TypeError(f"a state is a non-empty str, got {state!r}")
         if state in _RESERVED_STATES:
             raise RuntimeError(f"state name {state!r} is reserved (on_{state} is a Pykka hook)")
+        declared = self._declared_states
+        if declared is not None and state not in declared:
+            msg = f"{type(self).__name__} has no state {state!r}; STATES is {self.STATES!r}"
+            raise RuntimeError(msg)
 
     def _stop_with(self, stop: Stop) -> None:
         self._stopping = True

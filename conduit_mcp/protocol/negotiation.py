@@ -3,16 +3,17 @@
 The connection sends the probe, turns whatever happened into one outcome value
 (:class:`ProbeResult`, :class:`ProbeError`, :class:`ProbeTimeout`, :class:`ProbeExit`, or on
 HTTP :class:`HttpProbe`), and acts on the :data:`Decision` that :func:`classify_probe`
-returns. The rules are seed 000's "Era discovery", with the spec's detail:
+returns. The rules are those of docs/connection.md, "Era discovery", with the detail of the
+MCP spec 2026-07-28 (pages server/discover, basic/versioning, basic/transports/stdio):
 
-* a ``DiscoverResult`` is modern (mcp-spec §2, §8);
+* a ``DiscoverResult`` is modern;
 * ``-32022`` naming a mutual modern version is discovered once more with it, never a
-  fallback; a second refusal, or no version in common, closes (seed 000; mcp-spec §3);
+  fallback; a second refusal, or no version in common, closes;
 * legacy evidence, i.e. any other error or a timeout, falls back to ``initialize`` in auto
-  mode; the fallback is not keyed to one code (mcp-spec §8 "MUST NOT be keyed to one
-  specific error code"); in modern mode it closes instead (seed 000);
+  mode; the fallback is not keyed to one code (basic/transports/stdio: "MUST NOT be keyed
+  to one specific error code"); in modern mode it closes instead;
 * the server exiting during the probe reconnects, and the next attempt starts with
-  ``initialize`` (seed 000);
+  ``initialize``;
 * a recognised modern error naming no common version, or a missing client capability,
   closes.
 
@@ -155,7 +156,7 @@ class Close:
 
 @dataclass(frozen=True, slots=True)
 class AuthRequired:
-    """HTTP 401/403: not era evidence. The connection authorizes (seed 000: discovering to
+    """HTTP 401/403: not era evidence. The connection authorizes (discovering leads to
     authorizing on 401) and probes again, or fails with kind ``auth`` without OAuth.
     """
 
@@ -175,7 +176,8 @@ def classify_probe(
     offered: str,
     retried: bool,
 ) -> Decision:
-    """What the probe's ``outcome`` means (seed 000, "Era discovery"; module docstring).
+    """What the probe's ``outcome`` means (docs/connection.md, "Era discovery"; module
+    docstring).
 
     ``offered`` is the version the probe carried in ``_meta``; ``retried`` is True when
     this probe is already the one :class:`Rediscover` asked for. ``mode="legacy"`` never
@@ -190,12 +192,12 @@ def classify_probe(
     if isinstance(outcome, ProbeError):
         return _on_error(outcome.code, outcome.message, outcome.data, mode, offered, retried)
     if isinstance(outcome, ProbeTimeout):
-        # mcp-spec §8: "Any other error, or a timeout, means legacy" (legacy servers may
-        # stay silent). Kept for HTTP too: a server that never answers an unknown method
-        # would otherwise be reconnected to forever.
+        # MCP spec 2026-07-28, basic/transports/stdio: "Any other error, or a timeout, means
+        # legacy" (legacy servers may stay silent). Kept for HTTP too: a server that never
+        # answers an unknown method would otherwise be reconnected to forever.
         return _legacy_evidence("probe_timeout", mode)
     if isinstance(outcome, ProbeExit):
-        # seed 000: reconnect, and the next attempt starts with initialize (a legacy server
+        # Reconnect, and the next attempt starts with initialize (a legacy server
         # may die on an unknown method). Modern mode never falls back, so it just retries.
         # Over HTTP the connection dropping says nothing about the era (a server restart,
         # a refused connection): plain reconnect.
@@ -211,8 +213,7 @@ def classify_probe(
 
 def _legacy_evidence(reason: str, mode: str) -> Decision:
     if mode == "modern":
-        # seed 000: "protocol: :modern ... legacy evidence closes the connection instead
-        # of falling back".
+        # protocol="modern": legacy evidence closes the connection instead of falling back.
         return Close("legacy_server", f"the server does not speak the modern protocol ({reason})")
     return Legacy(reason)
 
@@ -234,7 +235,7 @@ def _on_result(result: Any, mode: str, offered: str) -> Decision:
 def _no_modern_version(supported: Any, mode: str, data: Any) -> Decision:
     """The server speaks modern but has no modern version in common with us.
 
-    mcp-spec §3/§13.5: ``supported`` "may contain legacy versions ... Switching to one of
+    MCP spec 2026-07-28, basic/versioning: ``supported`` "may contain legacy versions ... Switching to one of
     them means switching to the initialize flow". That is negotiation, not a fallback on
     evidence, so in auto mode a mutual legacy version leads to ``initialize`` with it. In
     modern mode (the user excluded legacy) there is no version in common: close.
@@ -250,12 +251,12 @@ def _on_error(
 ) -> Decision:
     if code == UNSUPPORTED_PROTOCOL_VERSION:
         if retried:
-            # seed 000: "a second refusal ... closes" (no ping-pong between versions).
+            # A second refusal closes (no ping-pong between versions).
             return Close("version_refused", "the server refused the version it proposed", data)
         listed = data.get("supported") if type(data) is dict else None
         if not isinstance(listed, (list, tuple)):
             listed = []
-        # seed 000: "-32022 with a mutual version -> discover once more with that version".
+        # -32022 with a mutual version: discover once more with that version.
         # That includes the version just offered: a server can refuse it transiently (a
         # rolling upgrade) and list it; the `retried` rule above bounds it to one retry.
         version = mutual_version(listed, "modern")
@@ -269,14 +270,15 @@ def _on_error(
             data,
         )
     if code == HEADER_MISMATCH:
-        # A modern server that rejects our HTTP headers: never a fallback (mcp-spec §7),
-        # and re-sending the same request cannot help.
+        # A modern server that rejects our HTTP headers: never a fallback (MCP spec
+        # 2026-07-28, basic/transports/streamable-http), and re-sending cannot help.
         return Close("header_mismatch", f"the server rejected the headers: {message[:200]}", data)
     return _legacy_evidence("probe_error", mode)
 
 
 def _on_http(probe: HttpProbe, mode: str, offered: str, retried: bool) -> Decision:
-    """mcp-spec §7 "Detecting the era on HTTP", plus what real legacy servers answer.
+    """MCP spec 2026-07-28, basic/transports/streamable-http, "Detecting the era on HTTP",
+    plus what real legacy servers answer.
 
     * A body holding a recognised modern error (-32020/-32021/-32022), on any status:
       handled exactly like the same error over stdio (never a fallback).
@@ -286,8 +288,8 @@ def _on_http(probe: HttpProbe, mode: str, offered: str, retried: bool) -> Decisi
       down, which says nothing about its era: :class:`Reconnect` after the backoff.
     * Anything else (400 with an empty or unrecognised body, 404, 405, other 4xx, any
       other JSON-RPC error, a 2xx that is not a DiscoverResult) is legacy evidence. This
-      covers peers.md §3: 400 -32000 "Server not initialized" with id null, 400 -32600
-      "Missing session ID" with id "server-error".
+      covers what real legacy servers answer: 400 -32000 "Server not initialized" with id
+      null, 400 -32600 "Missing session ID" with id "server-error".
     """
     status = probe.status
     if status in (401, 403):

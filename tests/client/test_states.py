@@ -1,4 +1,4 @@
-"""Seed 000's state table, one test (or more) per row, through the public API against a real
+"""The connection's state table (docs/connection.md, "States"), one test (or more) per row, through the public API against a real
 scripted server subprocess."""
 
 from __future__ import annotations

@@ -5,40 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp import tree
-from conduit_mcp.actors.connection import Connection
 from conduit_mcp.otp.supervisor import WhichChildren
 
 pytestmark = pytest.mark.timeout(30)
-
-
-class _Boom:
-    """A message the patched connection crashes on (fault injection)."""
-
-
-@pytest.fixture
-def crashable(monkeypatch):
-    original = Connection._common
-
-    def common(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "_common", common)
-    original_ready = Connection.on_ready
-
-    def on_ready(self, kind, ev):
-        if isinstance(ev, _Boom):
-            raise RuntimeError("injected connection crash")
-        return original_ready(self, kind, ev)
-
-    monkeypatch.setattr(Connection, "on_ready", on_ready)
 
 
 def test_a_crashed_connection_fails_its_calls_and_comes_back(crashable, make_server, start_client):
@@ -51,7 +27,7 @@ def test_a_crashed_connection_fails_its_calls_and_comes_back(crashable, make_ser
     with ThreadPoolExecutor(1) as pool:
         call = pool.submit(client.call_tool, "never", {}, timeout=10)
         server.wait_for("tools/call", timeout=5)
-        old.tell(_Boom())
+        old.tell(crashable())
         with pytest.raises(mcp.Error) as err:
             call.result(timeout=5)
     assert (err.value.kind, err.value.reason) == ("transport", "connection_crashed")
@@ -74,7 +50,7 @@ def test_too_many_crashes_close_the_client(crashable, make_server, start_client)
     runtime = client._runtime()
     for n in range(4):  # max_restarts=3 in 5 s: the fourth crash gives up
         client.await_ready(timeout=10)
-        runtime.registry.get("connection").tell(_Boom())
+        runtime.registry.get("connection").tell(crashable())
         if n < 3:
             client.wait_for_state(lambda s, n=n: server.starts() == n + 2, timeout=10)
     assert runtime.stopped.wait(10)
@@ -82,6 +58,135 @@ def test_too_many_crashes_close_the_client(crashable, make_server, start_client)
     with pytest.raises(mcp.Error) as err:
         client.call_tool("add", {"a": 1, "b": 1})
     assert err.value.kind == "closed"
+
+
+# -- what outlives a connection crash -----------------------------------------------------
+
+HELLO = "test://static/hello"
+UPDATED = "notifications/resources/updated"
+BARRIER = "test/barrier"
+
+
+def _until_barrier(notes, timeout=5.0):
+    """The notifications delivered to ``notes`` before the next ``test/barrier``."""
+    import queue
+
+    deadline = time.monotonic() + timeout
+    got = []
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no barrier within {timeout} s; got {[n.method for n in got]}"
+        try:
+            note = notes.get(timeout=left)
+        except queue.Empty:
+            continue
+        if note.method == BARRIER:
+            return got
+        got.append(note.method)
+
+
+def _error_of(future):
+    with pytest.raises(mcp.Error) as err:
+        future.get(timeout=10)
+    return err.value.kind, err.value.reason
+
+
+def test_a_restarted_connection_never_falls_back_to_legacy(crashable, make_server, start_client):
+    """Once modern, never legacy, across a connection crash: the restarted connection
+    discovers, and legacy evidence closes it instead of sending initialize."""
+    server = make_server(
+        rules=[
+            # The second server process answers the probe as a legacy server would.
+            {
+                "match": {"method": "server/discover"},
+                "action": {"error": {"code": -32601, "message": "Method not found"}},
+                "process": 2,
+            }
+        ]
+    )
+    client = start_client(server.stdio(), protocol="auto")
+    assert client.await_ready(timeout=10).era == "modern"
+    client._runtime().registry.get("connection").tell(crashable())
+    status = client.wait_for_state(
+        lambda s: (
+            server.starts() == 2
+            and (s.state == "ready" or (s.state == "closed" and s.reason == "legacy_server"))
+        ),
+        timeout=10,
+    )
+    assert (status.state, status.reason) == ("closed", "legacy_server")
+    assert server.received("initialize") == []
+    assert len(server.received("server/discover")) == 2
+
+
+def test_a_connection_crash_costs_what_the_tree_says(crashable, make_server, start_client):
+    """Crash the connection with calls in flight and calls queued: in flight ones fail
+    transport/connection_crashed (they may have run), queued ones unavailable/
+    connection_crashed (never sent: safe to retry); the client is ready again, in the modern
+    era, its notification subscriber still gets notifications and its resource
+    subscriptions are made again."""
+    server = make_server(
+        rules=[
+            # The echo call is refused with -32022: the ready connection re-discovers, and
+            # the call waits (queued) to be retried once ready ...
+            {
+                "match": {"tool": "echo"},
+                "action": {
+                    "error": {
+                        "code": -32022,
+                        "message": "Unsupported protocol version",
+                        "data": {"supported": ["2026-07-28"]},
+                    }
+                },
+                "first_process_only": True,
+            },
+            # ... which it never is: that second probe is never answered.
+            {
+                "match": {"method": "server/discover", "nth": 2},
+                "action": "drop",
+                "first_process_only": True,
+            },
+        ]
+    )
+    client = start_client(server.stdio(), protocol="auto")
+    assert client.await_ready(timeout=10).era == "modern"
+    import queue
+
+    notes = queue.Queue()
+    client.subscribe_notifications(notes, methods=[UPDATED, BARRIER])
+    client.subscribe(HELLO)
+    client.await_listening(timeout=5)
+    first_pid = server.pids()[-1]
+
+    in_flight = [client.futures.call_tool("never", {}, timeout=20) for _ in range(2)]
+    server.wait_for("tools/call", count=2, timeout=5)
+    refused = client.futures.call_tool("echo", {"text": "x"}, timeout=20)
+    server.wait_for("server/discover", count=2, timeout=5)
+    client.wait_for_state("discovering", timeout=5)
+    # Told from this thread, so they are in the connection's mailbox before the crash.
+    queued = [client.futures.call_tool("add", {"a": 1, "b": n}, timeout=20) for n in range(3)]
+    client._runtime().registry.get("connection").tell(crashable())
+
+    assert [_error_of(f) for f in in_flight] == [("transport", "connection_crashed")] * 2
+    assert [_error_of(f) for f in [refused, *queued]] == [("unavailable", "connection_crashed")] * 4
+    status = client.wait_for_state(
+        lambda s: s.state == "ready" and server.starts() == 2, timeout=10
+    )
+    assert status.era == "modern"
+    second_pid = server.pids()[-1]
+    assert second_pid != first_pid
+    assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    # The resource subscription is made again (modern: on the new listen's filter) ...
+    relisten = server.wait_for(
+        lambda e: e.get("event") == "listen" and e.get("pid") == second_pid, timeout=5
+    )
+    assert relisten["notifications"] == {"resourceSubscriptions": [HELLO]}
+    client.await_listening(timeout=5)
+    # ... and the subscriber, kept by the notifier, gets what the new connection routes.
+    client.call_tool("changed", {"kind": "resource", "uri": HELLO})
+    client.call_tool("notify", {"method": BARRIER})
+    assert _until_barrier(notes) == [UPDATED]
+    assert server.received("initialize") == []
 
 
 def test_on_give_up_stop_lets_the_application_supervisor_restart_the_client(make_server):

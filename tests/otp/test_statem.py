@@ -518,3 +518,96 @@ def test_bad_handler_result_fails_the_actor(events: Events, exits: Events, link:
     ref = start(events, rules={("idle", "odd"): 42}, link=link)
     ref.tell("odd")
     assert isinstance(exits.wait_for(1)[0][1], TypeError)
+
+
+# -- closed states: STATES checked when the class is created ----------------------------------
+
+
+class Door(Statem):
+    """A statem with declared states: the closed-set checks apply to it and its subclasses.
+    (It inherits Pykka's ``on_start``, ``on_receive``, ... : those are not state handlers.)"""
+
+    STATES = ("shut", "open")
+
+    def __init__(self, log: Events, *, link: Link | None = None) -> None:
+        super().__init__(link=link)
+        self.log = log
+
+    def init_state(self) -> tuple[str, list[Any]]:
+        return "shut", []
+
+    def on_shut(self, kind: str, event: Any) -> Any:
+        self.log.put(("shut", event))
+        return event if event != "noop" else None
+
+    def on_open(self, kind: str, event: Any) -> Any:
+        self.log.put(("open", event))
+        return None
+
+    def enter_open(self, old: str) -> None:
+        self.log.put(("enter_open", old))
+
+
+def test_a_misspelt_handler_fails_at_class_creation() -> None:
+    with pytest.raises(TypeError) as info:
+
+        class Misspelt(Door):
+            def on_opne(self, kind: str, event: Any) -> Any:
+                return None
+
+    text = str(info.value)
+    assert "Misspelt.on_opne names no declared state" in text
+    assert "did you mean on_open?" in text
+    assert "('shut', 'open')" in text
+
+
+def test_a_misspelt_enter_fails_at_class_creation() -> None:
+    with pytest.raises(TypeError, match=r"enter_shot names no declared state.*enter_shut"):
+
+        class Misspelt(Door):
+            def enter_shot(self, old: str) -> None:
+                return None
+
+
+def test_a_declared_state_without_its_handler_fails_at_class_creation() -> None:
+    with pytest.raises(TypeError, match=r"\['locked'\].*no on_locked"):
+
+        class Lockable(Door):
+            STATES = ("shut", "open", "locked")
+
+
+@pytest.mark.parametrize(
+    ("states", "message"),
+    [
+        ((), "non-empty tuple"),
+        (["shut", "open"], "non-empty tuple"),
+        (("shut", "open", "shut"), "names a state twice"),
+        (("shut", "open", "not a name"), "is not a state name"),
+        (("shut", "open", "stop"), "is reserved"),
+    ],
+)
+def test_bad_states_fail_at_class_creation(states: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        type("Bad", (Door,), {"STATES": states})
+
+
+def test_a_statem_without_states_is_not_checked() -> None:
+    class Free(Statem):
+        def on_anything(self, kind: str, event: Any) -> Any:
+            return None
+
+    assert Free.STATES is None
+
+
+def test_a_transition_to_an_undeclared_state_fails_the_actor(
+    events: Events, exits: Events, link: Link
+) -> None:
+    ref = Door.start(events, link=link)
+    ref.tell("open")
+    assert events.wait_item(("enter_open", "shut"))
+    ref2 = Door.start(events, link=link)
+    ref2.tell("ajar")  # on_shut returns the event as the next state
+    urn, reason = exits.wait_for(1)[0]
+    assert urn == ref2.actor_urn
+    assert isinstance(reason, RuntimeError)
+    assert "has no state 'ajar'" in str(reason)

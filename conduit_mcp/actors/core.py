@@ -1,0 +1,239 @@
+"""The state the connection's parts share, declared in one place.
+
+:class:`~conduit_mcp.actors.connection.Connection` is one actor whose state functions are
+spread over three modules: :mod:`.connection` (connecting, ready, reconnecting, closed),
+:mod:`.handshake` (discovering, initializing) and :mod:`.http_outcomes` (what an HTTP refusal
+or a broken stream means). They all inherit :class:`ConnectionCore`, which declares every
+attribute they share, with its type and what it holds, and the plumbing they all use
+(ids, sending, the transport's life, publishing the status). ``Connection.__init__`` assigns
+every attribute declared here; nothing else creates one. What has state of its own is an
+object the connection holds: :class:`~.changes.ChangeTracker` (notifications, the cache,
+listens, resource subscriptions) and :class:`~.pending.PendingTable` (the calls in flight).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..backoff import GuardedBackoff
+from ..config import Config
+from ..errors import Error
+from ..otp.statem import NextEvent, Statem, Step
+from ..protocol import messages as msgs
+from ..protocol.versions import Mode
+from ..published import Published
+from ..status import Status
+from ..telemetry import ConnectionTelemetry
+from ..transports.base import Inbound, Transport
+from .events import Call
+from .pending import PendingTable
+
+if TYPE_CHECKING:
+    from .changes import ChangeTracker
+
+log = logging.getLogger("conduit_mcp.connection")
+
+# The same sets as conduit_mcp.status's State, Era and Origin (the public Status fields).
+State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
+Era = Literal["modern", "legacy"]
+Origin = Literal["probe", "pinned", "prior"]
+
+#: A state's event handler, ``(connection, kind, event) -> None | state | Step``.
+Handler = Callable[[Any, str, Any], Any]
+#: A state's dispatch table: the exact type of an event -> its handler.
+Handlers = dict[type, Handler]
+
+#: ``(spec, connection ref, generation, config, *, pending, memory) -> Transport``
+TransportFactory = Callable[..., Transport]
+
+
+class ConnectionCore(Statem):
+    """Every attribute the connection and its state-function modules share (see the module
+    docstring); the state functions themselves are in the subclasses."""
+
+    # -- collaborators, fixed for the actor's life ---------------------------------------------
+    _cfg: Config  # the client's validated options
+    _shared: Published  # what the connection publishes; outlives a crashed connection
+    _tel: ConnectionTelemetry  # O(1) counters on transitions, cancels, drops (never per call)
+    _factory: TransportFactory  # builds one transport per connection attempt
+    _backoff: GuardedBackoff  # reconnect and listen-reopen delays (the user's, guarded)
+    _changes: ChangeTracker  # notifications, the cache, listens, resource subscriptions
+    _client_info: dict[str, Any]  # sent with every modern request and in initialize
+    _capabilities: dict[str, Any]  # idem: the client's capabilities
+    _mode: Mode  # how eras are negotiated: "auto", "modern" or "legacy" (protocol option)
+    _pinned: str | None  # the pinned protocol version (protocol option), or None
+
+    # -- the transport -------------------------------------------------------------------------
+    _spec: Any  # the transport spec (Stdio, Http); replaced by set_auth's
+    _transport: Transport | None  # the current attempt's transport; None between attempts
+    _gen: int  # the transport's generation: events of an older one are ignored
+    _memory: dict[str, Any]  # kept across transports (HTTP: the tools' Mcp-Param plans)
+
+    # -- requests ------------------------------------------------------------------------------
+    _last_id: int  # the request id counter, never reset (a late answer never matches)
+    _table: PendingTable  # the calls in flight, shared with the transport's reader
+    _pending: dict[Any, Call]  # _table.calls: request id -> Call
+    _queued: int  # postponed Calls and AwaitReady waiters (bounded by max_queued)
+    _deferred: Error | None  # the error for the calls a lost transport left in flight
+    _health_id: int | None  # the id of the health check awaiting its answer
+
+    # -- reconnecting --------------------------------------------------------------------------
+    _attempt: int  # consecutive failed attempts (reset when ready has been stable)
+    _delay: float  # the backoff before the next attempt
+    _reason: str | None  # why the connection is not ready (published in the status)
+    _auth_error: Error | None  # the refusal that closed the client (auth_required)
+
+    # -- era negotiation -----------------------------------------------------------------------
+    _era: Era | None  # the negotiated era; kept while reconnecting
+    _version: str | None  # the negotiated protocol version
+    _origin: Origin | None  # how the era was chosen (published in the status)
+    _next_legacy: bool  # auto mode: the next handshake goes straight to initialize
+    _next_origin: Origin | None  # the origin to publish when it does
+    _probe_id: int | None  # the server/discover request awaiting its answer
+    _probe_offered: str  # the version the probe offers
+    _probe_retried: bool  # the probe was re-sent once with a version the server named
+    _probing: bool  # auto mode's probe (probe_timeout), not a modern discover
+    _init_id: int | None  # the initialize request awaiting its answer
+    _init_offered: str  # the legacy version initialize offers
+    _legacy_offer: str | None  # a legacy version a -32022 answer named, for initialize
+
+    # -- the port the ChangeTracker uses (changes.ConnectionPort) -------------------------------
+
+    @property
+    def era(self) -> Era | None:
+        return self._era
+
+    @property
+    def version(self) -> str | None:
+        return self._version
+
+    def new_id(self) -> int:
+        self._last_id += 1
+        return self._last_id
+
+    def send_internal(
+        self, rid: int, method: str, params: dict[str, Any] | None, *, era: Era, version: str
+    ) -> None:
+        self.send_raw(
+            msgs.request(
+                rid,
+                method,
+                params,
+                era=era,
+                version=version,
+                client_info=self._client_info,
+                capabilities=self._capabilities,
+            )
+        )
+
+    def send_raw(self, message: dict[str, Any]) -> None:
+        transport = self._transport
+        if transport is not None:
+            transport.send(message)
+
+    def cancel_at_transport(self, rid: Any, reason: str) -> None:
+        transport = self._transport
+        if transport is not None:
+            try:
+                transport.cancel(rid, reason)
+            except Exception as exc:  # a dying transport must not take the router down
+                log.debug("cancel not sent: %s", type(exc).__name__)
+
+    def use_credentials(self, spec: Any) -> None:
+        self._spec = spec
+        transport = self._transport
+        set_credentials = getattr(transport, "set_credentials", None)
+        if set_credentials is not None:
+            set_credentials(spec)
+
+    # -- the transport's life ------------------------------------------------------------------
+
+    def _start_transport(self) -> None:
+        self._drop_transport()
+        self._gen += 1
+        transport = self._factory(
+            self._spec,
+            self.actor_ref,
+            self._gen,
+            self._cfg,
+            pending=self._table,
+            memory=self._memory,
+        )
+        self._transport = transport
+        self._shared.transport = transport
+        transport.connect()
+
+    def _drop_transport(self) -> None:
+        transport = self._transport
+        if transport is not None:
+            self._transport = None
+            # Kept so stop() can wait for the process to be gone; ones already gone are
+            # pruned here, or a long-lived client that reconnects often would keep them all.
+            closing = self._shared.closing
+            closing[:] = [t for t in closing if not t.wait_closed(0)]
+            closing.append(transport)
+            try:
+                transport.close()
+            except Exception as exc:
+                log.debug("transport close failed: %s", type(exc).__name__)
+
+    def _transport_kind(self) -> Literal["stdio", "http"]:
+        transport = self._transport
+        return "http" if transport is not None and transport.kind == "http" else "stdio"
+
+    # -- requests and status -------------------------------------------------------------------
+
+    def _fail_pending(self, error: Error) -> None:
+        pending = self._pending
+        for rid in list(pending):
+            call = pending.pop(rid, None)  # the reader may have answered it meanwhile
+            if call is not None:
+                self.set_timeout(call, None, None)
+                call.reply.fail(error)
+
+    def _publish(self, state: State, reason: str | None) -> None:
+        shared = self._shared
+        self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
+        shared.publish(Status(state, self._era, self._version, reason, self._origin))
+
+    def _route_batch(self, ev: Inbound, handle: Callable[[Any], Any]) -> Any:
+        """Route the messages of ``ev`` one by one with ``handle``; the first that changes
+        state ends the batch, and the rest is inserted to be handled in the new state."""
+        if ev.gen != self._gen:
+            return None
+        messages = ev.messages
+        for i, m in enumerate(messages):
+            step = handle(m)
+            if step is not None:
+                rest = messages[i + 1 :]
+                if not rest:
+                    return step
+                nxt = NextEvent(Inbound(ev.gen, rest))
+                if isinstance(step, str):
+                    return Step(step, [nxt])
+                return Step(step.state, [*step.actions, nxt])
+        return None
+
+    # -- defined by Connection; declared so the state-function modules can call them ---------
+
+    def _lost(self, reason: str, detail: str | None = None) -> Any:
+        """The transport is gone: back off and reconnect, or give up."""
+        raise NotImplementedError
+
+    def _closed(self, reason: str) -> Any:
+        """Close the client with ``reason`` (the transition to ``closed``)."""
+        raise NotImplementedError
+
+    def _route(self, m: Any) -> Any:
+        """Route one inbound message as ``ready`` does."""
+        raise NotImplementedError
+
+    def _unmatched(self, m: Any) -> None:
+        """A response no pending call owns (the health check's, or a late one)."""
+        raise NotImplementedError
+
+    def _common(self, kind: str, ev: Any) -> Any:
+        """The events every state handles alike."""
+        raise NotImplementedError
