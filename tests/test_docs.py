@@ -32,7 +32,7 @@ CONNECTION_SECTIONS = (
 # docs/<page>.md, optionally in backticks, optionally followed by `, "<section>"`.
 _CITATION = re.compile(r'docs/([\w-]+)\.md`*(?:,\s*"([^"]+)")?')
 # A line break inside a comment or docstring: the newline, the indent and a comment mark.
-_BREAK = re.compile(r"\n[ \t]*(?:#[ \t]*)?")
+_BREAK = re.compile(r"\n[ \t]*(?:#:?[ \t]*)?")
 
 
 def _headings(page: str) -> set[str]:

@@ -95,6 +95,8 @@ class ConnectionCore(Statem):
     _probe_offered: str  # the version the probe offers
     _probe_retried: bool  # the probe was re-sent once with a version the server named
     _probing: bool  # auto mode's probe (probe_timeout), not a modern discover
+    _late_probe_id: int | None  # a probe that timed out into initialize: its answer still counts
+    _modern_hint: bool  # initialize was refused with -32022 naming a modern version
     _init_id: int | None  # the initialize request awaiting its answer
     _init_offered: str  # the legacy version initialize offers
     _legacy_offer: str | None  # a legacy version a -32022 answer named, for initialize
