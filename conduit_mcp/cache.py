@@ -358,7 +358,9 @@ class Cache:
         if isinstance(snap, _Gone) or identity == snap.credential:
             return False
         lists = {k: e for k, e in snap.lists.items() if e.owner == PUBLIC}
-        index = {k: snap.index[k] if k in lists else _EMPTY for k in KINDS}
+        index: dict[str, dict[str, Any]] = {
+            k: snap.index[k] if k in lists else _EMPTY for k in KINDS
+        }
         self._snapshot = _Snapshot(lists, index, identity, snap.version)
         return True
 
@@ -378,7 +380,7 @@ def _get(lists: dict[str, CachedList], kind: Any) -> CachedList | None:
     return entry
 
 
-def _visible(entry: CachedList, snap: _Snapshot) -> bool:
+def _visible(entry: CachedList, snap: _Snapshot | _Gone) -> bool:
     return rules.visible(entry.owner, snap.credential)
 
 

@@ -97,7 +97,7 @@ class ServerNotification:
                 raise Error("argument", "params", "notification params must be a mapping")
             # A view, not a copy: the connection hands over the dict it just decoded and keeps
             # no reference to it, so copying every notification would buy nothing.
-            params = MappingProxyType(params)  # type: ignore[arg-type]
+            params = MappingProxyType(params)
         object.__setattr__(self, "params", params)
 
     def __repr__(self) -> str:

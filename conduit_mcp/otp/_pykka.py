@@ -15,11 +15,15 @@ that test with its name instead of breaking an actor at run time.
   a cast when it collects what is left in its mailbox.
 * ``SimpleQueue.get_nowait`` on the inbox, and the envelope's ``message`` / ``reply_to``:
   reading what is left in a dead actor's mailbox without blocking.
+* A ``ThreadingActor``'s thread runs the bound method ``actor._actor_loop`` as its target,
+  kept by CPython's ``Thread`` as ``_target`` while it runs: :func:`calling_actor_stopped`
+  finds the actor calling from the current thread (Pykka has no "current actor" API).
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 from typing import Any, Final
 
 import pykka
@@ -48,7 +52,18 @@ def envelope_parts(envelope: Any) -> tuple[Any, Any]:
     return envelope.message, envelope.reply_to
 
 
+def calling_actor_stopped() -> threading.Event | None:
+    """The ``actor_stopped`` event of the Pykka actor whose thread calls this, or None when
+    the current thread is not an actor's. Costs two attribute reads."""
+    target = getattr(threading.current_thread(), "_target", None)
+    actor = getattr(target, "__self__", None)
+    if isinstance(actor, pykka.Actor):
+        return actor.actor_stopped
+    return None
+
+
 __all__ = [
+    "calling_actor_stopped",
     "ACTOR_STOP",
     "CREATE_INBOX",
     "HANDLE_RECEIVE",
