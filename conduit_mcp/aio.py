@@ -86,19 +86,29 @@ class AsyncClient:
                 reason); ``overloaded``/``max_queued``; ``argument`` for a bad timeout.
         """
         seconds = rq.check_timeout(timeout, timeout)
-        runtime = self._handle.find()
-        if runtime is not None:
-            status = runtime.shared.status
-            if status.state == "ready":
-                return status
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        reply = AsyncReply(loop, future)
         deadline = time.monotonic() + seconds
-        message = AwaitReady(reply, deadline)
-        conn = self._handle.try_tell(message) or await self._handle.tell_async(message, deadline)
-        remaining = max(0.0, deadline - time.monotonic())
-        return cast(Status, await self._await(future, reply, conn, remaining, "await_ready"))
+        handle = self._handle
+        while True:
+            runtime = handle.find()
+            if runtime is not None and runtime.shared.status.state == "ready":
+                return runtime.shared.status
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Any] = loop.create_future()
+            reply = AsyncReply(loop, future)
+            message = AwaitReady(reply, deadline)
+            conn = handle.try_tell(message) or await handle.tell_async(message, deadline)
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                return cast(
+                    Status, await self._await(future, reply, conn, remaining, "await_ready")
+                )
+            except Error as exc:
+                # A name-following handle waits past an incarnation that gave up while an
+                # application supervisor replaces it (run off the loop: it may sleep).
+                if exc.kind != "closed" or not await asyncio.to_thread(
+                    handle.follows_restarts, deadline
+                ):
+                    raise
 
     # -- requests -----------------------------------------------------------------------------
 

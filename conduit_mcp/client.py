@@ -18,20 +18,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from queue import Empty
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
 import pykka
 
 from . import request as rq
 from . import subscriptions, tree
-from .actors.events import AwaitReady, Call, ReconnectNow
+from .actors.events import Call, ReconnectNow
 from .aio import AsyncClient
 from .config import ClientOptions, build_config
 from .errors import Error
 from .futures import FutureClient
 from .protocol.results import parse_server_info
-from .replies import FAIL, OK, SyncReply
+from .replies import SyncReply
 from .request import Handle, ListKind, Request
 from .status import State, Status
 from .transports.http_spec import Http
@@ -266,23 +265,15 @@ class Client:
     def await_ready(self, timeout: float = 30.0) -> Status:
         """Block until the connection is ready; the ready status.
 
-        A handle from :meth:`whereis` waits through the client's start and restart windows.
+        A handle from :meth:`whereis` waits through the client's start and restart windows,
+        and past an incarnation that gave up while an application supervisor replaces it.
 
         Raises:
             Error: ``timeout``/``deadline``; ``closed`` (the client is stopped or gave up,
                 with the reason); ``overloaded``/``max_queued``; ``argument`` for a bad
                 timeout.
         """
-        seconds = rq.check_timeout(timeout, timeout)
-        deadline = time.monotonic() + seconds
-        runtime = self._handle.find()
-        if runtime is not None:
-            status = runtime.shared.status
-            if status.state == "ready":
-                return status
-        reply = SyncReply()
-        conn = self._handle.tell(AwaitReady(reply, deadline), deadline)
-        return cast(Status, self._wait(reply, deadline, None, conn, "await_ready"))
+        return rq.await_ready_blocking(self._handle, rq.check_timeout(timeout, timeout))
 
     def reconnect(self, timeout: float = 10.0) -> None:
         """Leave ``closed`` and connect again (attempts start from zero); in ``reconnecting``
@@ -295,7 +286,7 @@ class Client:
         deadline = time.monotonic() + rq.check_timeout(timeout, timeout)
         reply = SyncReply()
         conn = self._handle.tell(ReconnectNow(reply), deadline)
-        self._wait(reply, deadline, None, conn, "reconnect")
+        rq.wait_blocking(reply, deadline, None, conn, "reconnect")
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -580,47 +571,17 @@ class Client:
         op = runtime.telemetry.start(req.method, req.params) if runtime is not None else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             conn = handle.tell(Call(req.method, req.params, deadline, reply, wants), deadline)
-            return req.parse(self._wait(reply, deadline, on_progress, conn, req.method))
+            return req.parse(rq.wait_blocking(reply, deadline, on_progress, conn, req.method))
         raw = None
         try:
             conn = handle.tell(Call(req.method, op.params, deadline, reply, wants), deadline)
-            raw = self._wait(reply, deadline, on_progress, conn, req.method)
+            raw = rq.wait_blocking(reply, deadline, on_progress, conn, req.method)
             value = req.parse(raw)
         except BaseException as exc:
             op.finish(raw, exc, reply.request_id)
             raise
         op.finish(raw, None, reply.request_id)
         return value
-
-    @staticmethod
-    def _wait(
-        reply: SyncReply,
-        deadline: float,
-        on_progress: Callable[[Progress], object] | None,
-        conn: pykka.ActorRef[Any],
-        what: str,
-    ) -> Any:
-        get = reply.queue.get
-        try:
-            while True:
-                remaining = deadline + rq.GRACE - time.monotonic()
-                try:
-                    tag, value = get(timeout=remaining) if remaining > 0 else get(block=False)
-                except Empty:
-                    raise Error("timeout", "deadline", f"{what} got no answer in time") from None
-                if tag == OK:
-                    return value
-                if tag == FAIL:
-                    raise rq.copy_error(value)
-                if on_progress is not None:
-                    on_progress(rq.progress_value(value))
-        except BaseException:
-            # Our own wait ran out, a progress callback raised, or Ctrl-C: tell the
-            # connection so the server is asked to cancel (no-op if already answered).
-            if not reply.done:
-                reply.done = True
-                rq.abandon(conn, reply)
-            raise
 
 
 #: The methods only ``Client`` has: the client's lifecycle, state read without messaging,

@@ -90,8 +90,22 @@ class FutureClient:
         if runtime is not None and runtime.shared.status.state == "ready":
             future.set(runtime.shared.status)
             return future
+        if self._handle.pinned is None:
+            # A name-following handle may wait past an incarnation that gave up: in a
+            # worker thread, never the caller's.
+            handle = self._handle
+
+            def wait() -> None:
+                try:
+                    future.set(rq.await_ready_blocking(handle, seconds))
+                except BaseException as exc:
+                    future.set_exception((type(exc), exc, exc.__traceback__))
+
+            _submit(wait)
+            return future
+        deadline = time.monotonic() + seconds
         reply = FutureReply(future)
-        self._send(AwaitReady(reply, time.monotonic() + seconds), reply, time.monotonic() + seconds)
+        self._send(AwaitReady(reply, deadline), reply, deadline)
         return future
 
     # -- requests -----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import pykka
 
 from . import tree
-from .actors.events import Abandon, CacheStore
+from .actors.events import Abandon, AwaitReady, CacheStore
 from .errors import Error
 from .protocol.results import (
     parse_call_tool,
@@ -41,7 +41,7 @@ from .protocol.results import (
     parse_progress,
     parse_read_resource,
 )
-from .replies import Reply, SyncReply
+from .replies import FAIL, OK, Reply, SyncReply
 from .status import Status
 from .tree import ClientTree
 from .types import (
@@ -256,6 +256,55 @@ def abandon(conn: pykka.ActorRef[Any], reply: Reply, reason: str = "caller_down"
         conn.tell(Abandon(reply, reason))
     except pykka.ActorDeadError:
         pass
+
+
+def wait_blocking(
+    reply: SyncReply,
+    deadline: float,
+    on_progress: Callable[[Progress], object] | None,
+    conn: pykka.ActorRef[Any],
+    what: str,
+) -> Any:
+    """Wait in this thread for ``reply``'s answer (running ``on_progress`` here for each
+    progress notification); give up :data:`GRACE` seconds past ``deadline``."""
+    get = reply.queue.get
+    try:
+        while True:
+            remaining = deadline + GRACE - time.monotonic()
+            try:
+                tag, value = get(timeout=remaining) if remaining > 0 else get(block=False)
+            except queue.Empty:
+                raise Error("timeout", "deadline", f"{what} got no answer in time") from None
+            if tag == OK:
+                return value
+            if tag == FAIL:
+                raise copy_error(value)
+            if on_progress is not None:
+                on_progress(progress_value(value))
+    except BaseException:
+        # Our own wait ran out, a progress callback raised, or Ctrl-C: tell the connection
+        # so the server is asked to cancel (no-op if already answered).
+        if not reply.done:
+            reply.done = True
+            abandon(conn, reply)
+        raise
+
+
+def await_ready_blocking(handle: Handle, seconds: float) -> Status:
+    """``await_ready`` for a blocked thread. A handle that follows a name (``whereis``) also
+    waits past an incarnation that closed while an application supervisor may replace it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        runtime = handle.find()
+        if runtime is not None and runtime.shared.status.state == "ready" and runtime.alive():
+            return runtime.shared.status
+        reply = SyncReply()
+        conn = handle.tell(AwaitReady(reply, deadline), deadline)
+        try:
+            return cast(Status, wait_blocking(reply, deadline, None, conn, "await_ready"))
+        except Error as exc:
+            if exc.kind != "closed" or not handle.follows_restarts(deadline):
+                raise
 
 
 # -- list_all_*: page walks and the cache hand-off ------------------------------------------------
@@ -494,6 +543,21 @@ class Handle:
             await asyncio.sleep(min(step, remaining))
             step = min(step * 2, _LOOK_CAP)
 
+    def follows_restarts(self, deadline: float) -> bool:
+        """After an incarnation answered ``closed``: whether to wait for the next one (a
+        name-following handle of a supervised client, with time left), briefly yielding
+        so the old incarnation can finish stopping."""
+        runtime = self.find()
+        if self.pinned is not None or runtime is None or not runtime.supervised:
+            return False
+        if runtime.ended or time.monotonic() >= deadline:
+            return False
+        # A client that gives up by closing stays closed: nothing will replace it.
+        if runtime.config.on_give_up != "stop" and runtime.alive():
+            return False
+        time.sleep(_LOOK_CAP / 5)
+        return True
+
     def in_window(self) -> bool:
         """Whether the connection is missing only for a while (a start or restart window):
         False when it is there, or when the client is stopped for good."""
@@ -517,7 +581,7 @@ class Handle:
         runtime = self.find()
         if runtime is not None and not runtime.may_come_back():
             raise self._closed(runtime)
-        if runtime is None and self.pinned is not None:
+        if runtime is None and (self.pinned is not None or tree.was_stopped(self.name)):
             raise self._closed(None)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -526,6 +590,6 @@ class Handle:
 
     def _closed(self, runtime: ClientTree | None, *, waited: bool = False) -> Error:
         tail = " (waited until the call's deadline for it to start)" if waited else ""
-        if runtime is None:
+        if runtime is None and not tree.was_stopped(self.name):
             return Error("closed", "not_started", f"no client named {self.name!r} is running{tail}")
         return Error("closed", "stopped", f"client {self.name!r} is not running{tail}")

@@ -17,8 +17,10 @@ While either is missing for a while (:meth:`ClientTree.may_come_back`), a caller
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 import threading
 import time
+from collections.abc import Hashable
 from typing import Any
 
 import pykka
@@ -28,6 +30,7 @@ from .actors.notifier import child_spec as notifier_spec
 from .actors.refresher import child_spec as refresher_spec
 from .config import Config
 from .errors import Error
+from .notifications import Subscriber
 from .otp.registry import Registry
 from .otp.siblings import Siblings
 from .otp.supervisor import ChildSpec, Supervisor, WhichChildren
@@ -42,6 +45,10 @@ from .transports.stdio_spec import Stdio
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _directory: dict[str, ClientTree] = {}
+# Names of clients stopped by Client.stop and not started again (the most recent ones): a
+# handle on such a name fails at once instead of waiting for a start that will not come.
+_stopped: OrderedDict[str, None] = OrderedDict()
+_STOPPED_KEPT = 1024
 
 
 def make_transport(
@@ -99,6 +106,8 @@ class ClientTree:
             server=(spec.host, spec.port) if isinstance(spec, Http) else None,
         )
         self.registry = Registry()
+        # The notifier's subscribers, kept here so they outlive a crashed notifier.
+        self.subscribers: dict[Hashable, Subscriber] = {}
         self.supervisor: pykka.ActorRef[Any] | None = None
         # The lazy children (notifier, refresher), told without blocking (otp/siblings.py).
         self.siblings = Siblings(self.registry, lambda: self.supervisor)
@@ -140,7 +149,7 @@ class ClientTree:
                 shutdown=cfg.shutdown_timeout,
                 significant=cfg.on_give_up == "stop",
             ),
-            notifier_spec(self.name),
+            notifier_spec(self.name, self.subscribers),
             refresher_spec(self.registry),
         ]
 
@@ -221,12 +230,22 @@ def register(runtime: ClientTree, *, replace: bool) -> None:
         if current is not None and current is not runtime and not replace and current.alive():
             raise Error("config", "name", f"a client named {runtime.name!r} is already running")
         _directory[runtime.name] = runtime
+        _stopped.pop(runtime.name, None)
 
 
 def unregister(runtime: ClientTree) -> None:
     with _lock:
         if _directory.get(runtime.name) is runtime:
             del _directory[runtime.name]
+            if runtime.ended:
+                _stopped[runtime.name] = None
+                while len(_stopped) > _STOPPED_KEPT:
+                    _stopped.popitem(last=False)
+
+
+def was_stopped(name: str) -> bool:
+    """Whether the client last registered under ``name`` was stopped by ``Client.stop``."""
+    return name in _stopped
 
 
 def lookup(name: str) -> ClientTree | None:
