@@ -17,9 +17,9 @@ While either is missing for a while (:meth:`ClientTree.may_come_back`), a caller
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
