@@ -62,6 +62,19 @@ def _submit(job: Callable[[], None]) -> None:
     pool.submit(job)
 
 
+_callers = threading.local()
+
+
+def _calling_actor_stopped() -> threading.Event | None:
+    """The calling actor's ``actor_stopped`` event (None off an actor's thread), found once
+    per thread: a thread belongs to one actor for its whole life."""
+    try:
+        return cast("threading.Event | None", _callers.stopped)
+    except AttributeError:
+        _callers.stopped = stopped = calling_actor_stopped()
+        return stopped
+
+
 class FutureClient:
     """``Client``'s request methods for Pykka actors: each returns a ``pykka.Future`` at
     once, so an actor never blocks its own thread; ``get()`` it later, or from elsewhere.
@@ -300,7 +313,7 @@ class FutureClient:
 
     def _send(self, message: Call | AwaitReady, reply: FutureReply, deadline: float) -> None:
         """Tell the connection; watch the calling actor, if any, until the answer."""
-        stopped = calling_actor_stopped()
+        stopped = _calling_actor_stopped()
         conn = self._handle.try_tell(message)
         if conn is not None:
             if stopped is not None:
