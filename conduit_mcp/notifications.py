@@ -1,6 +1,6 @@
 """Server notifications as the user receives them, and the kinds of subscriber that receive them.
 
-Seed 000, "Notifications": every server notification but ``notifications/progress`` and
+Every server notification but ``notifications/progress`` and
 ``notifications/cancelled`` reaches each subscriber, in order. The connection never runs user
 code: it hands notifications to the client's notifier actor
 (:class:`conduit_mcp.actors.notifier.Notifier`), which delivers them.
