@@ -42,14 +42,6 @@ from .types import (
 
 R = TypeVar("R")
 
-_RAISES = """
-        Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
-"""
-
 
 class AsyncClient:
     """``Client``'s request methods for asyncio: each is a coroutine and never blocks the loop.
@@ -121,35 +113,77 @@ class AsyncClient:
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
-        """Call a tool (see ``Client.call_tool``); ``on_progress`` runs on this loop."""
+        """Call a tool (see ``Client.call_tool``); ``on_progress`` runs on this loop.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
     async def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[Tool]:
-        """One page of tools."""
+        """One page of tools.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.list_tools(cursor), timeout)
 
     async def list_prompts(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[Prompt]:
-        """One page of prompts."""
+        """One page of prompts.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.list_prompts(cursor), timeout)
 
     async def list_resources(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[Resource]:
-        """One page of resources."""
+        """One page of resources.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.list_resources(cursor), timeout)
 
     async def list_resource_templates(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[ResourceTemplate]:
-        """One page of resource templates."""
+        """One page of resource templates.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.list_resource_templates(cursor), timeout)
 
     async def read_resource(self, uri: str, *, timeout: float | None = None) -> ReadResourceResult:
-        """``resources/read`` for one URI."""
+        """``resources/read`` for one URI.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.read_resource(uri), timeout)
 
     async def get_prompt(
@@ -159,7 +193,14 @@ class AsyncClient:
         *,
         timeout: float | None = None,
     ) -> GetPromptResult:
-        """``prompts/get``; prompt arguments are strings."""
+        """``prompts/get``; prompt arguments are strings.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.get_prompt(name, arguments), timeout)
 
     async def complete(
@@ -170,7 +211,14 @@ class AsyncClient:
         context: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> CompleteResult:
-        """``completion/complete`` for a prompt or resource-template argument."""
+        """``completion/complete`` for a prompt or resource-template argument.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.complete(ref, argument, context), timeout)
 
     async def request(
@@ -181,66 +229,101 @@ class AsyncClient:
         timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
-        """Any request by method name; the raw result (a dict)."""
+        """Any request by method name; the raw result (a dict).
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return await self._call(rq.raw(method, params), timeout, on_progress)
 
     async def ping(self, *, timeout: float | None = None) -> None:
-        """A liveness round trip (``ping``, or ``server/discover`` in the modern era)."""
+        """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         await self._call(rq.ping(self._handle.status().era), timeout)
 
     async def subscribe(self, uri: str, *, timeout: float | None = None) -> None:
-        """Subscribe to updates of ``uri`` (see ``Client.subscribe``)."""
+        """Subscribe to updates of ``uri`` (see ``Client.subscribe``).
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         await self._call(rq.resource_subscription(uri, True), timeout)
 
     async def unsubscribe(self, uri: str, *, timeout: float | None = None) -> None:
-        """Undo :meth:`subscribe`."""
+        """Undo :meth:`subscribe`.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         await self._call(rq.resource_subscription(uri, False), timeout)
 
     async def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[Tool, ...]:
-        """Every tool, following cursors; cached as ``Client.list_all_tools``."""
+        """Every tool, following cursors; cached as ``Client.list_all_tools``.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return cast("tuple[Tool, ...]", await self._list_all("tools", timeout, refresh))
 
     async def list_all_prompts(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[Prompt, ...]:
-        """Every prompt, following cursors."""
+        """Every prompt, following cursors.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return cast("tuple[Prompt, ...]", await self._list_all("prompts", timeout, refresh))
 
     async def list_all_resources(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[Resource, ...]:
-        """Every resource, following cursors."""
+        """Every resource, following cursors.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         return cast("tuple[Resource, ...]", await self._list_all("resources", timeout, refresh))
 
     async def list_all_resource_templates(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[ResourceTemplate, ...]:
-        """Every resource template, following cursors."""
+        """Every resource template, following cursors.
+
+        Raises:
+            Error: as the same method of ``Client``: ``argument``, ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
+                at the server and raises ``asyncio.CancelledError``.
+        """
         items = await self._list_all("resource_templates", timeout, refresh)
         return cast("tuple[ResourceTemplate, ...]", items)
-
-    for _method in (
-        call_tool,
-        list_tools,
-        list_prompts,
-        list_resources,
-        list_resource_templates,
-        read_resource,
-        get_prompt,
-        complete,
-        request,
-        ping,
-        subscribe,
-        unsubscribe,
-        list_all_tools,
-        list_all_prompts,
-        list_all_resources,
-        list_all_resource_templates,
-    ):
-        _method.__doc__ = (_method.__doc__ or "") + _RAISES
-    del _method
 
     # -- how an awaiting task waits -----------------------------------------------------------
 

@@ -56,18 +56,6 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 #: What a request method raises, for the docstrings below.
-_RAISES = """
-        Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
-"""
 
 
 class Client:
@@ -182,7 +170,8 @@ class Client:
         """A handle on the client registered under ``name``.
 
         It follows restarts: each call finds the current incarnation, and waits (bounded by
-        its deadline) while an application supervisor starts or restarts it.
+        its deadline) while an application supervisor starts or restarts it. This never
+        raises: a name nobody runs is found out by the handle's first call.
         """
         return cls(name)
 
@@ -302,35 +291,104 @@ class Client:
         """Call a tool and wait for its result; a result with ``is_error`` is a result, not
         an exception. ``on_progress`` runs in this thread for each progress notification;
         if it raises, the request is cancelled and the exception propagates.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
         """
         return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
-    call_tool.__doc__ = (call_tool.__doc__ or "") + _RAISES
-
     def list_tools(self, cursor: str | None = None, *, timeout: float | None = None) -> Page[Tool]:
-        """One page of tools (``Page.next_cursor`` is None on the last page)."""
+        """One page of tools (``Page.next_cursor`` is None on the last page).
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.list_tools(cursor), timeout)
 
     def list_prompts(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[Prompt]:
-        """One page of prompts."""
+        """One page of prompts.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.list_prompts(cursor), timeout)
 
     def list_resources(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[Resource]:
-        """One page of resources."""
+        """One page of resources.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.list_resources(cursor), timeout)
 
     def list_resource_templates(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Page[ResourceTemplate]:
-        """One page of resource templates."""
+        """One page of resource templates.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.list_resource_templates(cursor), timeout)
 
     def read_resource(self, uri: str, *, timeout: float | None = None) -> ReadResourceResult:
-        """``resources/read`` for one URI."""
+        """``resources/read`` for one URI.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.read_resource(uri), timeout)
 
     def get_prompt(
@@ -341,7 +399,19 @@ class Client:
         timeout: float | None = None,
     ) -> GetPromptResult:
         """``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
-        "Prompts")."""
+        "Prompts").
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.get_prompt(name, arguments), timeout)
 
     def complete(
@@ -352,7 +422,19 @@ class Client:
         context: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> CompleteResult:
-        """``completion/complete`` for a prompt or resource-template argument."""
+        """``completion/complete`` for a prompt or resource-template argument.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.complete(ref, argument, context), timeout)
 
     def request(
@@ -363,22 +445,70 @@ class Client:
         timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
-        """Any request by method name; returns the raw result (a dict)."""
+        """Any request by method name; returns the raw result (a dict).
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         return self._call(rq.raw(method, params), timeout, on_progress)
 
     def ping(self, *, timeout: float | None = None) -> None:
         """A liveness round trip: ``ping`` in the legacy era, ``server/discover`` in the
-        modern one (which has no ping)."""
+        modern one (which has no ping).
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         self._call(rq.ping(self._handle.status().era), timeout)
 
     def subscribe(self, uri: str, *, timeout: float | None = None) -> None:
         """Subscribe to ``notifications/resources/updated`` for ``uri``. Kept across
         reconnects: sent again on every new session (legacy ``resources/subscribe``) or
-        carried by every listen (modern)."""
+        carried by every listen (modern).
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         self._call(rq.resource_subscription(uri, True), timeout)
 
     def unsubscribe(self, uri: str, *, timeout: float | None = None) -> None:
-        """Undo :meth:`subscribe`."""
+        """Undo :meth:`subscribe`.
+
+        Raises:
+            Error: ``argument`` for a bad argument (before anything is sent);
+                ``timeout``/``deadline`` when no answer came in time (the server was told
+                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+                ``closed`` when the client is stopped or gave up (``stopped``,
+                ``max_reconnects``, ...); ``transport`` when the connection broke while the
+                request was pending (never retried); ``unavailable``/``connection_crashed``
+                when it was queued as the connection crashed (safe to retry); ``auth``
+                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
+                ``protocol`` for a malformed result.
+        """
         self._call(rq.resource_subscription(uri, False), timeout)
 
     def list_all_tools(
@@ -386,43 +516,50 @@ class Client:
     ) -> tuple[Tool, ...]:
         """Every tool, following cursors; ``timeout`` bounds the whole walk. Served from the
         cache while it is fresh (the server's ``ttlMs``, capped by ``max_cache_ttl``; not
-        after a ``list_changed``); ``refresh=True`` always asks the server. Raises as
-        :meth:`call_tool`, and ``protocol``/``too_many_pages`` past 1000 pages."""
+        after a ``list_changed``); ``refresh=True`` always asks the server.
+
+        Raises:
+            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
+                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("tools", timeout, refresh)
 
     def list_all_prompts(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[Prompt, ...]:
-        """Every prompt, following cursors (cached and raising like :meth:`list_all_tools`)."""
+        """Every prompt, following cursors (cached like :meth:`list_all_tools`).
+
+        Raises:
+            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
+                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("prompts", timeout, refresh)
 
     def list_all_resources(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[Resource, ...]:
-        """Every resource, following cursors (as :meth:`list_all_tools`)."""
+        """Every resource, following cursors (cached like :meth:`list_all_tools`).
+
+        Raises:
+            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
+                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("resources", timeout, refresh)
 
     def list_all_resource_templates(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> tuple[ResourceTemplate, ...]:
-        """Every resource template, following cursors (as :meth:`list_all_tools`)."""
-        return self._list_all("resource_templates", timeout, refresh)
+        """Every resource template, following cursors (cached like :meth:`list_all_tools`).
 
-    for _method in (
-        list_tools,
-        list_prompts,
-        list_resources,
-        list_resource_templates,
-        read_resource,
-        get_prompt,
-        complete,
-        request,
-        ping,
-        subscribe,
-        unsubscribe,
-    ):
-        _method.__doc__ = (_method.__doc__ or "") + _RAISES
-    del _method
+        Raises:
+            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
+                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+        """
+        return self._list_all("resource_templates", timeout, refresh)
 
     # -- the cache: reads that never fetch and never message ----------------------------------
 
@@ -437,33 +574,67 @@ class Client:
         return self._cache().items("tools")
 
     def cached_prompts(self) -> tuple[Prompt, ...] | None:
-        """The cached prompts (see :meth:`cached_tools`, raising the same)."""
+        """The cached prompts (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return self._cache().items("prompts")
 
     def cached_resources(self) -> tuple[Resource, ...] | None:
-        """The cached resources (see :meth:`cached_tools`, raising the same)."""
+        """The cached resources (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return self._cache().items("resources")
 
     def cached_resource_templates(self) -> tuple[ResourceTemplate, ...] | None:
-        """The cached resource templates (see :meth:`cached_tools`, raising the same)."""
+        """The cached resource templates (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return self._cache().items("resource_templates")
 
     def tool(self, name: str) -> Tool | None:
         """The cached :class:`~conduit_mcp.types.Tool` named ``name``, or None. A point lookup:
-        one item, no copy of the list, no message, no lock. Raises as :meth:`cached_tools`."""
+        one item, no copy of the list, no message, no lock.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return cast("Tool | None", self._cache().lookup("tools", name))
 
     def prompt(self, name: str) -> Prompt | None:
-        """The cached prompt named ``name``, or None (raises as :meth:`cached_tools`)."""
+        """The cached prompt named ``name``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return cast("Prompt | None", self._cache().lookup("prompts", name))
 
     def resource(self, uri: str) -> Resource | None:
-        """The cached resource with this ``uri``, or None (raises as :meth:`cached_tools`)."""
+        """The cached resource with this ``uri``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return cast("Resource | None", self._cache().lookup("resources", uri))
 
     def resource_template(self, uri_template: str) -> ResourceTemplate | None:
-        """The cached resource template with this ``uri_template``, or None (raises as
-        :meth:`cached_tools`)."""
+        """The cached resource template with this ``uri_template``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
         return cast(
             "ResourceTemplate | None", self._cache().lookup("resource_templates", uri_template)
         )

@@ -39,13 +39,6 @@ from .types import (
 
 R = TypeVar("R")
 
-_RAISES = """
-        Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
-"""
 
 # The few jobs that must wait somewhere other than the caller's actor thread: a list_all_*
 # walk (one page after another) and a call made while a supervised client is (re)starting.
@@ -132,37 +125,79 @@ class FutureClient:
         on_progress: pykka.ActorRef[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
-        """Call a tool (see ``Client.call_tool``); progress is told to ``on_progress``."""
+        """Call a tool (see ``Client.call_tool``); progress is told to ``on_progress``.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
     def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> pykka.Future[Page[Tool]]:
-        """One page of tools."""
+        """One page of tools.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.list_tools(cursor), timeout)
 
     def list_prompts(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> pykka.Future[Page[Prompt]]:
-        """One page of prompts."""
+        """One page of prompts.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.list_prompts(cursor), timeout)
 
     def list_resources(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> pykka.Future[Page[Resource]]:
-        """One page of resources."""
+        """One page of resources.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.list_resources(cursor), timeout)
 
     def list_resource_templates(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> pykka.Future[Page[ResourceTemplate]]:
-        """One page of resource templates."""
+        """One page of resource templates.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.list_resource_templates(cursor), timeout)
 
     def read_resource(
         self, uri: str, *, timeout: float | None = None
     ) -> pykka.Future[ReadResourceResult]:
-        """``resources/read`` for one URI."""
+        """``resources/read`` for one URI.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.read_resource(uri), timeout)
 
     def get_prompt(
@@ -172,7 +207,14 @@ class FutureClient:
         *,
         timeout: float | None = None,
     ) -> pykka.Future[GetPromptResult]:
-        """``prompts/get``; prompt arguments are strings."""
+        """``prompts/get``; prompt arguments are strings.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.get_prompt(name, arguments), timeout)
 
     def complete(
@@ -183,7 +225,14 @@ class FutureClient:
         context: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> pykka.Future[CompleteResult]:
-        """``completion/complete`` for a prompt or resource-template argument."""
+        """``completion/complete`` for a prompt or resource-template argument.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.complete(ref, argument, context), timeout)
 
     def request(
@@ -194,66 +243,101 @@ class FutureClient:
         timeout: float | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[dict[str, Any]]:
-        """Any request by method name; a future of the raw result (a dict)."""
+        """Any request by method name; a future of the raw result (a dict).
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.raw(method, params), timeout, on_progress)
 
     def ping(self, *, timeout: float | None = None) -> pykka.Future[None]:
-        """A liveness round trip (``ping``, or ``server/discover`` in the modern era)."""
+        """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.ping(self._handle.status().era), timeout)
 
     def subscribe(self, uri: str, *, timeout: float | None = None) -> pykka.Future[None]:
-        """Subscribe to updates of ``uri`` (see ``Client.subscribe``)."""
+        """Subscribe to updates of ``uri`` (see ``Client.subscribe``).
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.resource_subscription(uri, True), timeout)
 
     def unsubscribe(self, uri: str, *, timeout: float | None = None) -> pykka.Future[None]:
-        """Undo :meth:`subscribe`."""
+        """Undo :meth:`subscribe`.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._call(rq.resource_subscription(uri, False), timeout)
 
     def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> pykka.Future[tuple[Tool, ...]]:
         """Every tool, following cursors; cached as ``Client.list_all_tools``. The pages are
-        fetched one after another by a worker thread, never the caller's."""
+        fetched one after another by a worker thread, never the caller's.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._list_all("tools", timeout, refresh)
 
     def list_all_prompts(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> pykka.Future[tuple[Prompt, ...]]:
-        """Every prompt, following cursors."""
+        """Every prompt, following cursors.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._list_all("prompts", timeout, refresh)
 
     def list_all_resources(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> pykka.Future[tuple[Resource, ...]]:
-        """Every resource, following cursors."""
+        """Every resource, following cursors.
+
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
         return self._list_all("resources", timeout, refresh)
 
     def list_all_resource_templates(
         self, *, timeout: float | None = None, refresh: bool = False
     ) -> pykka.Future[tuple[ResourceTemplate, ...]]:
-        """Every resource template, following cursors."""
-        return self._list_all("resource_templates", timeout, refresh)
+        """Every resource template, following cursors.
 
-    for _method in (
-        call_tool,
-        list_tools,
-        list_prompts,
-        list_resources,
-        list_resource_templates,
-        read_resource,
-        get_prompt,
-        complete,
-        request,
-        ping,
-        subscribe,
-        unsubscribe,
-        list_all_tools,
-        list_all_prompts,
-        list_all_resources,
-        list_all_resource_templates,
-    ):
-        _method.__doc__ = (_method.__doc__ or "") + _RAISES
-    del _method
+        Raises:
+            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
+                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
+                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
+                ``server``, ``protocol``.
+        """
+        return self._list_all("resource_templates", timeout, refresh)
 
     # -- how a future is answered -------------------------------------------------------------
 

@@ -55,3 +55,16 @@ def test_client_options_name_and_document_every_option():
         and isinstance(after.value.value, str)
     }
     assert documented == set(OPTION_NAMES)  # an attribute docstring per option
+
+
+def test_every_public_method_of_the_front_ends_says_what_it_raises():
+    missing = []
+    for cls in (mcp.Client, mcp.AsyncClient, mcp.FutureClient):
+        for name in dir(cls):
+            member = getattr(cls, name)
+            if name.startswith("_") or not callable(member) or name in ("aio", "futures"):
+                continue
+            doc = member.__doc__ or ""
+            if "Raises:" not in doc and "never raises" not in doc.lower():
+                missing.append(f"{cls.__name__}.{name}")
+    assert missing == []
