@@ -64,7 +64,7 @@ def test_every_public_method_of_the_front_ends_says_what_it_raises():
             member = getattr(cls, name)
             if name.startswith("_") or not callable(member) or name in ("aio", "futures"):
                 continue
-            doc = member.__doc__ or ""
+            doc = " ".join((member.__doc__ or "").split())
             if "Raises:" not in doc and "never raises" not in doc.lower():
                 missing.append(f"{cls.__name__}.{name}")
     assert missing == []
