@@ -1,7 +1,7 @@
 """The caller side of a request, under the three front ends (``Client``, ``client.aio``,
 ``client.futures``).
 
-It holds what the front ends share and nothing about how each one waits:
+It holds what the front ends share:
 
 * argument checks and request builders: a bad argument raises ``Error("argument")`` in the
   caller's thread, where the mistake is, never inside the connection;
@@ -9,7 +9,9 @@ It holds what the front ends share and nothing about how each one waits:
   the ``R`` the caller gets (the parser runs in the caller, never in the connection);
 * :class:`PageWalk` and the cache hand-off of ``list_all_*`` (:func:`begin_listing`,
   :func:`store_walk`);
-* :data:`GRACE`, :func:`copy_error` and :func:`abandon`, used when a caller stops waiting;
+* :data:`GRACE`, :func:`copy_error` and :func:`abandon`, used when a caller stops waiting,
+  and :func:`wait_blocking` / :func:`await_ready_blocking`, the blocked thread's wait (also
+  run by ``client.futures``'s worker threads);
 * :class:`Handle`: the client's name and, for a client this process started, its pinned tree;
   it finds the connection and tells it a message, waiting through the windows in which a
   supervised client is starting or restarting (see docs/actor-tree.md).
@@ -479,12 +481,6 @@ class Handle:
             return
         runtime.stop(timeout)
         tree.unregister(runtime)
-
-    def request_timeout(self, timeout: float | None) -> float:
-        """A call's timeout in seconds: ``timeout``, else the client's ``request_timeout``."""
-        runtime = self.pinned or tree.lookup(self.name)
-        default = runtime.config.request_timeout if runtime is not None else DEFAULT_TIMEOUT
-        return check_timeout(timeout, default)
 
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is
