@@ -3,6 +3,7 @@ under an application's own supervisor."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -218,11 +219,15 @@ def test_a_whereis_handle_waits_through_a_supervised_restart(make_server):
         client = mcp.Client.whereis("restarting")
         # Made while the first incarnation is connecting, failing, stopping and being
         # replaced: each waits through the window instead of failing `closed`.
-        with ThreadPoolExecutor(4) as pool:
+        future_ready = client.futures.await_ready(timeout=10)
+        with ThreadPoolExecutor(5) as pool:
             calls = [
                 pool.submit(client.call_tool, "add", {"a": i, "b": 1}, timeout=10) for i in range(4)
             ]
+            aio_ready = pool.submit(asyncio.run, client.aio.await_ready(timeout=10))
             ready = client.await_ready(timeout=10)
+            assert aio_ready.result(timeout=15).state == "ready"
+            assert future_ready.get(timeout=15).state == "ready"
             texts = []
             for call in calls:
                 try:
@@ -248,3 +253,15 @@ def test_a_handle_on_a_stopped_client_fails_at_once(make_server, start_client):
             handle.call_tool("add", {"a": 1, "b": 1}, timeout=5)
         assert err.value.kind == "closed"
     assert time.monotonic() - started < 1  # not waited until the deadline
+
+
+def test_a_handle_on_a_name_nobody_starts_waits_until_its_deadline(make_server):
+    client = mcp.Client.whereis("never-started")
+    assert client.status().state == "closed"
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 1, "b": 1}, timeout=0.3)
+    elapsed = time.monotonic() - started
+    assert (err.value.kind, err.value.reason) == ("closed", "not_started")
+    assert "deadline" in err.value.message
+    assert 0.3 <= elapsed < 2  # the call's own deadline, not the default 30 s
