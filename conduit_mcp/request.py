@@ -482,62 +482,47 @@ class Handle:
         runtime.stop(timeout)
         tree.unregister(runtime)
 
+    def try_tell(self, message: Any) -> pykka.ActorRef[Any] | None:
+        """Tell the connection ``message`` if it is there now; None if it is not (then
+        :meth:`tell` or :meth:`tell_async` waits, or raises why)."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            return None
+        conn = runtime.registry.get("connection")
+        if conn is None:
+            return None
+        try:
+            conn.tell(message)
+        except pykka.ActorDeadError:
+            return None
+        return conn
+
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is
         none now (stopped, or in a start or restart window)."""
-        conn = self._connection()
-        if conn is not None:
-            try:
-                conn.tell(message)
-                return conn
-            except pykka.ActorDeadError:
-                pass
-        raise self._closed(self.find())
+        conn = self.try_tell(message)
+        if conn is None:
+            raise self._closed(self.find())
+        return conn
 
     def tell(self, message: Any, deadline: float) -> pykka.ActorRef[Any]:
         """Tell the connection ``message``, waiting (in this thread, until ``deadline``)
         through a start or restart window; ``Error("closed")`` if the client is stopped for
         good, or still not there at the deadline."""
         step = _LOOK_FIRST
-        while True:
-            conn = self._connection()
-            if conn is not None:
-                try:
-                    conn.tell(message)
-                    return conn
-                except pykka.ActorDeadError:
-                    pass
-            remaining = self._window_left(deadline)
-            time.sleep(min(step, remaining))
+        while (conn := self.try_tell(message)) is None:
+            time.sleep(min(step, self._window_left(deadline)))
             step = min(step * 2, _LOOK_CAP)
-
-    def try_tell(self, message: Any) -> pykka.ActorRef[Any] | None:
-        """Tell the connection ``message`` if it is there now; None if it is not (then
-        :meth:`tell` or :meth:`tell_async` waits, or raises why)."""
-        conn = self._connection()
-        if conn is not None:
-            try:
-                conn.tell(message)
-                return conn
-            except pykka.ActorDeadError:
-                pass
-        return None
+        return conn
 
     async def tell_async(self, message: Any, deadline: float) -> pykka.ActorRef[Any]:
         """:meth:`tell` for a coroutine: it waits with ``asyncio.sleep``, never blocking the
         loop."""
         step = _LOOK_FIRST
-        while True:
-            conn = self._connection()
-            if conn is not None:
-                try:
-                    conn.tell(message)
-                    return conn
-                except pykka.ActorDeadError:
-                    pass
-            remaining = self._window_left(deadline)
-            await asyncio.sleep(min(step, remaining))
+        while (conn := self.try_tell(message)) is None:
+            await asyncio.sleep(min(step, self._window_left(deadline)))
             step = min(step * 2, _LOOK_CAP)
+        return conn
 
     def follows_restarts(self, deadline: float) -> bool:
         """After an incarnation answered ``closed``: whether to wait for the next one (a
@@ -557,19 +542,14 @@ class Handle:
     def in_window(self) -> bool:
         """Whether the connection is missing only for a while (a start or restart window):
         False when it is there, or when the client is stopped for good."""
-        if self._connection() is not None:
+        runtime = self.find()
+        if runtime is not None and runtime.registry.get("connection") is not None:
             return False
         try:
             self._window_left(math.inf)
         except Error:
             return False
         return True
-
-    def _connection(self) -> pykka.ActorRef[Any] | None:
-        runtime = self.pinned or tree.lookup(self.name)
-        if runtime is None:
-            return None
-        return runtime.registry.get("connection")
 
     def _window_left(self, deadline: float) -> float:
         """Seconds left to wait for the connection to appear; raises the ``closed`` error if
