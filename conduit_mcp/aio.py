@@ -116,10 +116,8 @@ class AsyncClient:
         """Call a tool (see ``Client.call_tool``); ``on_progress`` runs on this loop.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
@@ -129,10 +127,8 @@ class AsyncClient:
         """One page of tools.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.list_tools(cursor), timeout)
 
@@ -142,10 +138,8 @@ class AsyncClient:
         """One page of prompts.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.list_prompts(cursor), timeout)
 
@@ -155,10 +149,8 @@ class AsyncClient:
         """One page of resources.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.list_resources(cursor), timeout)
 
@@ -168,10 +160,8 @@ class AsyncClient:
         """One page of resource templates.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.list_resource_templates(cursor), timeout)
 
@@ -179,10 +169,8 @@ class AsyncClient:
         """``resources/read`` for one URI.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.read_resource(uri), timeout)
 
@@ -196,10 +184,8 @@ class AsyncClient:
         """``prompts/get``; prompt arguments are strings.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.get_prompt(name, arguments), timeout)
 
@@ -214,10 +200,8 @@ class AsyncClient:
         """``completion/complete`` for a prompt or resource-template argument.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.complete(ref, argument, context), timeout)
 
@@ -232,10 +216,8 @@ class AsyncClient:
         """Any request by method name; the raw result (a dict).
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return await self._call(rq.raw(method, params), timeout, on_progress)
 
@@ -243,10 +225,8 @@ class AsyncClient:
         """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         await self._call(rq.ping(self._handle.status().era), timeout)
 
@@ -254,10 +234,8 @@ class AsyncClient:
         """Subscribe to updates of ``uri`` (see ``Client.subscribe``).
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         await self._call(rq.resource_subscription(uri, True), timeout)
 
@@ -265,10 +243,8 @@ class AsyncClient:
         """Undo :meth:`subscribe`.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         await self._call(rq.resource_subscription(uri, False), timeout)
 
@@ -278,10 +254,8 @@ class AsyncClient:
         """Every tool, following cursors; cached as ``Client.list_all_tools``.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return cast("tuple[Tool, ...]", await self._list_all("tools", timeout, refresh))
 
@@ -291,10 +265,8 @@ class AsyncClient:
         """Every prompt, following cursors.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return cast("tuple[Prompt, ...]", await self._list_all("prompts", timeout, refresh))
 
@@ -304,10 +276,8 @@ class AsyncClient:
         """Every resource, following cursors.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         return cast("tuple[Resource, ...]", await self._list_all("resources", timeout, refresh))
 
@@ -317,10 +287,8 @@ class AsyncClient:
         """Every resource template, following cursors.
 
         Raises:
-            Error: as the same method of ``Client``: ``argument``, ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``. Cancelling the awaiting task cancels the request
-                at the server and raises ``asyncio.CancelledError``.
+            Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
+                request at the server.
         """
         items = await self._list_all("resource_templates", timeout, refresh)
         return cast("tuple[ResourceTemplate, ...]", items)
@@ -351,13 +319,10 @@ class AsyncClient:
         timeout: float | None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> R:
-        handle = self._handle
-        runtime = handle.find()
-        seconds = rq.check_timeout(
-            timeout, runtime.config.request_timeout if runtime is not None else rq.DEFAULT_TIMEOUT
-        )
         if on_progress is not None and not callable(on_progress):
             raise Error("argument", "on_progress", "on_progress must be callable")
+        handle = self._handle
+        seconds, op = rq.begin(handle, req, timeout)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         callback = None
@@ -370,7 +335,6 @@ class AsyncClient:
         reply = AsyncReply(loop, future, callback)
         wants = callback is not None
         deadline = time.monotonic() + seconds
-        op = runtime.telemetry.start(req.method, req.params) if runtime is not None else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             call = Call(req.method, req.params, deadline, reply, wants)
             # Told at once when the connection is there (no coroutine on the hot path).

@@ -83,6 +83,16 @@ class Client:
     ...     notes.get(timeout=10).params["kind"], client.tool("fresh_tool").name
     ('add', True)
     ('tools', 'fresh_tool')
+
+    Errors: every request method (here and on ``aio`` and ``futures``) raises
+    :class:`~conduit_mcp.Error` with one of these kinds: ``argument`` for a bad argument
+    (before anything is sent); ``timeout``/``deadline`` when no answer came in time (the
+    server was told to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+    ``closed`` when the client is stopped or gave up (``stopped``, ``max_reconnects``, ...);
+    ``transport`` when the connection broke while the request was pending (never retried);
+    ``unavailable``/``connection_crashed`` when it was queued as the connection crashed (safe
+    to retry); ``auth`` (HTTP 401/403); ``server`` for a JSON-RPC error (``code``,
+    ``data``); ``protocol`` for a malformed result.
     """
 
     aio: AsyncClient
@@ -293,15 +303,8 @@ class Client:
         if it raises, the request is cancelled and the exception propagates.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
@@ -309,15 +312,8 @@ class Client:
         """One page of tools (``Page.next_cursor`` is None on the last page).
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.list_tools(cursor), timeout)
 
@@ -327,15 +323,8 @@ class Client:
         """One page of prompts.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.list_prompts(cursor), timeout)
 
@@ -345,15 +334,8 @@ class Client:
         """One page of resources.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.list_resources(cursor), timeout)
 
@@ -363,15 +345,8 @@ class Client:
         """One page of resource templates.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.list_resource_templates(cursor), timeout)
 
@@ -379,15 +354,8 @@ class Client:
         """``resources/read`` for one URI.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.read_resource(uri), timeout)
 
@@ -402,15 +370,8 @@ class Client:
         "Prompts").
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.get_prompt(name, arguments), timeout)
 
@@ -425,15 +386,8 @@ class Client:
         """``completion/complete`` for a prompt or resource-template argument.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.complete(ref, argument, context), timeout)
 
@@ -448,15 +402,8 @@ class Client:
         """Any request by method name; returns the raw result (a dict).
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         return self._call(rq.raw(method, params), timeout, on_progress)
 
@@ -465,15 +412,8 @@ class Client:
         modern one (which has no ping).
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         self._call(rq.ping(self._handle.status().era), timeout)
 
@@ -483,15 +423,8 @@ class Client:
         carried by every listen (modern).
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         self._call(rq.resource_subscription(uri, True), timeout)
 
@@ -499,15 +432,8 @@ class Client:
         """Undo :meth:`subscribe`.
 
         Raises:
-            Error: ``argument`` for a bad argument (before anything is sent);
-                ``timeout``/``deadline`` when no answer came in time (the server was told
-                to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
-                ``closed`` when the client is stopped or gave up (``stopped``,
-                ``max_reconnects``, ...); ``transport`` when the connection broke while the
-                request was pending (never retried); ``unavailable``/``connection_crashed``
-                when it was queued as the connection crashed (safe to retry); ``auth``
-                (HTTP 401/403); ``server`` for a JSON-RPC error (``code``, ``data``);
-                ``protocol`` for a malformed result.
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
         self._call(rq.resource_subscription(uri, False), timeout)
 
@@ -519,9 +445,7 @@ class Client:
         after a ``list_changed``); ``refresh=True`` always asks the server.
 
         Raises:
-            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
-                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
-                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
         """
         return self._list_all("tools", timeout, refresh)
 
@@ -531,9 +455,7 @@ class Client:
         """Every prompt, following cursors (cached like :meth:`list_all_tools`).
 
         Raises:
-            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
-                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
-                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
         """
         return self._list_all("prompts", timeout, refresh)
 
@@ -543,9 +465,7 @@ class Client:
         """Every resource, following cursors (cached like :meth:`list_all_tools`).
 
         Raises:
-            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
-                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
-                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
         """
         return self._list_all("resources", timeout, refresh)
 
@@ -555,9 +475,7 @@ class Client:
         """Every resource template, following cursors (cached like :meth:`list_all_tools`).
 
         Raises:
-            Error: as :meth:`call_tool` (``argument``, ``timeout``, ``overloaded``,
-                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server``,
-                ``protocol``), and ``protocol``/``too_many_pages`` past 1000 pages.
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
         """
         return self._list_all("resource_templates", timeout, refresh)
 
@@ -729,17 +647,13 @@ class Client:
         timeout: float | None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> R:
-        handle = self._handle
-        runtime = handle.find()
-        seconds = rq.check_timeout(
-            timeout, runtime.config.request_timeout if runtime is not None else rq.DEFAULT_TIMEOUT
-        )
         if on_progress is not None and not callable(on_progress):
             raise Error("argument", "on_progress", "on_progress must be callable")
+        handle = self._handle
+        seconds, op = rq.begin(handle, req, timeout)
         deadline = time.monotonic() + seconds
         wants = on_progress is not None
         reply = SyncReply(wants)
-        op = runtime.telemetry.start(req.method, req.params) if runtime is not None else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             conn = handle.tell(Call(req.method, req.params, deadline, reply, wants), deadline)
             return req.parse(rq.wait_blocking(reply, deadline, on_progress, conn, req.method))

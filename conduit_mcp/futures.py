@@ -128,10 +128,8 @@ class FutureClient:
         """Call a tool (see ``Client.call_tool``); progress is told to ``on_progress``.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
 
@@ -141,10 +139,8 @@ class FutureClient:
         """One page of tools.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.list_tools(cursor), timeout)
 
@@ -154,10 +150,8 @@ class FutureClient:
         """One page of prompts.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.list_prompts(cursor), timeout)
 
@@ -167,10 +161,8 @@ class FutureClient:
         """One page of resources.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.list_resources(cursor), timeout)
 
@@ -180,10 +172,8 @@ class FutureClient:
         """One page of resource templates.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.list_resource_templates(cursor), timeout)
 
@@ -193,10 +183,8 @@ class FutureClient:
         """``resources/read`` for one URI.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.read_resource(uri), timeout)
 
@@ -210,10 +198,8 @@ class FutureClient:
         """``prompts/get``; prompt arguments are strings.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.get_prompt(name, arguments), timeout)
 
@@ -228,10 +214,8 @@ class FutureClient:
         """``completion/complete`` for a prompt or resource-template argument.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.complete(ref, argument, context), timeout)
 
@@ -246,10 +230,8 @@ class FutureClient:
         """Any request by method name; a future of the raw result (a dict).
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.raw(method, params), timeout, on_progress)
 
@@ -257,10 +239,8 @@ class FutureClient:
         """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.ping(self._handle.status().era), timeout)
 
@@ -268,10 +248,8 @@ class FutureClient:
         """Subscribe to updates of ``uri`` (see ``Client.subscribe``).
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.resource_subscription(uri, True), timeout)
 
@@ -279,10 +257,8 @@ class FutureClient:
         """Undo :meth:`subscribe`.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._call(rq.resource_subscription(uri, False), timeout)
 
@@ -293,10 +269,8 @@ class FutureClient:
         fetched one after another by a worker thread, never the caller's.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._list_all("tools", timeout, refresh)
 
@@ -306,10 +280,8 @@ class FutureClient:
         """Every prompt, following cursors.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._list_all("prompts", timeout, refresh)
 
@@ -319,10 +291,8 @@ class FutureClient:
         """Every resource, following cursors.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._list_all("resources", timeout, refresh)
 
@@ -332,10 +302,8 @@ class FutureClient:
         """Every resource template, following cursors.
 
         Raises:
-            Error: at once, ``argument`` for a bad argument and ``closed`` when the client
-                is stopped. From ``get()``, as the same method of ``Client``: ``timeout``,
-                ``overloaded``, ``closed``, ``transport``, ``unavailable``, ``auth``,
-                ``server``, ``protocol``.
+            Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
+                method (its "Errors").
         """
         return self._list_all("resource_templates", timeout, refresh)
 
@@ -372,17 +340,12 @@ class FutureClient:
         timeout: float | None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[R]:
-        handle = self._handle
-        runtime = handle.find()
-        seconds = rq.check_timeout(
-            timeout, runtime.config.request_timeout if runtime is not None else rq.DEFAULT_TIMEOUT
-        )
         if on_progress is not None and not isinstance(on_progress, pykka.ActorRef):
             raise Error("argument", "on_progress", "on_progress must be a pykka.ActorRef here")
+        seconds, op = rq.begin(self._handle, req, timeout)
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
         wants = on_progress is not None
         deadline = time.monotonic() + seconds
-        op = runtime.telemetry.start(req.method, req.params) if runtime is not None else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             plain = FutureReply(future, on_progress)
             self._send(Call(req.method, req.params, deadline, plain, wants), plain, deadline)

@@ -45,6 +45,7 @@ from .protocol.results import (
 )
 from .replies import FAIL, OK, Reply, SyncReply
 from .status import Status
+from .telemetry import Operation
 from .tree import ClientTree
 from .types import (
     CallToolResult,
@@ -246,6 +247,19 @@ def resource_subscription(uri: Any, subscribe: bool) -> Request[None]:
         raise Error("argument", "uri", "uri must be a non-empty string")
     method = "resources/subscribe" if subscribe else "resources/unsubscribe"
     return Request(method, {"uri": uri}, _none)
+
+
+def begin(
+    handle: Handle, req: Request[Any], timeout: float | None
+) -> tuple[float, Operation | None]:
+    """A request's first step on every front end: its timeout in seconds (``timeout``, else
+    the client's ``request_timeout``) and its telemetry operation (None when there is nothing
+    to record or propagate: no OpenTelemetry SDK), started in the caller."""
+    runtime = handle.find()
+    if runtime is None:  # a supervised client not started yet: its calls wait for it
+        return check_timeout(timeout, DEFAULT_TIMEOUT), None
+    seconds = check_timeout(timeout, runtime.config.request_timeout)
+    return seconds, runtime.telemetry.start(req.method, req.params)
 
 
 # -- giving up ------------------------------------------------------------------------------------
