@@ -316,10 +316,13 @@ class FutureClient:
             out.set(walk)
             return out
         page_walk = walk
+        caller = _calling_actor_stopped()
 
         def run() -> None:
             try:
                 while not page_walk.done:
+                    if caller is not None and caller.is_set():
+                        return  # the calling actor died: nobody waits for the rest
                     request, remaining = page_walk.next()
                     page_walk.add(self._call(request, remaining).get(timeout=remaining + rq.GRACE))
                 rq.store_walk_and_wait(self._handle, page_walk)
