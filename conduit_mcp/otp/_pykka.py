@@ -18,6 +18,9 @@ that test with its name instead of breaking an actor at run time.
 * ``ActorRegistry._actor_refs`` and ``_actor_refs_lock``: in a forked child, forgetting the
   parent's actors (their threads were not copied) without taking a lock that a thread of the
   parent may have held at the fork.
+* A ``ThreadingActor``'s thread runs the bound method ``actor._actor_loop`` as its target,
+  kept by CPython's ``Thread`` as ``_target`` while it runs: :func:`calling_actor_stopped`
+  finds the actor calling from the current thread (Pykka has no "current actor" API).
 """
 
 from __future__ import annotations
@@ -64,7 +67,18 @@ def forget_refs_in_child(keep: Callable[[Any], bool]) -> None:
     registry._actor_refs[:] = [ref for ref in registry._actor_refs if keep(ref)]
 
 
+def calling_actor_stopped() -> threading.Event | None:
+    """The ``actor_stopped`` event of the Pykka actor whose thread calls this, or None when
+    the current thread is not an actor's. Costs two attribute reads."""
+    target = getattr(threading.current_thread(), "_target", None)
+    actor = getattr(target, "__self__", None)
+    if isinstance(actor, pykka.Actor):
+        return actor.actor_stopped
+    return None
+
+
 __all__ = [
+    "calling_actor_stopped",
     "ACTOR_STOP",
     "CREATE_INBOX",
     "HANDLE_RECEIVE",

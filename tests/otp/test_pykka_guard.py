@@ -59,3 +59,19 @@ def test_a_dead_actors_inbox_can_be_read_without_blocking() -> None:
             pass
     finally:
         ref.stop()
+
+
+def test_the_calling_actor_is_found_from_its_thread() -> None:
+    class Probe(pykka.ThreadingActor):
+        def on_receive(self, message: object) -> object:
+            return _pykka.calling_actor_stopped() is self.actor_stopped
+
+    ref = Probe.start()
+    try:
+        assert ref.ask("who", timeout=5), (
+            "a ThreadingActor's thread no longer runs actor._actor_loop as Thread._target: "
+            "client.futures can no longer cancel the requests of an actor that died"
+        )
+    finally:
+        ref.stop()
+    assert _pykka.calling_actor_stopped() is None  # not an actor's thread
