@@ -18,6 +18,7 @@ an actor that wants that should make the request from the actor that will wait f
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from typing import Any
@@ -95,5 +96,17 @@ class CallerWatch:
             entries.append(entry)
 
 
+    def forget_in_child(self) -> None:
+        """After ``fork``, in the child: the watcher thread was not copied, and the entries
+        are the parent's requests."""
+        self._entries = deque()
+        self._busy = threading.Event()
+        self._start_lock = threading.Lock()
+        self._thread = None
+
+
 #: The process's watcher.
 WATCH = CallerWatch()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCH.forget_in_child)

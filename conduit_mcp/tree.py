@@ -260,6 +260,7 @@ def _forget_clients_in_child() -> None:
     global _lock
     _lock = threading.Lock()
     _directory.clear()
+    _stopped.clear()
 
 
 if hasattr(os, "register_at_fork"):

@@ -48,8 +48,8 @@ from ..protocol.cache_rules import Kind, ttl_ms
 from ..protocol.cache_rules import scope as page_scope
 from ..protocol.coalesce import Coalescer, RefreshGate
 from ..published import Published
+from ..status import Era
 from ..telemetry import ConnectionTelemetry
-from .core import Era
 from .events import COALESCE, LISTEN_REOPEN, REFRESH, CacheStore, Call, Consumers, SetAuth
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed

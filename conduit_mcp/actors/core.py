@@ -24,7 +24,7 @@ from ..otp.statem import NextEvent, Statem, Step
 from ..protocol import messages as msgs
 from ..protocol.versions import Mode
 from ..published import Published
-from ..status import Status
+from ..status import Era, Origin, State, Status
 from ..telemetry import ConnectionTelemetry
 from ..transports.base import Inbound, Transport
 from .events import Call
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conduit_mcp.connection")
 
-# The same sets as conduit_mcp.status's State, Era and Origin (the public Status fields).
-State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
-Era = Literal["modern", "legacy"]
-Origin = Literal["probe", "pinned", "prior"]
 
 #: A state's event handler, ``(connection, kind, event) -> None | state | Step``.
 Handler = Callable[[Any, str, Any], Any]
