@@ -24,12 +24,8 @@ DEADLINE = 60.0
 TOKEN = "readme-t0k"
 
 # A block that fails today for a reason being fixed elsewhere: matched by a line of its code.
-KNOWN_FAILURES = {
-    "mcp.Supervisor.start(": (
-        "issue 8 item 2: Client.whereis right after Supervisor.start can return a client whose "
-        "await_ready fails at once with closed (stopped) (being fixed on branch h2)"
-    ),
-}
+# Blocks known to fail, with the reason (a substring of the block -> why): none today.
+KNOWN_FAILURES: dict[str, str] = {}
 
 _BLOCK = re.compile(
     r"(?:<!--\s*readme-test:\s*(?P<marker>[^>]*?)\s*-->\s*\n)?```python\n(?P<code>.*?)^```",
