@@ -10,7 +10,12 @@ LEGACY_MCP_VERSION := 1.30.0
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
-VENV_STAMP := $(VENV)/.stamp-installed
+# Two stamps: the demo needs only the runtime dependencies; lint and tests need the
+# developer tools too (the `dev` dependency group of pyproject.toml).
+RUNTIME_STAMP := $(VENV)/.stamp-runtime
+DEV_STAMP := $(VENV)/.stamp-dev
+# `pip install --group` (PEP 735 dependency groups) needs pip 25.1 or newer.
+PIP_STAMP := $(VENV)/.stamp-pip-25.1
 LEGACY_STAMP := $(LEGACY_VENV)/.stamp-mcp-$(LEGACY_MCP_VERSION)
 EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 
@@ -20,19 +25,27 @@ help:
 	@echo "make demo   - run the demo against the embedded test server"
 	@echo "make test   - lint + the whole test suite (interop peers included)"
 	@echo "make bench  - benchmarks against the official mcp client"
-	@echo "make lint   - ruff check"
-	@echo "make venv   - create $(VENV) with conduit-mcp[test] (editable)"
+	@echo "make lint   - ruff format --check, ruff check, mypy (strict, the package)"
+	@echo "make venv   - create $(VENV): conduit-mcp (editable) + the dev dependency group"
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)) and $(PEERS_NODE) (server-everything)"
 
-venv: $(VENV_STAMP)
+venv: $(DEV_STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when the project metadata changes.
-$(VENV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[test]'
+$(PIP_STAMP): | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_FLAGS) 'pip>=25.1'
 	touch $@
+
+# Re-install only when the project metadata changes.
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e . --group dev
+	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP)
 
@@ -49,14 +62,16 @@ $(EVERYTHING_STAMP):
 	test -f $(PEERS_NODE)/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 	touch $@
 
-demo: venv
+demo: $(RUNTIME_STAMP)
 	$(BIN)/python -m conduit_mcp demo
 
-lint: venv
+lint: $(DEV_STAMP)
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
-test: venv peers
-	$(BIN)/ruff check .
+test: $(DEV_STAMP) peers
+	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest
 
 bench: venv

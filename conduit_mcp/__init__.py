@@ -10,26 +10,35 @@ The whole public surface is named here; nothing else needs importing.
 
 Names are imported on first use (PEP 562): a server process that only needs
 ``conduit_mcp.testing`` (every test spawn, every reconnect of a test) does not pay for
-importing the client, the actors and Pykka (measured: the testing server's import went from 194 ms to 64 ms).
+importing the client, the actors and Pykka (measured: the testing server's import went from
+194 ms to 64 ms).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .errors import KINDS, Error
+from .errors import KINDS, Error, Kind
+
+# A library logs, the application decides where to: nothing reaches stderr unless it
+# configures logging (the README's "Logging" section lists the loggers).
+logging.getLogger("conduit_mcp").addHandler(logging.NullHandler())
 
 _LAZY = {
     "ChildSpec": ".otp.supervisor",
     "Supervisor": ".otp.supervisor",
     "full_jitter": ".backoff",
-    "AsyncClient": ".client",
+    "AsyncClient": ".aio",
     "Client": ".client",
-    "FutureClient": ".client",
-    "Config": ".config",
+    "FutureClient": ".futures",
+    "ClientOptions": ".config",
     "Status": ".status",
+    "State": ".status",
+    "Era": ".status",
+    "Origin": ".status",
     "ServerNotification": ".notifications",
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
@@ -49,12 +58,14 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .aio import AsyncClient
     from .backoff import full_jitter
-    from .client import AsyncClient, Client, FutureClient
-    from .config import Config
+    from .client import Client
+    from .config import ClientOptions
+    from .futures import FutureClient
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .otp.supervisor import ChildSpec, Supervisor
-    from .status import Status
+    from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
     from .transports.stdio_spec import Stdio
     from .types import (
@@ -90,14 +101,17 @@ __all__ = [
     "CallToolResult",
     "ChildSpec",
     "Client",
+    "ClientOptions",
     "CompleteResult",
-    "Config",
+    "Era",
     "Error",
     "FutureClient",
     "GetPromptResult",
     "Http",
     "KINDS",
+    "Kind",
     "LIST_REFRESHED",
+    "Origin",
     "Page",
     "Progress",
     "Prompt",
@@ -106,6 +120,7 @@ __all__ = [
     "ResourceTemplate",
     "ServerInfo",
     "ServerNotification",
+    "State",
     "Status",
     "Stdio",
     "Supervisor",

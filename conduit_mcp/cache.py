@@ -1,21 +1,21 @@
-"""The per-connection list cache (seed 003): one writer, lock-free readers on any thread.
+"""The per-connection list cache: one writer, lock-free readers on any thread.
 
-Seed 003 keeps the cache in an ETS table that only the connection writes and any process
-reads directly. Its Python shape here:
+Only the connection writes it; any thread reads it directly, without a message or a lock
+(docs/cache.md). Its shape:
 
-* ``{kind, version, items, fetched_at, expires_at, stale?, owner}`` list rows are immutable
-  :class:`CachedList` values, one per kind; each carries its point index ``by_key`` (seed
-  003's ``{{:tool, name}, version, tool}`` rows), built once with the list and never changed.
-* The lists, the ``{:version, n}`` counter and the ``{:credential, c}`` identity live
-  together in one immutable snapshot that the writer **replaces** (copy-on-write, then one
-  attribute store, atomic under the GIL). A reader loads the snapshot once per call, so it
-  sees one whole list and the point index of that same list, never a mix of versions, and
-  never a private list of other credentials: every snapshot holds only lists visible under
-  its own credential (``put`` stores under the current one; ``set_credential`` drops every
-  private list in the same swap that changes the identity).
-* The ``{:status, ...}`` and ``{:server, ...}`` rows are not here: they are
-  ``conduit_mcp.published.Published``'s ``status`` and ``server_info``, which readers already read
-  the same way.
+* Each cached list is an immutable :class:`CachedList` (kind, version, items, fetch and expiry
+  times, stale flag, owner), one per kind, carrying its point index ``by_key`` (key -> item),
+  built once with the list and never changed.
+* The lists, the version counter and the current credential identity live together in one
+  immutable snapshot that the writer **replaces** (copy-on-write, then one attribute store,
+  atomic under the GIL). A reader loads the snapshot once per call, so it sees one whole list
+  and the point index of that same list, never a mix of versions, and never a private list of
+  other credentials: every snapshot holds only lists visible under its own credential (``put``
+  stores under the current one; ``set_credential`` drops every private list in the same swap
+  that changes the identity).
+* The connection's status and server info are not here: they are
+  ``conduit_mcp.published.Published``'s ``status`` and ``server_info``, which readers read the
+  same way.
 
 No lock is taken and no actor is messaged on the read path, and the cache never calls user
 code (no callbacks, no signals): the connection reads what ``put`` returns and emits the
@@ -26,7 +26,7 @@ Writers: ``put``, ``mark_stale``, ``set_credential`` and ``close`` must be calle
 thread only, the connection actor's (they read-modify-write the snapshot; two writers could
 lose an update). Readers: every other method and property, from any thread.
 
-After ``close()`` (the connection is gone, seed 003 "Dead tables") every read raises
+After ``close()`` (the connection is gone: docs/cache.md, "Dead tables") every read raises
 ``Error("unavailable", "cache_gone")``, never an AttributeError; writes are ignored.
 
 >>> from conduit_mcp.types import Tool
@@ -62,8 +62,8 @@ __all__ = ["CURRENT", "PUBLIC", "UNIDENTIFIED", "Cache", "CachedList", "Private"
 
 @dataclass(frozen=True, slots=True)
 class CachedList:
-    """One cached list (seed 003's list row with its point rows), never changed once
-    published: marking it stale publishes a copy.
+    """One cached list with its point index, never changed once published: marking it stale
+    publishes a copy.
 
     ``version``: from the cache's counter; a later write has a larger one.
     ``items``: the typed items, in the server's order, every page concatenated.
@@ -93,7 +93,8 @@ class PutResult:
 
     ``entry``: the list now cached, or None when it was not stored.
     ``changed``: the keys (tool names for ``"tools"``) whose definition differs from the
-    previous list of the same owner: what ``[..., :tool, :definition_changed]`` reports.
+    previous list of the same owner: what the ``TOOL_DEFINITION_CHANGED`` notification and
+    telemetry report.
     ``reason``: why nothing was stored, else None: ``"unidentified"`` (a private result
     under an auth callable without a ``credential_id``), ``"credential_changed"`` (a private
     result fetched with credentials the connection no longer sends) or ``"closed"``.
@@ -358,7 +359,9 @@ class Cache:
         if isinstance(snap, _Gone) or identity == snap.credential:
             return False
         lists = {k: e for k, e in snap.lists.items() if e.owner == PUBLIC}
-        index = {k: snap.index[k] if k in lists else _EMPTY for k in KINDS}
+        index: dict[str, dict[str, Any]] = {
+            k: snap.index[k] if k in lists else _EMPTY for k in KINDS
+        }
         self._snapshot = _Snapshot(lists, index, identity, snap.version)
         return True
 
@@ -378,7 +381,7 @@ def _get(lists: dict[str, CachedList], kind: Any) -> CachedList | None:
     return entry
 
 
-def _visible(entry: CachedList, snap: _Snapshot) -> bool:
+def _visible(entry: CachedList, snap: _Snapshot | _Gone) -> bool:
     return rules.visible(entry.owner, snap.credential)
 
 

@@ -1,58 +1,64 @@
-"""The facade application code calls: ``Client`` (blocking, and the client's lifecycle),
-with ``client.aio`` (:mod:`conduit_mcp.aio`) and ``client.futures``
-(:mod:`conduit_mcp.futures`), one request API (:mod:`conduit_mcp.api`) behind all three.
+"""The facade application code calls: ``Client`` (blocking, and the client's lifecycle), with
+``client.aio`` (:mod:`conduit_mcp.aio`) and ``client.futures`` (:mod:`conduit_mcp.futures`).
+The three share one caller-side request layer (:mod:`conduit_mcp.request`) and have the same
+request methods; each differs only in how its caller waits.
 
-The caller side of a request lives here (seed 000's ``ConduitMcp.Client.Request``): it tells
-the connection, then waits in the caller's own thread or loop for progress and the reply;
-progress callbacks and result parsing run here, never in the connection. A caller that gives
-up (its wait ran out, its task was cancelled, Ctrl-C) tells the connection ``Abandon`` so the
-server is told to cancel.
+A blocking call tells the connection, then waits in the caller's own thread for progress and
+the reply; progress callbacks and result parsing run here, never in the connection. A caller
+that gives up (its wait ran out, a progress callback raised, Ctrl-C) tells the connection
+``Abandon`` so the server is told to cancel (docs/connection.md, "Requests").
 
-Telemetry (README, "Telemetry") is caller-side too: each front end starts the request's
-CLIENT span (a child of the caller's current context) and puts its trace context into a copy
-of ``params._meta`` before telling the connection, then ends the span and records
-``mcp.client.operation.duration`` in the caller, after the answer (``client.futures``: in
-the thread that first ``get()``s the future, timed at the answer's arrival).
+Telemetry is caller-side too (README, "Telemetry"): the caller starts the request's CLIENT
+span (a child of its current context), puts its trace context into a copy of
+``params._meta`` before telling the connection, then ends the span and records
+``mcp.client.operation.duration`` after the answer.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from queue import Empty
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
 
 import pykka
 
-from . import tree
-from .actors.events import AwaitReady, Call, ReconnectNow
+from . import request as rq
+from . import subscriptions, tree
+from .actors.events import Call, ReconnectNow
 from .aio import AsyncClient
-from .api import (
-    _GRACE,
-    _abandon,
-    _copy,
-    _Front,
-    _name,
-    _progress_value,
-    _Request,
-    _timeout,
-)
-from .cached import CacheApi, begin_listing, store_walk_and_wait
-from .config import build_config
+from .config import ClientOptions, build_config
 from .errors import Error
 from .futures import FutureClient
-from .protocol.results import (
-    parse_server_info,
-)
-from .replies import FAIL, OK, SyncReply
-from .status import Status
+from .protocol.results import parse_server_info
+from .replies import SyncReply
+from .request import Handle, ListKind, Request
+from .status import State, Status
+from .transports.http_spec import Http
+from .transports.stdio_spec import Stdio
 from .types import (
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    Page,
     Progress,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
     ServerInfo,
+    Tool,
 )
 
+if TYPE_CHECKING:
+    from .cache import Cache
+    from .otp.supervisor import ChildSpec, RestartType
 
-class Client(CacheApi, _Front[Any]):
+R = TypeVar("R")
+
+#: What a request method raises, for the docstrings below.
+
+
+class Client:
     """A supervised MCP client for one server. Start it with :meth:`start`.
 
     >>> import sys, conduit_mcp as mcp
@@ -61,14 +67,44 @@ class Client(CacheApi, _Front[Any]):
     ...     status = client.await_ready(timeout=10)
     ...     (status.state, status.era), client.call_tool("add", {"a": 1, "b": 2}).text
     (('ready', 'modern'), '3')
+
+    The cache, notifications and credentials (``tool(name)``, ``subscribe_notifications``,
+    ``set_auth``):
+
+    >>> import queue
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--ttl-ms", "60000"])
+    >>> with mcp.Client.start(server) as client:
+    ...     _ = client.await_ready(timeout=10)
+    ...     notes = queue.Queue()
+    ...     client.subscribe_notifications(notes, methods=[mcp.LIST_REFRESHED])
+    ...     names = {t.name for t in client.list_all_tools()}   # fetched, then cached
+    ...     client.tool("add").name, client.list_all_tools() == client.cached_tools()
+    ...     _ = client.call_tool("add_tool", {"name": "fresh_tool"})  # the server announces it
+    ...     notes.get(timeout=10).params["kind"], client.tool("fresh_tool").name
+    ('add', True)
+    ('tools', 'fresh_tool')
+
+    Errors: every request method (here and on ``aio`` and ``futures``) raises
+    :class:`~conduit_mcp.Error` with one of these kinds: ``argument`` for a bad argument
+    (before anything is sent); ``timeout``/``deadline`` when no answer came in time (the
+    server was told to cancel); ``overloaded`` (``max_in_flight``, ``max_queued``, HTTP 429);
+    ``closed`` when the client is stopped or gave up (``stopped``, ``max_reconnects``, ...);
+    ``transport`` when the connection broke while the request was pending (never retried);
+    ``unavailable``/``connection_crashed`` when it was queued as the connection crashed (safe
+    to retry); ``auth`` (HTTP 401/403); ``server`` for a JSON-RPC error (``code``,
+    ``data``); ``protocol`` for a malformed result.
     """
 
+    aio: AsyncClient
+    """The same request methods for asyncio (:class:`~conduit_mcp.aio.AsyncClient`)."""
+    futures: FutureClient
+    """The same request methods for Pykka actors (:class:`~conduit_mcp.futures.FutureClient`)."""
+
     def __init__(self, name: str, runtime: tree.ClientTree | None = None) -> None:
-        self._client = self
         self.name = name
-        self._pinned = runtime
-        self.aio = AsyncClient(self)
-        self.futures = FutureClient(self)
+        self._handle = Handle(name, runtime)
+        self.aio = AsyncClient(self._handle)
+        self.futures = FutureClient(self._handle)
 
     def __repr__(self) -> str:
         return f"<conduit_mcp.Client {self.name!r} {self.status().state}>"
@@ -76,10 +112,20 @@ class Client(CacheApi, _Front[Any]):
     # -- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, transport: Any, *, name: str | None = None, **options: Any) -> Client:
-        """Start a client; returns at once (connecting runs in the connection actor).
+    def start(
+        cls, transport: Stdio | Http, *, name: str | None = None, **options: Unpack[ClientOptions]
+    ) -> Client:
+        """Start a client; it returns at once (connecting runs in the connection actor).
 
-        Every option is validated here; a bad one raises ``Error("config", <option>)``.
+        Args:
+            transport: ``Stdio(...)`` or ``Http(...)``.
+            name: the registry name (``Client.whereis(name)``); a unique one by default.
+            **options: see :class:`~conduit_mcp.config.ClientOptions` (README, "Options").
+
+        Raises:
+            Error: ``config`` with the option's name as reason (``unknown_option`` for a
+                misspelt one, ``name`` for a name a running client has); ``unavailable``/
+                ``start_failed`` if the client's actors could not start.
         """
         tree.check_transport(transport)
         config = build_config(options)
@@ -97,23 +143,28 @@ class Client(CacheApi, _Front[Any]):
     @classmethod
     def child_spec(
         cls,
-        transport: Any,
+        transport: Stdio | Http,
         *,
         name: str,
-        restart: str = "permanent",
-        **options: Any,
-    ) -> Any:
+        restart: RestartType = "permanent",
+        **options: Unpack[ClientOptions],
+    ) -> ChildSpec:
         """A ``ChildSpec`` to run this client under an application's own ``Supervisor``.
 
         Each (re)start builds a fresh client tree registered under ``name``; get a handle
-        with ``Client.whereis(name)``: it follows restarts. With ``on_give_up="stop"`` a
-        client that gives up reconnecting exits, so that supervisor starts a fresh one.
+        with ``Client.whereis(name)``: it follows restarts, and its calls wait through the
+        start and restart windows (bounded by each call's deadline). With
+        ``on_give_up="stop"`` a client that gives up reconnecting exits, so that supervisor
+        starts a fresh one.
+
+        Raises:
+            Error: ``config`` for a bad option, transport or name (checked here, once).
         """
         from .otp.supervisor import ChildSpec
 
         tree.check_transport(transport)
         config = build_config(options)
-        _name(name, "name")
+        rq.check_name(name, "name")
 
         def start(link: Any) -> pykka.ActorRef[Any]:
             runtime = tree.ClientTree(name, transport, config)
@@ -121,170 +172,495 @@ class Client(CacheApi, _Front[Any]):
             return runtime.start(link=link)
 
         return ChildSpec(
-            f"conduit_mcp:{name}",
-            start,
-            restart=restart,  # type: ignore[arg-type]
-            shutdown=config.shutdown_timeout + 5.0,
+            f"conduit_mcp:{name}", start, restart=restart, shutdown=config.shutdown_timeout + 5.0
         )
 
     @classmethod
     def whereis(cls, name: str) -> Client:
-        """A handle on the client registered under ``name`` (it follows restarts)."""
+        """A handle on the client registered under ``name``.
+
+        It follows restarts: each call finds the current incarnation, and waits (bounded by
+        its deadline) while an application supervisor starts or restarts it. This never
+        raises: a name nobody runs is found out by the handle's first call.
+        """
         return cls(name)
 
     def _runtime(self) -> tree.ClientTree:
-        runtime = self._pinned or tree.lookup(self.name)
-        if runtime is None:
-            raise Error("closed", "not_started", f"no client named {self.name!r} is running")
-        return runtime
+        # For tests that reach into the tree; the front ends use their Handle.
+        return self._handle.tree()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the client: pending calls fail with ``closed``, the server process is closed
-        (stdin closed, then SIGTERM, then SIGKILL). Idempotent."""
-        runtime = self._pinned or tree.lookup(self.name)
-        if runtime is None:
-            return
-        runtime.stop(timeout)
-        tree.unregister(runtime)
+        (stdin closed, then SIGTERM, then SIGKILL). Idempotent; never raises."""
+        self._handle.stop(timeout)
 
     close = stop
 
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- state, read without messaging --------------------------------------------------------
 
     def status(self) -> Status:
-        """The connection's state now (read lock-free; never waits)."""
-        runtime = self._pinned or tree.lookup(self.name)
-        if runtime is None or (runtime.stopped.is_set() and not runtime.alive()):
-            return Status("closed", reason="stopped")
-        status = runtime.shared.status
-        if not runtime.alive() and status.state != "closed":
-            return Status("closed", status.era, status.version, "stopped", status.origin)
-        return status
+        """The connection's state now (read lock-free; never waits, never raises)."""
+        return self._handle.status()
 
     def server_info(self) -> ServerInfo | None:
-        """What the server said about itself in the handshake (None before that)."""
-        return parse_server_info(self._runtime().shared.server_info)
+        """What the server said about itself in the handshake (None before that).
+
+        Raises:
+            Error: ``closed``/``not_started`` if no client runs under this name.
+        """
+        return parse_server_info(self._handle.tree().shared.server_info)
 
     def server_capabilities(self) -> dict[str, Any] | None:
-        """The capabilities the server declared (None before the handshake)."""
-        caps = self._runtime().shared.capabilities
+        """The capabilities the server declared (None before the handshake).
+
+        Raises:
+            Error: ``closed``/``not_started`` if no client runs under this name.
+        """
+        caps = self._handle.tree().shared.capabilities
         return dict(caps) if caps is not None else None
 
     def instructions(self) -> str | None:
-        """The server's ``instructions`` text, if it sent one."""
-        return self._runtime().shared.instructions
+        """The server's ``instructions`` text, if it sent one.
+
+        Raises:
+            Error: ``closed``/``not_started`` if no client runs under this name.
+        """
+        return self._handle.tree().shared.instructions
 
     def stderr(self) -> bytes:
-        """The last bytes a stdio server wrote to stderr (bounded by ``Stdio.stderr_limit``)."""
-        transport = self._runtime().shared.transport
-        return transport.stderr() if transport is not None else b""
+        """The last bytes a stdio server wrote to stderr (bounded by ``Stdio.stderr_limit``).
+
+        Raises:
+            Error: ``closed``/``not_started`` if no client runs under this name.
+        """
+        transport = self._handle.tree().shared.transport
+        return cast(bytes, transport.stderr()) if transport is not None else b""
 
     # -- waiting ------------------------------------------------------------------------------
 
-    def wait_for_state(self, state: str | Callable[[Status], bool], timeout: float = 5.0) -> Status:
+    def wait_for_state(
+        self, state: State | Callable[[Status], bool], timeout: float = 5.0
+    ) -> Status:
         """Block until the status is in ``state`` (or ``state(status)`` is true), without
-        messaging the connection: for supervisors, dashboards and tests. ``Error("timeout")``
-        if it does not happen in time."""
-        seconds = _timeout(timeout, timeout)
+        messaging the connection: for supervisors, dashboards and tests.
+
+        Raises:
+            Error: ``timeout``/``deadline`` if it does not happen in time; ``argument`` for
+                a bad timeout; ``closed``/``not_started`` if no client runs under this name.
+        """
+        seconds = rq.check_timeout(timeout, timeout)
         predicate = state if callable(state) else (lambda s: s.state == state)
-        status = self._runtime().shared.wait(predicate, seconds)
+        status = self._handle.tree().shared.wait(predicate, seconds)
         if status is None:
             raise Error("timeout", "deadline", f"state {state!r} not reached in {seconds} s")
         return status
 
     def await_ready(self, timeout: float = 30.0) -> Status:
-        """Block until the connection is ready; ``Error("timeout")`` or ``Error("closed")``."""
-        timeout = _timeout(timeout, timeout)
-        runtime = self._runtime()
-        deadline = time.monotonic() + timeout
-        status = runtime.shared.status
-        if status.state == "ready":
-            return status
-        reply = SyncReply()
-        conn = self._tell(runtime, AwaitReady(reply, deadline))
-        return self._wait(reply, deadline, None, conn, "await_ready")
+        """Block until the connection is ready; the ready status.
+
+        A handle from :meth:`whereis` waits through the client's start and restart windows,
+        and past an incarnation that gave up while an application supervisor replaces it.
+
+        Raises:
+            Error: ``timeout``/``deadline``; ``closed`` (the client is stopped or gave up,
+                with the reason); ``overloaded``/``max_queued``; ``argument`` for a bad
+                timeout.
+        """
+        return rq.await_ready_blocking(self._handle, rq.check_timeout(timeout, timeout))
 
     def reconnect(self, timeout: float = 10.0) -> None:
         """Leave ``closed`` and connect again (attempts start from zero); in ``reconnecting``
-        it cuts the backoff wait short; otherwise it does nothing."""
-        runtime = self._runtime()
-        reply = SyncReply()
-        deadline = time.monotonic() + _timeout(timeout, timeout)
-        conn = self._tell(runtime, ReconnectNow(reply))
-        self._wait(reply, deadline, None, conn, "reconnect")
+        it cuts the backoff wait short; otherwise it does nothing.
 
-    # -- the blocking front end ---------------------------------------------------------------
+        Raises:
+            Error: ``closed``/``stopped`` if the client is stopped; ``timeout`` if the
+                connection did not take it in time.
+        """
+        deadline = time.monotonic() + rq.check_timeout(timeout, timeout)
+        reply = SyncReply()
+        conn = self._handle.tell(ReconnectNow(reply), deadline)
+        rq.wait_blocking(reply, deadline, None, conn, "reconnect")
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[Progress], object] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CallToolResult:
+        """Call a tool and wait for its result; a result with ``is_error`` is a result, not
+        an exception. ``on_progress`` runs in this thread for each progress notification;
+        if it raises, the request is cancelled and the exception propagates.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
+
+    def list_tools(self, cursor: str | None = None, *, timeout: float | None = None) -> Page[Tool]:
+        """One page of tools (``Page.next_cursor`` is None on the last page).
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.list_tools(cursor), timeout)
+
+    def list_prompts(
+        self, cursor: str | None = None, *, timeout: float | None = None
+    ) -> Page[Prompt]:
+        """One page of prompts.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.list_prompts(cursor), timeout)
+
+    def list_resources(
+        self, cursor: str | None = None, *, timeout: float | None = None
+    ) -> Page[Resource]:
+        """One page of resources.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.list_resources(cursor), timeout)
+
+    def list_resource_templates(
+        self, cursor: str | None = None, *, timeout: float | None = None
+    ) -> Page[ResourceTemplate]:
+        """One page of resource templates.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.list_resource_templates(cursor), timeout)
+
+    def read_resource(self, uri: str, *, timeout: float | None = None) -> ReadResourceResult:
+        """``resources/read`` for one URI.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.read_resource(uri), timeout)
+
+    def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> GetPromptResult:
+        """``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
+        "Prompts").
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.get_prompt(name, arguments), timeout)
+
+    def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: Mapping[str, str],
+        *,
+        context: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> CompleteResult:
+        """``completion/complete`` for a prompt or resource-template argument.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.complete(ref, argument, context), timeout)
+
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[Progress], object] | None = None,
+    ) -> dict[str, Any]:
+        """Any request by method name; returns the raw result (a dict).
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        return self._call(rq.raw(method, params), timeout, on_progress)
+
+    def ping(self, *, timeout: float | None = None) -> None:
+        """A liveness round trip: ``ping`` in the legacy era, ``server/discover`` in the
+        modern one (which has no ping).
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        self._call(rq.ping(self._handle.status().era), timeout)
+
+    def subscribe(self, uri: str, *, timeout: float | None = None) -> None:
+        """Subscribe to ``notifications/resources/updated`` for ``uri``. Kept across
+        reconnects: sent again on every new session (legacy ``resources/subscribe``) or
+        carried by every listen (modern).
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        self._call(rq.resource_subscription(uri, True), timeout)
+
+    def unsubscribe(self, uri: str, *, timeout: float | None = None) -> None:
+        """Undo :meth:`subscribe`.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
+        """
+        self._call(rq.resource_subscription(uri, False), timeout)
 
     def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False
-    ) -> tuple[Any, ...]:
+    ) -> tuple[Tool, ...]:
         """Every tool, following cursors; ``timeout`` bounds the whole walk. Served from the
         cache while it is fresh (the server's ``ttlMs``, capped by ``max_cache_ttl``; not
-        after a ``list_changed``); ``refresh=True`` always asks the server."""
+        after a ``list_changed``); ``refresh=True`` always asks the server.
+
+        Raises:
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("tools", timeout, refresh)
 
     def list_all_prompts(
         self, *, timeout: float | None = None, refresh: bool = False
-    ) -> tuple[Any, ...]:
-        """Every prompt, following cursors (cached like :meth:`list_all_tools`)."""
+    ) -> tuple[Prompt, ...]:
+        """Every prompt, following cursors (cached like :meth:`list_all_tools`).
+
+        Raises:
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("prompts", timeout, refresh)
 
     def list_all_resources(
         self, *, timeout: float | None = None, refresh: bool = False
-    ) -> tuple[Any, ...]:
-        """Every resource, following cursors (cached like :meth:`list_all_tools`)."""
+    ) -> tuple[Resource, ...]:
+        """Every resource, following cursors (cached like :meth:`list_all_tools`).
+
+        Raises:
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("resources", timeout, refresh)
 
     def list_all_resource_templates(
         self, *, timeout: float | None = None, refresh: bool = False
-    ) -> tuple[Any, ...]:
-        """Every resource template, following cursors (cached like :meth:`list_all_tools`)."""
+    ) -> tuple[ResourceTemplate, ...]:
+        """Every resource template, following cursors (cached like :meth:`list_all_tools`).
+
+        Raises:
+            Error: as :meth:`call_tool`; ``protocol``/``too_many_pages`` past 1000 pages.
+        """
         return self._list_all("resource_templates", timeout, refresh)
 
-    def _list_all(self, kind: str, timeout: float | None, refresh: bool) -> tuple[Any, ...]:
-        runtime = self._runtime()
-        walk = begin_listing(runtime, kind, timeout, refresh)
-        if type(walk) is tuple:
+    # -- the cache: reads that never fetch and never message ----------------------------------
+
+    def cached_tools(self) -> tuple[Tool, ...] | None:
+        """The cached tools, fresh or not (None if never fetched, or private to other
+        credentials); never asks the server.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return self._cache().items("tools")
+
+    def cached_prompts(self) -> tuple[Prompt, ...] | None:
+        """The cached prompts (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return self._cache().items("prompts")
+
+    def cached_resources(self) -> tuple[Resource, ...] | None:
+        """The cached resources (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return self._cache().items("resources")
+
+    def cached_resource_templates(self) -> tuple[ResourceTemplate, ...] | None:
+        """The cached resource templates (see :meth:`cached_tools`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return self._cache().items("resource_templates")
+
+    def tool(self, name: str) -> Tool | None:
+        """The cached :class:`~conduit_mcp.types.Tool` named ``name``, or None. A point lookup:
+        one item, no copy of the list, no message, no lock.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return cast("Tool | None", self._cache().lookup("tools", name))
+
+    def prompt(self, name: str) -> Prompt | None:
+        """The cached prompt named ``name``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return cast("Prompt | None", self._cache().lookup("prompts", name))
+
+    def resource(self, uri: str) -> Resource | None:
+        """The cached resource with this ``uri``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return cast("Resource | None", self._cache().lookup("resources", uri))
+
+    def resource_template(self, uri_template: str) -> ResourceTemplate | None:
+        """The cached resource template with this ``uri_template``, or None.
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        return cast(
+            "ResourceTemplate | None", self._cache().lookup("resource_templates", uri_template)
+        )
+
+    def _cache(self) -> Cache:
+        cache = self._handle.tree().shared.cache
+        if cache is None:  # a tree still starting (a supervisor's child_spec)
+            raise Error("unavailable", "cache_gone", "the client has no cache yet")
+        return cast("Cache", cache)
+
+    # -- notifications and credentials --------------------------------------------------------
+
+    def subscribe_notifications(
+        self, subscriber: Any, methods: Iterable[str] | None = None
+    ) -> None:
+        """Deliver server notifications (all but progress and cancelled) to ``subscriber``,
+        in order: a Pykka ``ActorRef`` (told a
+        :class:`~conduit_mcp.notifications.ServerNotification`), a callable (run in the
+        client's notifier thread, never the connection's), or a queue (``put_nowait``; an
+        ``asyncio.Queue`` is filled on its own loop). ``methods`` limits it to those methods.
+        A ``list_changed`` burst arrives coalesced: the first at once, then at most one per
+        250 ms. In the modern era this also opens a ``subscriptions/listen`` for what the
+        server advertises. A dead subscriber is removed. Never waits.
+
+        Raises:
+            Error: ``argument``/``subscriber`` or ``methods`` for a bad argument;
+                ``closed`` if the client is not running.
+        """
+        subscriptions.subscribe_notifications(self._handle, subscriber, methods)
+
+    def unsubscribe_notifications(self, subscriber: Any) -> None:
+        """Stop delivering to ``subscriber`` (no-op if it was not subscribed).
+
+        Raises:
+            Error: ``argument``/``subscriber`` for something that is not a subscriber;
+                ``closed``/``not_started`` if no client runs under this name.
+        """
+        subscriptions.unsubscribe_notifications(self._handle, subscriber)
+
+    def await_listening(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Modern era: block until the server acknowledged a ``subscriptions/listen`` and
+        return the filter it honours (so a change made after this is not missed). Legacy
+        era: ``{}`` at once (notifications need no listen there).
+
+        Raises:
+            Error: ``timeout``/``deadline`` if no listen is acknowledged in time (no
+                consumer, or the server advertises nothing); ``closed``/``not_started``.
+        """
+        return subscriptions.await_listening(self._handle, timeout)
+
+    def set_auth(
+        self,
+        *,
+        bearer: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        auth: Callable[[], Mapping[str, str]] | None = None,
+        credential_id: str | None = None,
+        timeout: float = 5.0,
+    ) -> None:
+        """Send other credentials from the next request on (HTTP only). Every private cached
+        list is deleted at once (docs/cache.md, "Private results"); public ones are kept.
+        The values never appear in a repr, a log or a span.
+
+        Raises:
+            Error: ``argument``/``transport`` for a stdio client, ``argument`` for a bad
+                value; ``timeout`` if the connection did not apply it in time; ``closed``.
+        """
+        subscriptions.set_auth(
+            self._handle,
+            bearer=bearer,
+            headers=headers,
+            auth=auth,
+            credential_id=credential_id,
+            timeout=timeout,
+        )
+
+    # -- how a blocked caller waits -----------------------------------------------------------
+
+    def _list_all(self, kind: ListKind, timeout: float | None, refresh: bool) -> tuple[Any, ...]:
+        walk = rq.begin_listing(self._handle, kind, timeout, refresh)
+        if isinstance(walk, tuple):
             return walk
         while not walk.done:
             request, remaining = walk.next()
-            walk.add(self._do(request, remaining))
-        store_walk_and_wait(runtime, walk)
+            walk.add(self._call(request, remaining))
+        rq.store_walk_and_wait(self._handle, walk)
         return tuple(walk.items)
 
-    def _tell(self, runtime: tree.ClientTree, message: Any) -> pykka.ActorRef[Any]:
-        conn = runtime.connection()
-        try:
-            conn.tell(message)
-        except pykka.ActorDeadError:
-            raise Error("closed", "stopped", f"client {self.name!r} is not running") from None
-        return conn
-
-    def _do(self, req: _Request, timeout: float | None, on_progress: Any = None) -> Any:
-        runtime = self._runtime()
-        seconds = _timeout(timeout, runtime.config.request_timeout)
+    def _call(
+        self,
+        req: Request[R],
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None = None,
+    ) -> R:
         if on_progress is not None and not callable(on_progress):
             raise Error("argument", "on_progress", "on_progress must be callable")
+        handle = self._handle
+        seconds, op = rq.begin(handle, req, timeout)
         deadline = time.monotonic() + seconds
-        reply = SyncReply(on_progress is not None)
-        op = runtime.telemetry.start(req.method, req.params)
+        wants = on_progress is not None
+        reply = SyncReply(wants)
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            conn = self._tell(
-                runtime, Call(req.method, req.params, deadline, reply, on_progress is not None)
-            )
-            return req.parse(self._wait(reply, deadline, on_progress, conn, req.method))
+            conn = handle.tell(Call(req.method, req.params, deadline, reply, wants), deadline)
+            return req.parse(rq.wait_blocking(reply, deadline, on_progress, conn, req.method))
         raw = None
         try:
-            conn = self._tell(
-                runtime, Call(req.method, op.params, deadline, reply, on_progress is not None)
-            )
-            raw = self._wait(reply, deadline, on_progress, conn, req.method)
+            conn = handle.tell(Call(req.method, op.params, deadline, reply, wants), deadline)
+            raw = rq.wait_blocking(reply, deadline, on_progress, conn, req.method)
             value = req.parse(raw)
         except BaseException as exc:
             op.finish(raw, exc, reply.request_id)
@@ -292,32 +668,36 @@ class Client(CacheApi, _Front[Any]):
         op.finish(raw, None, reply.request_id)
         return value
 
-    def _wait(
-        self,
-        reply: SyncReply,
-        deadline: float,
-        on_progress: Callable[[Progress], Any] | None,
-        conn: pykka.ActorRef[Any],
-        what: str,
-    ) -> Any:
-        get = reply.queue.get
-        try:
-            while True:
-                remaining = deadline + _GRACE - time.monotonic()
-                try:
-                    tag, value = get(timeout=remaining) if remaining > 0 else get(block=False)
-                except Empty:
-                    raise Error("timeout", "deadline", f"{what} got no answer in time") from None
-                if tag == OK:
-                    return value
-                if tag == FAIL:
-                    raise _copy(value)
-                if on_progress is not None:
-                    on_progress(_progress_value(value))
-        except BaseException:
-            # Our own wait ran out, a progress callback raised, or Ctrl-C: tell the
-            # connection so the server is asked to cancel (no-op if already answered).
-            if not reply.done:
-                reply.done = True
-                _abandon(conn, reply)
-            raise
+
+#: The methods only ``Client`` has: the client's lifecycle, state read without messaging,
+#: the cache reads, notification subscriptions and credentials (they serve every front end).
+CLIENT_ONLY: frozenset[str] = frozenset(
+    {
+        "start",
+        "child_spec",
+        "whereis",
+        "close",
+        "status",
+        "server_info",
+        "server_capabilities",
+        "instructions",
+        "stderr",
+        "wait_for_state",
+        "reconnect",
+        "cached_tools",
+        "cached_prompts",
+        "cached_resources",
+        "cached_resource_templates",
+        "tool",
+        "prompt",
+        "resource",
+        "resource_template",
+        "subscribe_notifications",
+        "unsubscribe_notifications",
+        "await_listening",
+        "set_auth",
+        "aio",
+        "futures",
+        "name",
+    }
+)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from .errors import Error
 from .protocol.messages import client_info
@@ -19,12 +19,78 @@ from .protocol.versions import ProtocolChoice, parse_protocol_option
 DEFAULT_CLIENT_INFO: Mapping[str, str] = client_info()
 
 
+class ClientOptions(TypedDict, total=False):
+    """The options of ``Client.start`` and ``Client.child_spec``, each typed and documented
+    so an IDE shows them and a type checker rejects a misspelt one. Every one is checked
+    again at run time (:func:`build_config`): a bad value is ``Error("config", <option>)``.
+    Durations are seconds.
+    """
+
+    protocol: str
+    """``"auto"`` (the default) probes with ``server/discover`` and falls back to
+    ``initialize`` on legacy evidence; ``"modern"`` never falls back (legacy evidence closes);
+    ``"legacy"`` goes straight to ``initialize``; or an explicit version (``"2026-07-28"``,
+    ``"2025-11-25"``, ``"2025-06-18"``, ``"2025-03-26"``, ``"2024-11-05"``)."""
+    prior: Literal["legacy"] | None
+    """``"legacy"``: skip the probe once (a server known to be legacy). Default None."""
+    request_timeout: float
+    """Default deadline of a request; also bounds connecting and ``initialize``. Default 30."""
+    probe_timeout: float
+    """How long the auto-mode probe waits before taking silence as legacy evidence.
+    Default 5."""
+    max_in_flight: int
+    """Requests sent and unanswered; one more gets ``overloaded``/``max_in_flight``.
+    Default 100."""
+    max_queued: int
+    """Requests and ``await_ready`` calls waiting for ``ready``; one more gets
+    ``overloaded``/``max_queued``. Default 100."""
+    max_reconnects: int | None
+    """Consecutive failed attempts before ``closed``/``max_reconnects`` (None: forever).
+    Default 10."""
+    backoff: Callable[[int], float] | None
+    """``f(attempt) -> seconds`` between attempts; one that raises or returns anything but a
+    finite number >= 0 is replaced by full jitter. Default: full jitter."""
+    backoff_base: float
+    """Full jitter's base. Default 0.1."""
+    backoff_max: float
+    """Full jitter's cap. Default 30."""
+    on_give_up: Literal["close", "stop"]
+    """``"close"`` (the default) keeps the client in ``closed`` to show why; ``"stop"`` ends
+    the client (for a supervisor to restart)."""
+    stable_after: float
+    """Time in ``ready`` after which the attempt count resets. Default 10."""
+    health_check: float | None
+    """Ping every ``health_check`` seconds (None, the default: never)."""
+    health_timeout: float
+    """A health ping unanswered within this reconnects. Default 5."""
+    max_frame: int
+    """Largest inbound frame in bytes; a longer one is dropped (the connection survives).
+    Default 16 MiB."""
+    client_info: Mapping[str, Any]
+    """What the client declares about itself (string ``name`` and ``version``). Default:
+    conduit-mcp's."""
+    capabilities: Mapping[str, Any]
+    """The capabilities the client declares. Default ``{}``."""
+    shutdown_timeout: float
+    """Bound on stopping the actors. Default 5."""
+    max_cache_ttl: float | None
+    """A cached list is fresh for the server's ``ttlMs``, capped at this (None: no cap).
+    Default 300."""
+    tracer_provider: Any
+    """An OpenTelemetry ``TracerProvider`` (None, the default: the global one)."""
+    meter_provider: Any
+    """An OpenTelemetry ``MeterProvider`` (None, the default: the global one)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
-    """The validated options of one client. See the README, "Options", for each one."""
+    """The validated options of one client, built by :func:`build_config` from the keyword
+    options of ``Client.start`` (:class:`ClientOptions` documents each one). Internal: it is
+    not exported, because users pass options as keywords, checked once, typed by
+    ``ClientOptions``."""
 
     protocol: ProtocolChoice
-    prior: str | None = None
+    prior: Literal["legacy"] | None = None
     request_timeout: float = 30.0
     probe_timeout: float = 5.0
     max_in_flight: int = 100
@@ -33,7 +99,7 @@ class Config:
     backoff: Callable[[int], float] | None = field(default=None, repr=False)
     backoff_base: float = 0.1
     backoff_max: float = 30.0
-    on_give_up: str = "close"
+    on_give_up: Literal["close", "stop"] = "close"
     stable_after: float = 10.0
     health_check: float | None = None
     health_timeout: float = 5.0
@@ -103,7 +169,7 @@ def _json_object(name: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def build_config(options: Mapping[str, Any]) -> Config:
+def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
     """Validate keyword options into a :class:`Config`.
 
     >>> build_config({"protocol": "legacy", "max_in_flight": 8}).max_in_flight

@@ -9,24 +9,24 @@ token or session id is ever put into an Error (see README, "Secrets").
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 #: The documented kinds. A new kind is an API change: document it in the README.
-KINDS: Final = frozenset(
-    {
-        "config",  # an option given at start is invalid (reason names the option)
-        "argument",  # an argument to a call is invalid (reason names the argument)
-        "closed",  # the client is closed (stopped, gave up, or a fatal negotiation outcome)
-        "timeout",  # the request's deadline passed; the server was told to cancel it
-        "transport",  # the connection broke while the request was pending; never retried
-        "overloaded",  # a limit was hit (max_in_flight, max_queued) or the server said 429
-        "auth",  # the server refused the credentials (HTTP 401/403)
-        "unavailable",  # the thing asked for cannot be reached right now (e.g. cache_gone)
-        "protocol",  # the server broke the protocol (malformed frame, bad result shape)
-        "server",  # the server answered with a JSON-RPC error: see ``code`` and ``data``
-        "cancelled",  # the caller cancelled the request itself
-    }
-)
+Kind = Literal[
+    "config",  # an option given at start is invalid (reason names the option)
+    "argument",  # an argument to a call is invalid (reason names the argument)
+    "closed",  # the client is closed (stopped, gave up, or a fatal negotiation outcome)
+    "timeout",  # the request's deadline passed; the server was told to cancel it
+    "transport",  # the connection broke while the request was pending; never retried
+    "overloaded",  # a limit was hit (max_in_flight, max_queued) or the server said 429
+    "auth",  # the server refused the credentials (HTTP 401/403)
+    "unavailable",  # the thing asked for cannot be reached right now (e.g. cache_gone)
+    "protocol",  # the server broke the protocol (malformed frame, bad result shape)
+    "server",  # the server answered with a JSON-RPC error: see ``code`` and ``data``
+    "cancelled",  # the caller cancelled the request itself
+]
+#: :data:`Kind` as a set, for checks at run time.
+KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))
 
 
 class Error(Exception):
@@ -44,9 +44,15 @@ class Error(Exception):
 
     __slots__ = ("kind", "reason", "message", "code", "data")
 
+    kind: Kind
+    reason: str
+    message: str
+    code: int | None
+    data: Any
+
     def __init__(
         self,
-        kind: str,
+        kind: Kind,
         reason: str,
         message: str | None = None,
         *,
@@ -74,5 +80,5 @@ class Error(Exception):
         return (_rebuild, (self.kind, self.reason, self.message, self.code, self.data))
 
 
-def _rebuild(kind: str, reason: str, message: str, code: int | None, data: Any) -> Error:
+def _rebuild(kind: Kind, reason: str, message: str, code: int | None, data: Any) -> Error:
     return Error(kind, reason, message, code=code, data=data)

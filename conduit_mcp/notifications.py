@@ -1,6 +1,6 @@
 """Server notifications as the user receives them, and the kinds of subscriber that receive them.
 
-Seed 000, "Notifications": every server notification but ``notifications/progress`` and
+Every server notification but ``notifications/progress`` and
 ``notifications/cancelled`` reaches each subscriber, in order. The connection never runs user
 code: it hands notifications to the client's notifier actor
 (:class:`conduit_mcp.actors.notifier.Notifier`), which delivers them.
@@ -97,7 +97,7 @@ class ServerNotification:
                 raise Error("argument", "params", "notification params must be a mapping")
             # A view, not a copy: the connection hands over the dict it just decoded and keeps
             # no reference to it, so copying every notification would buy nothing.
-            params = MappingProxyType(params)  # type: ignore[arg-type]
+            params = MappingProxyType(params)
         object.__setattr__(self, "params", params)
 
     def __repr__(self) -> str:

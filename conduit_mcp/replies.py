@@ -2,8 +2,8 @@
 
 The connection holds one of these per request and calls only ``progress``/``ok``/``fail``,
 each of which just hands a value over (a queue put, a ``call_soon_threadsafe``, a future
-``set``): progress callbacks and result parsing run in the caller's thread or loop (seed 000,
-"It never runs user code"). ``request_id`` is written by the connection once it numbers the
+``set``): progress callbacks and result parsing run in the caller's thread or loop, because
+the connection never runs user code (docs/connection.md, "Requests"). ``request_id`` is written by the connection once it numbers the
 request, so a caller that gives up can name it in an ``Abandon``.
 """
 

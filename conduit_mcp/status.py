@@ -8,23 +8,35 @@ never a mix, and never waits on the connection's mailbox.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
+
+#: The connection's states (docs/connection.md, "States").
+State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
+#: The protocol eras: ``modern`` (``server/discover``, 2026-07-28 and later) or ``legacy``
+#: (the ``initialize`` handshake).
+Era = Literal["modern", "legacy"]
+#: How the era was chosen (see :class:`Status`).
+Origin = Literal["probe", "pinned", "prior"]
+
+STATES: Final[frozenset[str]] = frozenset(get_args(State))
+ERAS: Final[frozenset[str]] = frozenset(get_args(Era))
+ORIGINS: Final[frozenset[str]] = frozenset(get_args(Origin))
 
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """The connection's state, as ``Client.status()`` returns it.
+    """The connection's state, as ``Client.status()`` returns it."""
 
-    ``state``: connecting | discovering | initializing | ready | reconnecting | closed.
-    ``era``/``version``: what was negotiated (None until then; kept while reconnecting).
-    ``reason``: why the connection is not ready (``"exit"``, ``"max_reconnects"``,
-    ``"no_mutual_version"``, ...), None when ready.
-    ``origin``: how the era was chosen: ``"probe"`` (auto mode's server/discover probe),
-    ``"pinned"`` (the ``protocol`` option), ``"prior"`` (``prior="legacy"`` or a probe cut
-    short by the server's exit), or None before negotiation.
-    """
-
-    state: str
-    era: str | None = None
+    state: State
+    """connecting | discovering | initializing | ready | reconnecting | closed."""
+    era: Era | None = None
+    """What was negotiated (None until then; kept while reconnecting)."""
     version: str | None = None
+    """The negotiated protocol version (None until then; kept while reconnecting)."""
     reason: str | None = None
-    origin: str | None = None
+    """Why the connection is not ready (``"exit"``, ``"max_reconnects"``,
+    ``"no_mutual_version"``, ...); None when ready."""
+    origin: Origin | None = None
+    """How the era was chosen: ``"probe"`` (auto mode's server/discover probe), ``"pinned"``
+    (the ``protocol`` option), ``"prior"`` (``prior="legacy"`` or a probe cut short by the
+    server's exit), or None before negotiation."""

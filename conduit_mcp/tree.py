@@ -2,22 +2,26 @@
 
 ``ClientSupervisor`` (one_for_one, 3 restarts in 5 s) supervises the ``Connection``, and two
 lazy children started on their first work: the ``notifier`` (runs notification subscribers'
-code) and the ``refresher`` (fetches cached lists). The handler and OAuth actors of later
-issues join them.
+code) and the ``refresher`` (fetches cached lists). docs/actor-tree.md shows the tree and what
+each crash costs.
 The connection is ``transient``: a crash restarts it (its callers get ``transport``), a
 normal exit does not. With ``on_give_up="stop"`` it is also *significant*: giving up ends
 the whole client, so an application supervisor above it starts a fresh one.
 
-A :class:`Client` handle finds the current incarnation by name at every call (an
-application supervisor may have replaced it), and the connection by name in the tree's
-registry (the supervisor may have restarted it): refs are never kept across restarts.
+A client handle (``conduit_mcp.request.Handle``) finds the current incarnation by name at
+every call (an application supervisor may have replaced it), and the connection by name in the
+tree's registry (the supervisor may have restarted it): refs are never kept across restarts.
+While either is missing for a while (:meth:`ClientTree.may_come_back`), a caller waits.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 import pykka
@@ -28,6 +32,7 @@ from .actors.notifier import child_spec as notifier_spec
 from .actors.refresher import child_spec as refresher_spec
 from .config import Config
 from .errors import Error
+from .notifications import Subscriber
 from .otp.registry import Registry
 from .otp.siblings import Siblings
 from .otp.supervisor import ChildSpec, Supervisor, WhichChildren
@@ -42,6 +47,10 @@ from .transports.stdio_spec import Stdio
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _directory: dict[str, ClientTree] = {}
+# Names of clients stopped by Client.stop and not started again (the most recent ones): a
+# handle on such a name fails at once instead of waiting for a start that will not come.
+_stopped: OrderedDict[str, None] = OrderedDict()
+_STOPPED_KEPT = 1024
 
 
 def make_transport(
@@ -99,10 +108,18 @@ class ClientTree:
             server=(spec.host, spec.port) if isinstance(spec, Http) else None,
         )
         self.registry = Registry()
+        # The notifier's subscribers, kept here so they outlive a crashed notifier.
+        self.subscribers: dict[Hashable, Subscriber] = {}
         self.supervisor: pykka.ActorRef[Any] | None = None
-        # The lazy children (notifier, refresher), told without blocking (actors/siblings.py).
+        # The lazy children (notifier, refresher), told without blocking (otp/siblings.py).
         self.siblings = Siblings(self.registry, lambda: self.supervisor)
+        # Set when the tree exits on its own (restart intensity, or a significant child).
         self.stopped = threading.Event()
+        # Started under an application's supervisor (``Client.child_spec``): a parent may
+        # start a fresh incarnation under the same name after this one ends.
+        self.supervised = False
+        # Stopped by ``Client.stop``: for good, whoever started it.
+        self.ended = False
 
     def __repr__(self) -> str:
         return f"<ClientTree {self.name!r}>"
@@ -134,12 +151,14 @@ class ClientTree:
                 shutdown=cfg.shutdown_timeout,
                 significant=cfg.on_give_up == "stop",
             ),
-            notifier_spec(self.name),
+            notifier_spec(self.name, self.subscribers),
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),
         ]
 
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:
+        self.supervised = link is not None
+
         def gave_up(reason: BaseException | None) -> None:
             self.stopped.set()
 
@@ -152,9 +171,9 @@ class ClientTree:
             on_give_up=gave_up,
             link=link,
         )
-        # Synchronous-start handshake (stack.md §1.2): wait for the supervisor's init to
-        # have started the connection actor (milliseconds: threads, not connecting), so a
-        # call made right after start finds it. Connecting itself never blocks start.
+        # Start synchronously: wait for the supervisor's init to have started the connection
+        # actor (milliseconds: threads, not connecting), so a call made right after start
+        # finds it. Connecting itself never blocks start (docs/actor-tree.md).
         try:
             self.supervisor.ask(WhichChildren(), timeout=30.0)
         except pykka.ActorDeadError as exc:
@@ -173,9 +192,28 @@ class ClientTree:
         sup = self.supervisor
         return sup is not None and sup.is_alive()
 
+    def starting(self) -> bool:
+        """Registered, but its supervisor is not running yet (an application supervisor is
+        starting it): a caller waits for it."""
+        return self.supervisor is None and not self.ended
+
+    def may_come_back(self) -> bool:
+        """Whether a missing connection is a window (the tree starting, the connection
+        restarting, an application supervisor restarting the tree) rather than the end: a
+        caller waits through a window, bounded by its deadline (docs/actor-tree.md)."""
+        if self.ended:
+            return False
+        if self.supervised:
+            return True
+        if self.stopped.is_set():
+            return False
+        sup = self.supervisor
+        return sup is None or sup.is_alive()
+
     def stop(self, timeout: float) -> None:
         """Stop the tree, then wait (bounded) for server processes to be gone."""
         deadline = time.monotonic() + timeout
+        self.ended = True
         sup = self.supervisor
         if sup is not None:
             try:
@@ -195,13 +233,37 @@ def register(runtime: ClientTree, *, replace: bool) -> None:
         if current is not None and current is not runtime and not replace and current.alive():
             raise Error("config", "name", f"a client named {runtime.name!r} is already running")
         _directory[runtime.name] = runtime
+        _stopped.pop(runtime.name, None)
 
 
 def unregister(runtime: ClientTree) -> None:
     with _lock:
         if _directory.get(runtime.name) is runtime:
             del _directory[runtime.name]
+            if runtime.ended:
+                _stopped[runtime.name] = None
+                while len(_stopped) > _STOPPED_KEPT:
+                    _stopped.popitem(last=False)
+
+
+def was_stopped(name: str) -> bool:
+    """Whether the client last registered under ``name`` was stopped by ``Client.stop``."""
+    return name in _stopped
 
 
 def lookup(name: str) -> ClientTree | None:
     return _directory.get(name)
+
+
+def _forget_clients_in_child() -> None:
+    # The parent's clients do not exist in a forked child (their actor threads were not
+    # copied): the child starts with an empty directory, so it can start its own, under any
+    # name.
+    global _lock
+    _lock = threading.Lock()
+    _directory.clear()
+    _stopped.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_clients_in_child)

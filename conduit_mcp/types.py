@@ -86,7 +86,8 @@ class ResourceTemplate:
 
 @dataclass(frozen=True, slots=True)
 class CallToolResult:
-    """A ``tools/call`` result. ``is_error=True`` is a result, not an exception (DESIGN).
+    """A ``tools/call`` result. ``is_error=True`` is a result, not an exception (MCP spec,
+    Server Features, Tools, "Error Handling": tool errors are reported in the result).
 
     ``content`` holds the raw content blocks (``{"type": "text", "text": ...}``, images,
     resource links, embedded resources); ``structured_content`` is the tool's JSON output
@@ -140,8 +141,8 @@ class CompleteResult:
 class Page(Generic[T]):
     """One page of a list. ``next_cursor`` is None only at the end of the list.
 
-    An empty-string ``next_cursor`` is a real cursor, not the end: mcp-spec §9 ("An empty
-    string is a valid cursor and thus MUST NOT be treated as the end of results").
+    An empty-string ``next_cursor`` is a real cursor, not the end (MCP spec, Utilities,
+    "Pagination": only a missing ``nextCursor`` ends the results).
     """
 
     items: tuple[T, ...]

@@ -73,7 +73,9 @@ def everything_js() -> Path:
 def modern_peer_cmd() -> list[str]:
     """argv of the mcp 2.3.0 peer over stdio. For HTTP: ``cmd[:-1] + ["http", "--port", N]``."""
     if importlib.util.find_spec("mcp") is None:
-        missing_peer("mcp==2.3.0 (the test extra: pip install -e '.[test]')")
+        missing_peer(
+            "mcp==2.3.0 (the test dependency group: make venv, or pip install --group test)"
+        )
     return [sys.executable, str(PEERS_DIR / "modern_peer.py"), "stdio"]
 
 

@@ -49,8 +49,8 @@ from ..protocol.cache_rules import Kind, ttl_ms
 from ..protocol.cache_rules import scope as page_scope
 from ..protocol.coalesce import Coalescer, RefreshGate
 from ..published import Published
+from ..status import Era
 from ..telemetry import ConnectionTelemetry
-from .core import Era
 from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
 from .listen import ListenBack, ListenDropped, ListenRouted, Want, WantSeen
 from .notifier import Deliver, Replay

@@ -187,6 +187,8 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._probe_offered = LATEST_MODERN
         self._probe_retried = False
         self._probing = False
+        self._late_probe_id = None
+        self._modern_hint = False
         self._init_id = None
         self._init_offered = LATEST_LEGACY
         self._legacy_offer = None

@@ -24,7 +24,7 @@ from ..otp.statem import NextEvent, Statem, Step
 from ..protocol import messages as msgs
 from ..protocol.versions import Mode
 from ..published import Published
-from ..status import Status
+from ..status import Era, Origin, State, Status
 from ..telemetry import ConnectionTelemetry
 from ..transports.base import Inbound, Transport
 from .events import Call
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conduit_mcp.connection")
 
-# The same sets as conduit_mcp.status's State, Era and Origin (the public Status fields).
-State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
-Era = Literal["modern", "legacy"]
-Origin = Literal["probe", "pinned", "prior"]
 
 #: A state's event handler, ``(connection, kind, event) -> None | state | Step``.
 Handler = Callable[[Any, str, Any], Any]
@@ -95,6 +91,8 @@ class ConnectionCore(Statem):
     _probe_offered: str  # the version the probe offers
     _probe_retried: bool  # the probe was re-sent once with a version the server named
     _probing: bool  # auto mode's probe (probe_timeout), not a modern discover
+    _late_probe_id: int | None  # a probe that timed out into initialize: its answer still counts
+    _modern_hint: bool  # initialize was refused with -32022 naming a modern version
     _init_id: int | None  # the initialize request awaiting its answer
     _init_offered: str  # the legacy version initialize offers
     _legacy_offer: str | None  # a legacy version a -32022 answer named, for initialize

@@ -21,6 +21,7 @@ from ..protocol.jsonrpc import (
 from ..protocol.negotiation import (
     Close,
     HttpProbe,
+    KeepWaiting,
     Legacy,
     Modern,
     ProbeError,
@@ -30,6 +31,7 @@ from ..protocol.negotiation import (
     Reconnect,
     Rediscover,
     check_initialize,
+    classify_initialize_refusal,
     classify_probe,
 )
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
@@ -44,7 +46,8 @@ class HandshakeStates(ConnectionCore):
     """discovering and initializing (see the module docstring)."""
 
     def _handshake_state(self) -> str:
-        if self._shared.once_modern:
+        self._late_probe_id = None  # a new transport: the old probe's answer cannot come
+        if self._shared.once_modern or self._modern_hint:
             return "discovering"
         if self._mode == "legacy":
             self._origin = "pinned"
@@ -63,7 +66,9 @@ class HandshakeStates(ConnectionCore):
         self._probe_offered = (
             self._pinned if self._pinned and era_of(self._pinned) == "modern" else LATEST_MODERN
         )
-        self._probing = self._mode == "auto" and not self._shared.once_modern
+        self._probing = (
+            self._mode == "auto" and not self._shared.once_modern and not self._modern_hint
+        )
         return [StateTimeout(self._send_discover(), STATE_TIMEOUT)]
 
     def _send_discover(self) -> float:
@@ -119,6 +124,15 @@ class HandshakeStates(ConnectionCore):
             return self._classified(ProbeError(m.code, m.message, m.data))
         return self._route(m)
 
+    def _probe_decision(self, result: Any) -> Any:
+        return classify_probe(
+            ProbeResult(result),
+            self._transport_kind(),
+            mode="auto",
+            offered=self._probe_offered,
+            retried=self._probe_retried,
+        )
+
     def _classified(self, outcome: Any, lost: tuple[str, str | None] | None = None) -> Any:
         mode: Literal["auto", "modern"] = (
             "modern" if (self._mode == "modern" or self._shared.once_modern) else "auto"
@@ -131,6 +145,7 @@ class HandshakeStates(ConnectionCore):
             retried=self._probe_retried,
         )
         if type(decision) is Modern:
+            self._modern_hint = False
             self._era, self._version = "modern", decision.version
             self._origin = "pinned" if self._mode == "modern" else "probe"
             self._shared.once_modern = True
@@ -144,6 +159,10 @@ class HandshakeStates(ConnectionCore):
             self._probe_offered = decision.version
             return Step(None, [StateTimeout(self._send_discover(), STATE_TIMEOUT)])
         if type(decision) is Legacy:
+            # A probe that only timed out may still be answered by a slow modern server:
+            # its late result is modern evidence (docs/connection.md, "Era discovery").
+            self._late_probe_id = self._probe_id if type(outcome) is ProbeTimeout else None
+            self._probe_id = None
             self._origin = "probe"
             self._legacy_offer = decision.version  # a -32022 may name the legacy version to use
             return "initializing"
@@ -208,9 +227,30 @@ class HandshakeStates(ConnectionCore):
 
     def _initializing_message(self, m: Any) -> Any:
         mid = getattr(m, "id", None)
+        if mid is not None and mid == self._late_probe_id and type(m) in (Response, ErrorResponse):
+            self._late_probe_id = None
+            if type(m) is Response and type(self._probe_decision(m.result)) is Modern:
+                # The probe's late answer: a slow modern server. Ready in the modern era;
+                # the initialize answer, when it comes, is dropped as no longer pending.
+                self._init_id = None
+                log.info("the server answered server/discover late; it is modern")
+                return self._classified(ProbeResult(m.result))
+            return None  # a late error or a non-discover result: initialize decides
         if mid is not None and mid == self._init_id and type(m) in (Response, ErrorResponse):
             self._init_id = None
             if type(m) is ErrorResponse:
+                if self._mode == "auto" and not self._pinned:
+                    verdict = classify_initialize_refusal(
+                        m.code, m.data, probe_outstanding=self._late_probe_id is not None
+                    )
+                    if type(verdict) is Rediscover:
+                        log.info("initialize refused with -32022 naming a modern version")
+                        self._modern_hint = True
+                        self._late_probe_id = None
+                        return "discovering"
+                    if type(verdict) is KeepWaiting:
+                        log.info("initialize refused; waiting for the late server/discover")
+                        return None
                 log.warning("server refused initialize (code %s)", m.code)
                 return self._closed("initialize_refused")
             try:

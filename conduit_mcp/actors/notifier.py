@@ -1,7 +1,7 @@
 """The notifier: the actor that runs user code for notifications, so the connection never does.
 
-Seed 000: the connection "never runs user code", and notifications reach the handler "run in a
-separate process, in order". The connection tells this actor a :class:`Deliver` batch; the
+The connection never runs user code, and notifications reach subscribers in order, from a
+thread of their own (docs/connection.md, "Notifications"). The connection tells this actor a :class:`Deliver` batch; the
 actor hands each notification, in order of arrival, to each subscriber in subscription order
 (:mod:`conduit_mcp.notifications` describes the kinds):
 
@@ -25,8 +25,11 @@ order.
 
 The notifier is a lazy supervisor child (:func:`child_spec`): a client nobody subscribes to
 never starts its thread. It outlives a crashed connection: the restarted one tells it
-:class:`Replay`, and hears every subscriber back (so it listens for them again). It holds its subscribers in memory; user code cannot crash it (every
-exception from a subscriber is caught).
+:class:`Replay`, and hears every subscriber back (so it listens for them again). Its
+subscribers outlive the notifier itself: they are kept in a dict the client's tree owns and
+hands to every incarnation, so a crashed notifier loses at most the batch it was delivering
+(docs/actor-tree.md). User code cannot crash it (every exception from a subscriber is
+caught).
 """
 
 from __future__ import annotations
@@ -163,11 +166,19 @@ class Notifier(SafeActor):
     ``client_name`` names the client in log messages.
     """
 
-    def __init__(self, client_name: str, *, link: Link | None = None) -> None:
+    def __init__(
+        self,
+        client_name: str,
+        subscribers: dict[Hashable, Subscriber] | None = None,
+        *,
+        link: Link | None = None,
+    ) -> None:
         super().__init__(link=link)
         self.client_name = client_name
-        # Insertion order is subscription order; a re-subscribe keeps its place.
-        self._subs: dict[Hashable, Subscriber] = {}
+        # Insertion order is subscription order; a re-subscribe keeps its place. The dict
+        # belongs to the client's tree, so a restarted notifier has every subscriber; only
+        # the notifier (one incarnation at a time) changes it.
+        self._subs: dict[Hashable, Subscriber] = subscribers if subscribers is not None else {}
         self._delivered = 0
         self._dropped = _Counter()
 
@@ -198,9 +209,6 @@ class Notifier(SafeActor):
             self._replay(message.connection)
             return None
         return super().receive(message)
-
-    def terminate(self, reason: BaseException | None) -> None:
-        self._subs.clear()
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -307,6 +315,7 @@ class Notifier(SafeActor):
 
 def child_spec(
     client_name: str,
+    subscribers: dict[Hashable, Subscriber] | None = None,
     *,
     id: str = "notifier",
     restart: RestartType = "permanent",
@@ -314,5 +323,5 @@ def child_spec(
 ) -> ChildSpec:
     """The lazy supervisor child for ``client_name``'s notifier (started on ``StartChild``)."""
     return child_spec_for(
-        Notifier, client_name, id=id, restart=restart, shutdown=shutdown, lazy=True
+        Notifier, client_name, subscribers, id=id, restart=restart, shutdown=shutdown, lazy=True
     )

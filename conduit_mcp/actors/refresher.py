@@ -1,8 +1,8 @@
 """The refresher: fetches every page of a cached list off the connection and reports back.
 
-Seed 000, "Cache": the connection "never fetches lists itself: a refresh runs in a task ...
-and reports back". Here that task is this actor (a lazy child of the client's supervisor:
-a client whose lists never change never starts its thread). It sends each page request to
+The connection never fetches lists itself: a refresh runs elsewhere and reports back
+(docs/connection.md, "Cache"). Here that is this actor (a lazy child of the client's
+supervisor: a client whose lists never change never starts its thread). It sends each page request to
 the connection like any caller, but never waits: each answer comes back as a message
 (:class:`_PageAnswer`, through a :class:`TellReply`), and the next page is requested from
 there. At the end it tells the connection :class:`Refreshed` (the items and the raw pages,
@@ -10,7 +10,8 @@ for the cache's ``ttlMs``/``cacheScope`` rules) or :class:`RefreshFailed`.
 
 The connection decides when (its :class:`~conduit_mcp.protocol.coalesce.RefreshGate` keeps it
 to two per burst and one per second per list); this actor only walks cursors, one list at a
-time per kind, bounded by the client's request timeout per page and ``MAX_PAGES``.
+time per kind, bounded by the client's request timeout per page and ``MAX_PAGES``. If it
+crashes mid-walk, it reports each running walk as :class:`RefreshFailed` on its way out.
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ class Refresher(SafeActor):
             self._request(walk)
             return None
         return super().receive(message)
+
+    def terminate(self, reason: BaseException | None) -> None:
+        # A crash mid-walk: report every running refresh failed, so the connection stops
+        # waiting for it; the list stays stale and the next read fetches it.
+        if reason is None:
+            return
+        for walk in list(self._walks.values()):
+            error = Error("unavailable", "refresher_crashed", "the cache refresher crashed")
+            self._done(walk, RefreshFailed(walk.kind, error))
 
     def _request(self, walk: _Walk) -> None:
         conn = self._registry.get("connection")

@@ -15,11 +15,19 @@ that test with its name instead of breaking an actor at run time.
   a cast when it collects what is left in its mailbox.
 * ``SimpleQueue.get_nowait`` on the inbox, and the envelope's ``message`` / ``reply_to``:
   reading what is left in a dead actor's mailbox without blocking.
+* ``ActorRegistry._actor_refs`` and ``_actor_refs_lock``: in a forked child, forgetting the
+  parent's actors (their threads were not copied) without taking a lock that a thread of the
+  parent may have held at the fork.
+* A ``ThreadingActor``'s thread runs the bound method ``actor._actor_loop`` as its target,
+  kept by CPython's ``Thread`` as ``_target`` while it runs: :func:`calling_actor_stopped`
+  finds the actor calling from the current thread (Pykka has no "current actor" API).
 """
 
 from __future__ import annotations
 
 import queue
+import threading
+from collections.abc import Callable
 from typing import Any, Final
 
 import pykka
@@ -48,11 +56,34 @@ def envelope_parts(envelope: Any) -> tuple[Any, Any]:
     return envelope.message, envelope.reply_to
 
 
+def forget_refs_in_child(keep: Callable[[Any], bool]) -> None:
+    """After ``fork``, in the child: drop every registered ref for which ``keep`` is false.
+
+    The registry's lock is replaced first: a thread of the parent may have held it at the
+    fork, and that thread does not exist in the child, so the old lock might never be freed.
+    """
+    registry = pykka.ActorRegistry
+    registry._actor_refs_lock = threading.RLock()
+    registry._actor_refs[:] = [ref for ref in registry._actor_refs if keep(ref)]
+
+
+def calling_actor_stopped() -> threading.Event | None:
+    """The ``actor_stopped`` event of the Pykka actor whose thread calls this, or None when
+    the current thread is not an actor's. Costs two attribute reads."""
+    target = getattr(threading.current_thread(), "_target", None)
+    actor = getattr(target, "__self__", None)
+    if isinstance(actor, pykka.Actor):
+        return actor.actor_stopped
+    return None
+
+
 __all__ = [
+    "calling_actor_stopped",
     "ACTOR_STOP",
     "CREATE_INBOX",
     "HANDLE_RECEIVE",
     "envelope_parts",
+    "forget_refs_in_child",
     "new_inbox",
     "pykka",
     "take_nowait",

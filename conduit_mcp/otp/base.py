@@ -18,12 +18,13 @@ which have one meaning each, as OTP's ``init``/``handle_*``/``terminate`` do.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, final
 
 import pykka
 
-from conduit_mcp.otp._pykka import HANDLE_RECEIVE, new_inbox
+from conduit_mcp.otp._pykka import HANDLE_RECEIVE, forget_refs_in_child, new_inbox
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -258,3 +259,14 @@ class SafeActor(pykka.ThreadingActor):
             logger.exception("release of %s failed", self)
         if self._link is not None:
             self._link.exited(self.actor_urn, reason)
+
+
+def _forget_actors_in_child() -> None:
+    # fork copies only the calling thread: in the child every SafeActor of the parent is a
+    # ref with no thread behind it. Unregistered, so that pykka.ActorRegistry.stop_all() in
+    # the child does not wait for actors that can never answer.
+    forget_refs_in_child(lambda ref: not issubclass(ref.actor_class, SafeActor))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_actors_in_child)

@@ -1,19 +1,17 @@
-"""The rules of the per-connection list cache (seed 003), as pure functions.
+"""The rules of the per-connection list cache (``docs/cache.md``), as pure functions.
 
 No threads, no I/O, no clock reads: every time is a parameter, in **monotonic seconds**
 (``time.monotonic()``), and the server's hints are read from the raw page results
 (``Page.raw``, where ``parse_page`` keeps ``ttlMs`` and ``cacheScope``). The store that
 applies them is ``conduit_mcp.cache``.
 
-Freshness (seed 003, "Freshness"; mcp-spec §5)
+Freshness (``docs/cache.md``, "Freshness"; MCP spec 2026-07-28, Server utilities, "Caching")
     A list's ttl is the minimum ``ttlMs`` over its pages; a missing, negative or
     non-integer value on any page makes it 0, and a ttl of 0 is never fresh. "Integer"
     means a JSON integer, i.e. a Python ``int`` that is not a ``bool``: a float is refused
-    even when integral (``5.0``), like Elixir's ``is_integer/1`` in the design we port.
-    Servers written in JavaScript cannot even send ``5.0`` (``JSON.stringify(5.0)`` is
-    ``"5"``), so only a server that deliberately sends a float loses its hint.
+    even when integral (``5.0``); ``docs/porting.md`` says why that costs nothing.
 
-Private results (seed 003, "Private results", HT-11)
+Private results (``docs/cache.md``, "Private results")
     A list is public only when every page said ``cacheScope: "public"``; anything else
     (absent on every legacy result, a typo, mixed pages) is private. A private list is
     stored with the identity of the credentials it was fetched with (``Private(credential)``,
@@ -77,8 +75,8 @@ class Private:
 #: ``PUBLIC`` or ``Private(credential)``.
 Owner = str | Private
 
-# The item field each kind is keyed by (seed 003's point rows: {:tool, name}, {:prompt, name},
-# {:resource, uri}, {:resource_template, uri_template}).
+# The item field each kind is keyed by: a tool or prompt by name, a resource by URI, a
+# template by URI template (``docs/cache.md``, "From rows to a snapshot").
 _KEYS: Final[dict[str, Callable[[Any], str]]] = {
     "tools": attrgetter("name"),
     "prompts": attrgetter("name"),

@@ -1,10 +1,11 @@
 """Flood control for change notifications: a leading/trailing coalescer and a refresh gate.
 
-Seed 000, "Notifications": *a burst of one* ``notifications/*/list_changed`` *kind is coalesced:
-the first is delivered at once, and any further ones within the next 250 ms are delivered as one
-trailing notification, so a flood reaches subscribers at most twice per window. Each delivered*
-``list_changed`` *marks the matching cache list stale and, if it was ever fetched, refreshes it:
-at most two refreshes per burst, and at most one per second per list under a sustained flood.*
+The rule (``docs/connection.md``, "Notifications"): a burst of one
+``notifications/*/list_changed`` kind is coalesced: the first is delivered at once, and any
+further ones within the next 250 ms are delivered as one trailing notification, so a flood
+reaches subscribers at most twice per window. Each delivered ``list_changed`` marks the
+matching cache list stale and, if it was ever fetched, refreshes it: at most two refreshes per
+burst, and at most one per second per list under a sustained flood.
 
 Both classes are pure state machines: no threads, no clock reads, no timers. Every call takes
 ``now`` (``time.monotonic()`` seconds, never decreasing); ``next_deadline()`` says when the owner

@@ -1,7 +1,7 @@
 """The two handshakes' answers: a modern ``DiscoverResult`` and a legacy ``InitializeResult``.
 
 Pure parsing, shared by the probe classifier (``negotiation``) and by a ready connection
-that re-discovers after ``-32022`` (seed 000).
+that re-discovers after ``-32022`` (``docs/connection.md``, "Era discovery").
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from .versions import era_of
 
 @dataclass(frozen=True, slots=True)
 class DiscoverInfo:
-    """A parsed ``DiscoverResult`` (mcp-spec §2). ``raw`` is the result (do not mutate)."""
+    """A parsed ``DiscoverResult`` (MCP spec 2026-07-28, Server, "Discover").
+
+    ``raw`` is the result (do not mutate).
+    """
 
     versions: tuple[str, ...]
     capabilities: dict[str, Any]
@@ -27,7 +30,10 @@ class DiscoverInfo:
 
 @dataclass(frozen=True, slots=True)
 class InitInfo:
-    """A checked legacy ``InitializeResult`` (mcp-spec §10). ``raw`` is the result."""
+    """A checked legacy ``InitializeResult`` (MCP spec 2025-11-25, Basic, "Lifecycle").
+
+    ``raw`` is the result.
+    """
 
     version: str
     capabilities: dict[str, Any]
@@ -37,7 +43,7 @@ class InitInfo:
 
 
 def parse_discover(result: Any) -> DiscoverInfo:
-    """Read a ``DiscoverResult`` leniently (mcp-spec §13.3).
+    """Read a ``DiscoverResult`` leniently: older servers omit fields.
 
     Its mark is a ``supportedVersions`` list: without one the answer is not a
     DiscoverResult and this raises ``Error("protocol", "bad_discover_result")`` (the

@@ -13,7 +13,8 @@ from .._version import __version__
 from ..errors import Error
 from .meta import META_CLIENT_CAPS, META_CLIENT_INFO, META_PROGRESS_TOKEN, META_VERSION
 
-#: The modern probe and capability query (mcp-spec §2); servers MUST implement it.
+#: The modern probe and capability query; servers MUST implement it (MCP spec 2026-07-28,
+#: Server, "Discover").
 DISCOVER: Final = "server/discover"
 INITIALIZE: Final = "initialize"
 INITIALIZED: Final = "notifications/initialized"
@@ -28,8 +29,9 @@ PACKAGE_VERSION: Final = __version__
 def client_info(name: str = "conduit-mcp", version: str = PACKAGE_VERSION) -> dict[str, str]:
     """An ``Implementation`` object. ``name`` and ``version`` are its only required fields.
 
-    Modern clients SHOULD send it on every request (mcp-spec §1), and the conformance suite
-    warns (one older scenario fails) when it is missing (§13.8), so it is always sent.
+    Modern clients SHOULD send it on every request (MCP spec 2026-07-28, Basic, "General
+    fields", ``_meta``), and the MCP conformance suite warns (one older scenario fails) when
+    it is missing, so it is always sent.
     """
     return {"name": name, "version": version}
 
@@ -64,12 +66,13 @@ def request(
 ) -> dict[str, Any]:
     """A JSON-RPC request for ``era``; the caller's ``params`` and ``_meta`` are not mutated.
 
-    Modern (mcp-spec §1): ``params._meta`` carries the protocol version, ``clientInfo`` and
-    ``clientCapabilities`` on every request, since there is no session to remember them.
+    Modern (MCP spec 2026-07-28, Basic, "General fields"): ``params._meta`` carries the
+    protocol version, ``clientInfo`` and ``clientCapabilities`` on every request, since
+    there is no session to remember them.
     Those three keys overwrite any the caller put in ``_meta`` (the connection, not the
     caller, knows the negotiated version; on HTTP a disagreeing version header would be
     -32020); other caller keys (``traceparent``, a log level, custom ones) are kept.
-    Legacy (mcp-spec §10): ``_meta`` is optional and only written for a progress token;
+    Legacy (MCP spec 2025-11-25): ``_meta`` is optional and only written for a progress token;
     ``params`` is omitted when there are none.
 
     ``client_info`` and ``capabilities`` are embedded, not copied: they are built once per
@@ -77,7 +80,7 @@ def request(
     ``params`` (and of its ``_meta``) is copied; nested values are shared.
     """
     if era == "modern":
-        meta = {
+        meta: dict[str, Any] = {
             META_VERSION: version,
             META_CLIENT_INFO: client_info,
             META_CLIENT_CAPS: capabilities,
@@ -119,8 +122,9 @@ def discover_request(
 ) -> dict[str, Any]:
     """The ``server/discover`` probe: a modern request whose ``_meta`` offers ``version``.
 
-    mcp-spec §8: a dual-era client "SHOULD probe with server/discover before sending any
-    other request, setting its preferred modern version in _meta".
+    MCP spec 2026-07-28, Transports, "stdio": a dual-era client "SHOULD probe with
+    server/discover before sending any other request, setting its preferred modern version
+    in _meta".
     """
     return request(
         id, DISCOVER, None, era="modern", version=version,
@@ -136,7 +140,10 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
 
 def cancelled(request_id: int | str, reason: str | None = None) -> dict[str, Any]:
-    """``notifications/cancelled`` for one of our requests (the stdio way to cancel, §8-§9).
+    """``notifications/cancelled`` for one of our requests.
+
+    It is the stdio way to cancel (MCP spec 2026-07-28, Basic, "Cancellation"); over HTTP the
+    modern client closes the response stream instead.
 
     ``requestId`` is required in 2026-07-28 (optional before), so it is always sent;
     ``reason`` only when given. Never send it for ``initialize`` (legacy lifecycle: a client
@@ -151,7 +158,8 @@ def cancelled(request_id: int | str, reason: str | None = None) -> dict[str, Any
 def initialize_params(
     version: str, capabilities: Mapping[str, Any], client_info: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Legacy ``InitializeRequestParams`` (mcp-spec §10): the version we offer, our caps, us."""
+    """Legacy ``InitializeRequestParams`` (MCP spec 2025-11-25, Basic, "Lifecycle"): the
+    version we offer, our capabilities, and who we are."""
     return {"protocolVersion": version, "capabilities": capabilities, "clientInfo": client_info}
 
 

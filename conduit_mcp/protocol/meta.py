@@ -1,4 +1,5 @@
-"""The reserved ``_meta`` keys (mcp-spec §1, schema.ts ``RequestMetaObject`` and friends).
+"""The reserved ``_meta`` keys (MCP spec 2026-07-28, Basic, "General fields"; the schema's
+``RequestMetaObject`` and friends).
 
 Any ``_meta`` key whose prefix's second label is ``modelcontextprotocol`` or ``mcp`` is
 reserved for the spec, so these exact strings are the only ones the client writes.

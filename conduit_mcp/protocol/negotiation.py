@@ -48,6 +48,7 @@ __all__ = [
     "DiscoverInfo",
     "HttpProbe",
     "InitInfo",
+    "KeepWaiting",
     "Legacy",
     "Modern",
     "ProbeError",
@@ -58,6 +59,7 @@ __all__ = [
     "Reconnect",
     "Rediscover",
     "check_initialize",
+    "classify_initialize_refusal",
     "classify_probe",
     "parse_discover",
 ]
@@ -165,6 +167,15 @@ class AuthRequired:
 
 Decision = Modern | Rediscover | Legacy | Reconnect | Close | AuthRequired
 
+
+@dataclass(frozen=True, slots=True)
+class KeepWaiting:
+    """``initialize`` was refused, but the probe that timed out may still be answered: the
+    fallback was taken on silence alone, and a slow modern server answers the probe late."""
+
+    reason: str
+
+
 # -- the classifier ------------------------------------------------------------------------
 
 
@@ -209,6 +220,40 @@ def classify_probe(
             raise Error("argument", "outcome", "an HttpProbe outcome needs transport_kind 'http'")
         return _on_http(outcome, mode, offered, retried)
     raise Error("argument", "outcome", f"not a probe outcome: {type(outcome).__name__}")
+
+
+def classify_initialize_refusal(
+    code: int, data: Any, *, probe_outstanding: bool
+) -> Rediscover | KeepWaiting | Close:
+    """What a refused ``initialize`` means in auto mode, after the fallback it answers.
+
+    The fallback to ``initialize`` can rest on a probe that only timed out: a server slower
+    to start than ``probe_timeout`` (a first ``uvx`` or ``npx`` run, a container, a slow
+    import) then answers both requests, in order. So, in auto mode:
+
+    * ``-32022`` naming a version we speak in the modern era proves a modern server: discover
+      again with it (MCP spec 2026-07-28, basic/versioning: the error lists what the server
+      supports);
+    * any other refusal while the probe is still unanswered says nothing final: keep waiting
+      for the probe's late answer (bounded by the handshake's ``request_timeout``);
+    * otherwise the server refused the handshake: close.
+
+    >>> classify_initialize_refusal(-32022, {"supported": ["2026-07-28"]}, probe_outstanding=False)
+    Rediscover(version='2026-07-28')
+    >>> classify_initialize_refusal(-32601, None, probe_outstanding=True)
+    KeepWaiting(reason='probe_outstanding')
+    >>> classify_initialize_refusal(-32601, None, probe_outstanding=False).reason
+    'initialize_refused'
+    """
+    if code == UNSUPPORTED_PROTOCOL_VERSION:
+        listed = data.get("supported") if type(data) is dict else None
+        if isinstance(listed, (list, tuple)):
+            version = mutual_version(listed, "modern")
+            if version is not None:
+                return Rediscover(version)
+    if probe_outstanding:
+        return KeepWaiting("probe_outstanding")
+    return Close("initialize_refused", "the server refused initialize")
 
 
 def _legacy_evidence(reason: str, mode: str) -> Decision:

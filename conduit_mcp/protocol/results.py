@@ -4,14 +4,14 @@ Every parser checks shapes up front and raises ``Error("protocol", "bad_result",
 a malformed result, so a caller never sees a KeyError or TypeError from deep inside. The
 rule of thumb: required identity fields (a tool's ``name``, a resource's ``uri``) and the
 type of every field that is present are checked; absent optional fields get a neutral
-default (mcp-spec §13.3: older servers omit fields, parse leniently). The messages name
+default (older servers omit fields: parse leniently). The messages name
 the field, never its value (a result may carry anything).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeGuard
 
 from ..errors import Error
 from ..types import (
@@ -79,7 +79,7 @@ def _objects(items: list[Any], what: str) -> tuple[dict[str, Any], ...]:
 
 
 def check_result_type(result: dict[str, Any]) -> None:
-    """Accept only complete results (mcp-spec §4, §13.7).
+    """Accept only complete results (MCP spec 2026-07-28, Basic, "Result types").
 
     An absent ``resultType`` MUST be treated as ``"complete"`` (every legacy result, and
     lenient modern servers). ``"input_required"`` (multi-round-trip requests) is not
@@ -180,8 +180,9 @@ def parse_page(kind: ListKind, result: Any) -> Page[Any]:
     ``resources/templates/list``.
 
     ``nextCursor`` absent (or null, which some serialisers write for "absent") ends the
-    list; any string, including ``""``, is a cursor to send back (mcp-spec §9). The caching
-    hints ``ttlMs``/``cacheScope`` stay in ``raw`` for the cache to read.
+    list; any string, including ``""``, is a cursor to send back (MCP spec 2026-07-28,
+    Server utilities, "Pagination"). The caching hints ``ttlMs``/``cacheScope`` stay in
+    ``raw`` for the cache to read.
     """
     spec = _PAGES.get(kind)
     if spec is None:
@@ -197,7 +198,7 @@ def parse_page(kind: ListKind, result: Any) -> Page[Any]:
 
 
 def parse_call_tool(result: Any) -> CallToolResult:
-    """A ``tools/call`` result. ``isError: true`` is returned, not raised (DESIGN, Errors).
+    """A ``tools/call`` result. ``isError: true`` is returned, not raised: it is a result.
 
     ``content`` is required by the schema but treated as empty when absent, so a tool that
     answers only ``structuredContent`` is still readable.
@@ -244,7 +245,8 @@ def parse_complete(result: Any) -> CompleteResult:
     return CompleteResult(tuple(values), total, bool(has_more), obj)
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
+    # JSON numbers only: a bool is an int to isinstance(), not to the protocol.
     t = type(value)
     return t is int or t is float
 
@@ -261,7 +263,7 @@ def parse_progress(params: Any) -> tuple[int | str, Progress] | None:
         return None
     token = params.get("progressToken")
     progress = params.get("progress")
-    if type(token) not in (int, str) or not _number(progress):
+    if not (type(token) is int or type(token) is str) or not _number(progress):
         return None
     total = params.get("total")
     message = params.get("message")

@@ -1,9 +1,9 @@
 """The protocol versions this client speaks, their eras, and the ``protocol=`` option.
 
-mcp-spec §0 (versioning.mdx): *modern* versions (2026-07-28 and later) carry version, client
-identity and capabilities in every request's ``_meta``; *legacy* versions (2025-11-25 and
-earlier) establish a session with the ``initialize`` handshake. Version ids are
-``YYYY-MM-DD`` strings, so "newest" is plain string order, but every tuple here is kept
+MCP spec 2026-07-28, Basic, "Versioning": *modern* versions (2026-07-28 and later) carry
+version, client identity and capabilities in every request's ``_meta``; *legacy* versions
+(2025-11-25 and earlier) establish a session with the ``initialize`` handshake. Version ids
+are ``YYYY-MM-DD`` strings, so "newest" is plain string order, but every tuple here is kept
 newest-first explicitly so no caller has to sort.
 """
 
@@ -57,10 +57,10 @@ def era_of(version: object) -> Era | None:
 class ProtocolChoice:
     """The validated ``protocol=`` option.
 
-    ``mode`` is how the connection negotiates (seed 000, "Era discovery"): ``auto`` probes
-    ``server/discover`` and may fall back to ``initialize``; ``modern`` discovers without
-    ever falling back; ``legacy`` goes straight to ``initialize``. ``version`` is the pinned
-    version, or None to offer the newest one of the era.
+    ``mode`` is how the connection negotiates (``docs/connection.md``, "Era discovery"):
+    ``auto`` probes ``server/discover`` and may fall back to ``initialize``; ``modern``
+    discovers without ever falling back; ``legacy`` goes straight to ``initialize``.
+    ``version`` is the pinned version, or None to offer the newest one of the era.
     """
 
     mode: Mode
@@ -71,7 +71,8 @@ class ProtocolChoice:
         """The version to offer first: the pinned one, else the newest of the mode's era.
 
         ``auto`` offers the newest modern version, because its first move is the modern
-        ``server/discover`` probe (mcp-spec §8: "setting its preferred modern version").
+        ``server/discover`` probe (MCP spec 2026-07-28, Transports, "stdio": "setting its
+        preferred modern version").
         """
         if self.version is not None:
             return self.version
@@ -79,11 +80,11 @@ class ProtocolChoice:
 
 
 def parse_protocol_option(value: object) -> ProtocolChoice:
-    """Validate the ``protocol=`` option once, at start (DESIGN: options validated once).
+    """Validate the ``protocol=`` option once, at start, like every option.
 
     Accepts ``"auto"``, ``"modern"``, ``"legacy"`` or one exact version we implement; an
-    explicit version pins both the era and the version (seed 000: "``protocol: :modern``
-    (or a modern version)", "``protocol: :legacy`` (or a legacy version)").
+    explicit version pins both the era and the version (``docs/connection.md``, "Era
+    discovery").
 
     >>> parse_protocol_option("2025-06-18")
     ProtocolChoice(mode='legacy', version='2025-06-18')
@@ -104,8 +105,8 @@ def mutual_version(supported: Iterable[object], era: Era | None = None) -> str |
     ``supported`` is server data (``DiscoverResult.supportedVersions`` or the ``-32022``
     error's ``data.supported``), so it is read defensively: non-string entries are ignored,
     and anything that is not a list or tuple (a bare string, a dict, None) names nothing.
-    The server's order is irrelevant: mcp-spec §3 says the *client* selects a mutually
-    supported version, and we prefer the newest.
+    The server's order is irrelevant: the *client* selects a mutually supported version
+    (MCP spec 2026-07-28, Basic, "Versioning"), and we prefer the newest.
 
     >>> mutual_version(["2025-06-18", "2026-07-28"]), mutual_version(["2026-07-28"], "legacy")
     ('2026-07-28', None)

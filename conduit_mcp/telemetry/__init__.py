@@ -3,10 +3,12 @@
 connection's transitions, cancellations and dropped responses (README, "Telemetry").
 
 Only ``opentelemetry-api`` is needed. Without an SDK (no provider given, none installed
-globally, an empty current context) :meth:`Telemetry.start` returns None after three
-reads, and a request pays a few hundred nanoseconds for its telemetry (README, "Telemetry"). Providers are per client (``tracer_provider=``,
-``meter_provider=``); None means the global ones, resolved lazily through the API's proxies,
-so an application that installs its providers after starting a client is still honoured.
+globally, an empty current context) :meth:`Telemetry.start` returns None after three reads,
+and a request pays a few hundred nanoseconds for its telemetry (README, "Telemetry").
+
+Providers are per client (``tracer_provider=``, ``meter_provider=``). None means the global
+ones, resolved lazily through the API's proxies, so an application that installs its
+providers after starting a client is still honoured.
 
 Where each thing runs:
 
@@ -50,6 +52,7 @@ _log = logging.getLogger("conduit_mcp.telemetry")
 # public getters cost ~1 us: they read os.environ). If a future API release renames them, the
 # fast path is simply off and every request takes the general path, which is always correct.
 _trace_state: Any = trace
+_metrics_state: Any
 try:
     from opentelemetry.metrics import _internal as _metrics_state
 except ImportError:  # pragma: no cover - a future API layout

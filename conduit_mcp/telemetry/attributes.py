@@ -34,7 +34,7 @@ TOOL_ERROR: Final = "tool_error"
 PIPE: Final = "pipe"
 TCP: Final = "tcp"
 
-# -- connection-level counter attributes (seed 000's telemetry events) -------------------------
+# -- connection-level counter attributes (docs/porting.md, "Telemetry events to OpenTelemetry") --
 
 FROM: Final = "from"
 TO: Final = "to"

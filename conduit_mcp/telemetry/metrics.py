@@ -1,8 +1,9 @@
 """The instruments: the operation-duration histogram and the connection-level counters.
 
-The counters are seed 000's one-shot connection events (``connection.transition``,
-``request.cancel``, ``response.dropped``). They are counted *in the connection actor*, which
-must never run user code, so they are OTel metrics counters rather than spans or span events:
+The counters are the connection's one-shot events (transitions, cancellations, dropped
+responses: ``docs/porting.md``, "Telemetry events to OpenTelemetry"). They are counted *in the
+connection actor*, which must never run user code, so they are OTel metrics counters rather
+than spans or span events:
 ``Counter.add`` only folds the point into an in-process aggregation (a dict update under a
 lock in the default SDK); no span processor, exporter or reader code runs synchronously with
 it (periodic readers export from their own thread, pull readers on ``collect``). Without an

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from .protocol import INVALID_PARAMS, LOG_LEVELS, RpcError
 
@@ -170,7 +170,7 @@ _HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]]
     ),
 ]
 
-_PROMPTS = [
+_PROMPTS: list[dict[str, Any]] = [
     {
         "name": "greet",
         "title": "Greeting",
@@ -179,11 +179,11 @@ _PROMPTS = [
     },
     {"name": "plain", "title": "Plain", "description": "A prompt without arguments."},
 ]
-_RESOURCES = [
+_RESOURCES: list[dict[str, Any]] = [
     {"uri": "test://static/hello", "name": "hello", "title": "Hello", "mimeType": "text/plain"},
     {"uri": "test://static/blob", "name": "blob", "mimeType": "application/octet-stream"},
 ]
-_TEMPLATES = [
+_TEMPLATES: list[dict[str, Any]] = [
     {"uriTemplate": "test://item/{id}", "name": "item", "title": "Item", "mimeType": "text/plain"}
 ]
 _BLOB = base64.b64encode(bytes(range(16))).decode()
@@ -204,7 +204,7 @@ def _tool_error(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def _is_num(x: Any) -> bool:
+def _is_num(x: Any) -> TypeGuard[int | float]:
     return type(x) is int or type(x) is float
 
 

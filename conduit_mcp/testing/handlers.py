@@ -42,11 +42,12 @@ from .protocol import (
     RpcError,
     _Ctx,
 )
+from .state import ServerState
 
 __all__ = ["HandlersMixin"]
 
 
-class HandlersMixin:
+class HandlersMixin(ServerState):
     """Era dispatch and the ``_h_*`` method handlers: a base of ``ScriptedMcpServer`` only.
 
     Uses the server's ``config``, era and session state (``_era``, ``_advertised``,

@@ -4,7 +4,7 @@
 aiohttp.web and prints ``listening <port>`` once it accepts connections. Modern (2026-07-28)
 POSTs go to one shared core; each legacy ``initialize`` makes a session with its own core.
 It is a strict server, meant to catch a client breaking the transport rules; what it answers
-is documented in :mod:`conduit_mcp.testing` ("Streamable HTTP"). Routing emitted messages to
+is documented in ``docs/testing.md`` ("Streamable HTTP"). Routing emitted messages to
 responses lives in :mod:`.http_streams`, answering one POST in :mod:`.http_answers`, header
 checks in :mod:`.http_headers`, the subprocess handle in :mod:`.http_process`.
 
@@ -139,7 +139,8 @@ class HttpFront(ExchangeMixin):
             refused = self._refuse(request)
             if refused is not None:
                 return refused
-            return await handler(request)
+            response: web.StreamResponse = await handler(request)
+            return response
         except Dropped:
             self._log_http(request, None)
             raise asyncio.CancelledError from None  # the connection is gone already

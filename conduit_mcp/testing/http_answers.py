@@ -19,7 +19,7 @@ from aiohttp import web
 
 from .http_streams import Exchange, Router, Session, Stream, current_exchange
 from .options import Config
-from .protocol import INVALID_REQUEST, METHOD_NOT_FOUND
+from .protocol import INVALID_REQUEST, METHOD_NOT_FOUND, dict_at
 
 __all__ = ["MISSING_SESSION", "SESSION_HEADER", "SESSION_NOT_FOUND", "ExchangeMixin"]
 
@@ -87,8 +87,8 @@ class ExchangeMixin:
             if exchange.fault is not None:
                 return await self._fault(router, exchange)
             return web.Response(status=202, headers=self._headers(router))
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        params = dict_at(msg, "params")
+        meta = dict_at(params, "_meta")
         token = meta.get("progressToken")
         option = self.config.http_response
         sse = method == "subscriptions/listen" or option == "sse"

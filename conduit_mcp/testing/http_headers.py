@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .protocol import PV_KEY
+from .protocol import PV_KEY, dict_at
 
 __all__ = [
     "HEADER_MISMATCH",
@@ -140,8 +140,8 @@ def header_mismatch(
     returns a tool's ``inputSchema`` (None for an unknown tool).
     """
     method = msg.get("method")
-    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    params = dict_at(msg, "params")
+    meta = dict_at(params, "_meta")
     version = headers.get("MCP-Protocol-Version")
     if version is None:
         return "MCP-Protocol-Version header is missing"

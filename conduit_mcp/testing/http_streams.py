@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .protocol import SUBSCRIPTION_KEY
+from .protocol import SUBSCRIPTION_KEY, dict_at
 
 if TYPE_CHECKING:
     from .rules import Rule
@@ -173,8 +173,8 @@ class Router:
                 return
             self._deliver(target, msg, final=True)
             return
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        params = dict_at(msg, "params")
+        meta = dict_at(params, "_meta")
         cancelled = params.get("requestId") if method == "notifications/cancelled" else None
         if SUBSCRIPTION_KEY in meta:
             self._to(self._lookup(self.exchanges, meta[SUBSCRIPTION_KEY]), msg, "no listen")

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m conduit_mcp.testing",
         description="A scriptable MCP server (modern 2026-07-28 and legacy eras) over stdio "
         "or Streamable HTTP (--http).",
+        epilog="The manual (what each era answers, the tools, --script rules, the HTTP front) "
+        "is docs/testing.md in the conduit-mcp repository.",
     )
     p.add_argument("--era", choices=("both", "modern", "legacy"), default="both")
     p.add_argument("--versions", help="comma-separated protocol versions the server supports")

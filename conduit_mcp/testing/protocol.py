@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_LEGACY_VERSIONS",
     "DEFAULT_MODERN_VERSIONS",
     "RpcError",
+    "dict_at",
     "is_modern_version",
 ]
 
@@ -52,6 +53,12 @@ _CACHEABLE = frozenset(
 _GARBAGE_LINE = b"<<conduit_mcp.testing: this line is not JSON>>\n"
 _NO_RESPONSE: Any = object()  # a handler's way of saying "answer later, or never"
 _MISSING: Any = object()
+
+
+def dict_at(value: Any, key: str) -> dict[str, Any]:
+    """``value[key]`` when both are JSON objects, else an empty one: reading untrusted input."""
+    inner = value.get(key) if isinstance(value, dict) else None
+    return inner if isinstance(inner, dict) else {}
 
 
 def is_modern_version(version: str) -> bool:

@@ -21,7 +21,7 @@ import orjson
 __all__ = ["RawPeer", "envelope"]
 
 MODERN_VERSION = "2026-07-28"
-_EOF = object()
+_EOF: Any = object()  # the end of stdout, in the line queue and the backlog
 
 
 def envelope(
@@ -69,7 +69,7 @@ class RawPeer:
             env=None if env is None else dict(env),
             cwd=cwd,
         )
-        self._lines: queue.Queue[Any] = queue.Queue()
+        self._lines: queue.Queue[bytes] = queue.Queue()  # stdout lines, then _EOF
         self._backlog: collections.deque[Any] = collections.deque()
         self._stderr = bytearray()
         self._stderr_lock = threading.Lock()
@@ -94,7 +94,7 @@ class RawPeer:
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
         while True:
-            chunk = self.proc.stderr.read1(65536)
+            chunk = os.read(self.proc.stderr.fileno(), 65536)
             if not chunk:
                 return
             with self._stderr_lock:
@@ -225,7 +225,8 @@ class RawPeer:
         if item is _EOF:
             self._backlog.appendleft(_EOF)
             raise EOFError("server closed stdout")
-        return item
+        message: dict[str, Any] = item
+        return message
 
     def expect(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 5.0
@@ -246,7 +247,8 @@ class RawPeer:
                     skipped.append(_EOF)
                     raise EOFError(f"server closed stdout; got {skipped[:-1]!r}")
                 if predicate(item):
-                    return item
+                    message: dict[str, Any] = item
+                    return message
                 skipped.append(item)
         finally:
             self._backlog.extendleft(reversed(skipped))

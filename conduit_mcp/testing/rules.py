@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 @dataclass(slots=True)
 class Rule:
-    """One parsed script rule (see the module docs of :mod:`conduit_mcp.testing`)."""
+    """One parsed script rule (``docs/testing.md``, "Scripts")."""
 
     index: int
     method: str | None = None
@@ -106,6 +106,13 @@ def _parse_rule(index: int, raw: Any) -> Rule:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
     rule = Rule(index=index)
+    _parse_match(rule, raw, where)
+    _parse_action(rule, raw, where)
+    return rule
+
+
+def _parse_match(rule: Rule, raw: dict[str, Any], where: str) -> None:
+    """The rule's ``match`` object, ``times`` and ``process``."""
     match = raw.get("match", {})
     if not isinstance(match, dict):
         raise ConfigError(f"{where}: match must be an object")
@@ -129,6 +136,9 @@ def _parse_rule(index: int, raw: Any) -> Rule:
         if container.get("process") is not None:
             rule.process = _positive_int(container["process"], f"{where}: process")
 
+
+def _parse_action(rule: Rule, raw: dict[str, Any], where: str) -> None:
+    """The rule's ``action``: its modifiers, and at most one terminal."""
     if "action" not in raw:
         raise ConfigError(f"{where}: missing action")
     action = raw["action"]
@@ -166,44 +176,46 @@ def _parse_rule(index: int, raw: Any) -> Rule:
     wrong = action.get("wrong_id")
     rule.wrong_id = None if wrong is None or wrong is False else wrong
     if terminals:
-        kind = terminals[0]
-        value = action[kind]
-        rule.terminal = kind
-        if kind == "error":
-            if not isinstance(value, dict) or type(value.get("code")) is not int:
-                raise ConfigError(f"{where}: error must be an object with an integer code")
-            rule.arg = RpcError(
-                value["code"],
-                str(value.get("message", "Scripted error")),
-                value.get("data", _MISSING),
-            )
-        elif kind == "result":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: result must be an object")
-            rule.arg = value
-        elif kind == "exit":
-            if value is True:
-                rule.arg = 3
-            elif type(value) is int and 0 <= value <= 255:
-                rule.arg = value
-            else:
-                raise ConfigError(f"{where}: exit must be true or an exit code 0..255")
-        elif kind == "garbage":
-            if value is True:
-                rule.arg = _GARBAGE_LINE
-            elif isinstance(value, str) and "\n" not in value:
-                rule.arg = value.encode() + b"\n"
-            else:
-                raise ConfigError(f"{where}: garbage must be true or a one-line string")
-        elif kind == "http":
-            rule.arg = _parse_http(value, where)
-        elif kind == "expire_session" and value is not True:
-            raise ConfigError(f"{where}: expire_session must be true")
+        _parse_terminal(rule, terminals[0], action[terminals[0]], where)
     elif not (
         rule.delay or rule.twice or rule.wrong_id is not None or rule.drop_stream is not None
     ):
         raise ConfigError(f"{where}: the action does nothing")
-    return rule
+
+
+def _parse_terminal(rule: Rule, kind: str, value: Any, where: str) -> None:
+    """The one terminal action (an answer or a fault) and its argument."""
+    rule.terminal = kind
+    if kind == "error":
+        if not isinstance(value, dict) or type(value.get("code")) is not int:
+            raise ConfigError(f"{where}: error must be an object with an integer code")
+        rule.arg = RpcError(
+            value["code"],
+            str(value.get("message", "Scripted error")),
+            value.get("data", _MISSING),
+        )
+    elif kind == "result":
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: result must be an object")
+        rule.arg = value
+    elif kind == "exit":
+        if value is True:
+            rule.arg = 3
+        elif type(value) is int and 0 <= value <= 255:
+            rule.arg = value
+        else:
+            raise ConfigError(f"{where}: exit must be true or an exit code 0..255")
+    elif kind == "garbage":
+        if value is True:
+            rule.arg = _GARBAGE_LINE
+        elif isinstance(value, str) and "\n" not in value:
+            rule.arg = value.encode() + b"\n"
+        else:
+            raise ConfigError(f"{where}: garbage must be true or a one-line string")
+    elif kind == "http":
+        rule.arg = _parse_http(value, where)
+    elif kind == "expire_session" and value is not True:
+        raise ConfigError(f"{where}: expire_session must be true")
 
 
 def _parse_http(value: Any, where: str) -> dict[str, Any]:

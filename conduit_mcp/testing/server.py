@@ -7,7 +7,7 @@ or raw lines (:meth:`~ScriptedMcpServer.receive_line`) and answers through callb
 progress with a delay) runs in asyncio tasks on the running loop, so ``receive`` must be
 called from a coroutine or a callback of a running event loop.
 
-The behaviour (options, tools, rules) is documented in :mod:`conduit_mcp.testing`.
+The behaviour (options, tools, rules) is documented in ``docs/testing.md``.
 Requests that need no waiting are answered synchronously inside ``receive``: no task, no
 copy, one ``orjson.dumps`` per answer, so the server costs a few microseconds per call.
 
@@ -22,6 +22,7 @@ Every public name once defined here is still importable from here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -399,7 +400,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         task = asyncio.get_running_loop().create_task(coro)
         if request_id is not None:
             self._tasks[request_id] = task
-            task.add_done_callback(lambda t, rid=request_id: self._forget(rid, t))
+            task.add_done_callback(functools.partial(self._forget, request_id))
 
     def _forget(self, request_id: Any, task: asyncio.Task[Any]) -> None:
         if self._tasks.get(request_id) is task:

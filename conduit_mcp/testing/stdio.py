@@ -117,7 +117,7 @@ class _Stdout:
 class _LineProtocol(asyncio.Protocol):
     def __init__(self, on_line: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
         self._on_line = on_line
-        self._on_eof = on_eof
+        self._on_eof: Callable[[], None] | None = on_eof
         self._buf = b""
 
     def data_received(self, data: bytes) -> None:

@@ -32,11 +32,12 @@ from .protocol import (
     RpcError,
     _Ctx,
 )
+from .state import ServerState
 
 __all__ = ["ToolsMixin"]
 
 
-class ToolsMixin:
+class ToolsMixin(ServerState):
     """The ``_t_*`` tool implementations; only meaningful as a base of ``ScriptedMcpServer``.
 
     Uses the server's sending (``_emit``, ``_emit_raw``, ``_notify``, ``_exit``), its session

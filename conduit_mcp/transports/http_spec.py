@@ -33,6 +33,8 @@ class Http:
     False
     >>> spec
     Http(url='http://127.0.0.1:8000/mcp', credential_id=None)
+    >>> Http("http://user:pw@127.0.0.1:8000/mcp?api_key=k3y")  # never a password or a query
+    Http(url='http://127.0.0.1:8000/mcp', credential_id=None)
     >>> spec.host, spec.port
     ('127.0.0.1', 8000)
     >>> Http("ftp://example.com/")
@@ -51,7 +53,7 @@ class Http:
     ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
     """
 
-    url: str
+    url: str = field(repr=False)
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     bearer: str | None = field(default=None, repr=False)
     auth: AuthCallable | None = field(default=None, repr=False)
@@ -63,12 +65,22 @@ class Http:
     pool_limit: int | None = field(default=None, repr=False)
     close_timeout: float = field(default=2.0, repr=False)
 
+    def __repr__(self) -> str:
+        # The URL's password and query may be credentials (``?api_key=``): origin and path only.
+        return f"Http(url={describe(self)!r}, credential_id={self.credential_id!r})"
+
     def __post_init__(self) -> None:
         if not isinstance(self.url, str):
             raise Error("config", "http.url", "Http url must be a string")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise Error("config", "http.url", "Http url must be an http:// or https:// URL")
+        try:
+            parts.port  # noqa: B018 - parsing it is the check
+        except ValueError:
+            raise Error(
+                "config", "http.url", "the Http url's port is not a number 0-65535"
+            ) from None
         if self.headers is not None:
             if not isinstance(self.headers, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
@@ -77,6 +89,17 @@ class Http:
             object.__setattr__(self, "headers", dict(self.headers))
         if self.bearer is not None and (not isinstance(self.bearer, str) or not self.bearer):
             raise Error("config", "http.bearer", "Http bearer must be a non-empty string")
+        if parts.username is not None or parts.password is not None:
+            # aiohttp turns URL credentials into an Authorization header, and refuses every
+            # request that carries another one: say so now, not as a failed first request.
+            sent = {k.lower() for k in self.headers or {}}
+            if self.bearer is not None or self.auth is not None or "authorization" in sent:
+                raise Error(
+                    "config",
+                    "http.url",
+                    "the Http url carries credentials (user:password@) and so do bearer, auth "
+                    "or an Authorization header; give them one way only",
+                )
         if self.auth is not None:
             if not callable(self.auth):
                 raise Error("config", "http.auth", "Http auth must be a callable")
@@ -142,9 +165,28 @@ class Http:
 UNIDENTIFIED = "unidentified"
 
 
+def safe_url(url: str) -> str:
+    """``scheme://host[:port]/path`` of ``url``: no user, password, query or fragment, which
+    may all carry credentials (``http://user:secret@host/mcp``, ``?api_key=...``).
+
+    >>> safe_url("https://u:secret@[::1]:8443/mcp?api_key=secret#x")
+    'https://[::1]:8443/mcp'
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None else f"{host}:{port}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
 def describe(spec: Any) -> str:
-    """A safe one-line description of a transport spec for logs (no credentials, no query)."""
+    """A safe one-line description of a transport spec for logs and reprs (no credentials,
+    no query)."""
     if isinstance(spec, Http):
-        parts = urlsplit(spec.url)
-        return f"{parts.scheme}://{parts.hostname}:{spec.port}{parts.path}"
+        return safe_url(spec.url)
     return type(spec).__name__

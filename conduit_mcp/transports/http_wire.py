@@ -8,6 +8,7 @@ Kept apart from :mod:`.http` (the transport's life cycle and routing) and
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from ..errors import Error
+from ..errors import Error, Kind
 from ..protocol.http_status import parse_challenges, parse_retry_after
 from ..protocol.sse import SseParser
 
@@ -56,6 +57,17 @@ def _pool() -> ThreadPoolExecutor:
                 max_workers=AUTH_WORKERS, thread_name_prefix="conduit-mcp-auth"
             )
         return _auth_pool
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child has the pool object but none of its threads: it would queue forever.
+    global _auth_pool, _auth_lock
+    _auth_pool = None
+    _auth_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 async def call_auth(auth: Callable[[], Mapping[str, str]], timeout: float) -> Mapping[str, str]:
@@ -104,7 +116,7 @@ def status_error(method: str, status: int, headers: Any) -> Error | None:
 
 def http_error(method: str, status: int) -> Error:
     """A non-2xx answer with no JSON-RPC error in it: 5xx is ``transport``, else ``protocol``."""
-    kind = "transport" if status >= 500 else "protocol"
+    kind: Kind = "transport" if status >= 500 else "protocol"
     return Error(kind, f"http_{status}", f"{method}: the server answered HTTP {status}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
@@ -65,3 +66,17 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
 def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     """Run a coroutine on the I/O loop; the returned future is safe to poll from any thread."""
     return asyncio.run_coroutine_threadsafe(coro, io_loop())
+
+
+def _forget_loop_in_child() -> None:
+    # A forked child inherits the loop object but not its thread (fork copies only the
+    # calling thread): without this, every transport of the child would wait on a loop that
+    # nobody runs (gunicorn --preload, Celery's prefork pool, multiprocessing's fork).
+    global _lock, _loop, _thread
+    _lock = threading.Lock()
+    _loop = None
+    _thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_loop_in_child)

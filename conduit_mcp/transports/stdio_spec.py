@@ -3,10 +3,48 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from ..errors import Error
+
+#: The parent's variables a stdio server gets by default: the ones the official ``mcp``
+#: client passes (``mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS``), so a server configured for
+#: a desktop host starts the same way here, and no secret of the parent (API keys, cloud
+#: credentials, tokens) reaches a server nobody gave it to.
+DEFAULT_INHERITED_ENV_VARS: Final[tuple[str, ...]] = (
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
+
+
+def default_environment() -> dict[str, str]:
+    """The minimal environment: :data:`DEFAULT_INHERITED_ENV_VARS` that are set in the parent.
+
+    A value starting with ``()`` (an exported shell function) is left out, as the official
+    client does: it would run code in a shell the server starts.
+    """
+    return {
+        key: value
+        for key in DEFAULT_INHERITED_ENV_VARS
+        if (value := os.environ.get(key)) is not None and not value.startswith("()")
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,10 +55,20 @@ class Stdio:
     >>> "s3cret" in repr(spec)
     False
     >>> Stdio("server", ["--token=s3cret"])
-    Stdio(command='server', cwd=None, inherit_env=True, stderr_limit=65536, close_grace=2.0)
+    Stdio(command='server', cwd=None, inherit_env=False, stderr_limit=65536, close_grace=2.0)
 
-    ``env`` is added to the parent's environment unless ``inherit_env=False`` (then it is the
-    whole environment, plus ``PATH`` when ``env`` has none). ``stderr_limit`` bounds the
+    The server's environment is a minimal one, ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``,
+    ``TERM`` and ``USER`` from the parent (what the official ``mcp`` client passes; see
+    :data:`DEFAULT_INHERITED_ENV_VARS`), plus ``env``, which wins. The rest of the parent's
+    environment (its API keys and tokens) never reaches the server unless ``inherit_env=True``
+    (then ``env`` is added to the whole parent environment). Give a server what it needs
+    through ``env``: ``env={"PYTHONPATH": ..., "API_KEY": ...}``.
+
+    >>> env = Stdio("server", env={"TOKEN": "t"}).environment()
+    >>> env["TOKEN"], set(env) <= {"TOKEN", *DEFAULT_INHERITED_ENV_VARS}
+    ('t', True)
+
+    ``stderr_limit`` bounds the
     bytes of the server's stderr kept for ``Client.stderr()`` (the oldest are dropped).
     ``close_grace`` is how long ``close`` waits after closing stdin and after SIGTERM before
     the next step (SIGTERM, then SIGKILL).
@@ -30,7 +78,7 @@ class Stdio:
     args: Sequence[str] = field(default=(), repr=False)  # may carry a --token=...
     env: Mapping[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
-    inherit_env: bool = True
+    inherit_env: bool = False  # True: the whole parent environment (with its secrets)
     stderr_limit: int = 64 * 1024
     close_grace: float = 2.0
 
@@ -46,6 +94,8 @@ class Stdio:
             ):
                 raise Error("config", "stdio.env", "Stdio env must map str to str")
             object.__setattr__(self, "env", dict(self.env))
+        if not isinstance(self.inherit_env, bool):
+            raise Error("config", "stdio.inherit_env", "Stdio inherit_env must be True or False")
         if self.cwd is not None and not isinstance(self.cwd, (str, os.PathLike)):
             raise Error("config", "stdio.cwd", "Stdio cwd must be a path")
         if not isinstance(self.stderr_limit, int) or self.stderr_limit < 0:
@@ -55,10 +105,6 @@ class Stdio:
 
     def environment(self) -> dict[str, str]:
         """The environment the child gets."""
-        if self.inherit_env:
-            merged = dict(os.environ)
-            merged.update(self.env or {})
-            return merged
-        env = dict(self.env or {})
-        env.setdefault("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
-        return env
+        merged = dict(os.environ) if self.inherit_env else default_environment()
+        merged.update(self.env or {})
+        return merged

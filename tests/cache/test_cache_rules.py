@@ -1,4 +1,5 @@
-"""protocol.cache_rules: seed 003's freshness and private-result rules as pure functions."""
+"""protocol.cache_rules: the freshness and private-result rules (docs/cache.md) as pure
+functions."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from conduit_mcp.types import Prompt, Resource, ResourceTemplate, Tool
 
 pytestmark = pytest.mark.timeout(20)
 
-# Values that are not a JSON integer of ms: seed 003 "a missing, negative or non-integer ttlMs
-# means 0" (a bool is not an integer; a float is refused even when integral).
+# Values that are not a JSON integer of ms: "a missing, negative or non-integer ttlMs means 0"
+# (docs/cache.md, "Freshness") (a bool is not an integer; a float is refused even when integral).
 NOT_TTLS = [None, -1, -1000, 0, 5.0, 1.5, True, False, "1000", [1000], {"ms": 1}]
 
 ttls = st.integers(min_value=0, max_value=10**12)

@@ -1,4 +1,4 @@
-"""conduit_mcp.cache: the per-connection store (seed 003), single-threaded behaviour."""
+"""conduit_mcp.cache: the per-connection store (docs/cache.md), single-threaded behaviour."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 4 / seed 003 through the public API: the cache readers, freshness, private results
+"""The cache through the public API (docs/cache.md): the cache readers, freshness, private results
 and point lookups, against a real scripted server subprocess.
 
 Every wait has a deadline (a queue, ``server.wait_for``, ``client.wait_for_state``); nothing
@@ -257,7 +257,7 @@ def test_max_cache_ttl_clamps_the_servers_ttl(make_server, start_client, max_cac
 
 
 def test_list_changed_makes_the_list_stale_at_once(make_server, start_client):
-    """Seed 003: a list_changed marks the list stale as soon as it arrives, so a listing
+    """A list_changed marks the list stale as soon as it arrives, so a listing
     made after the change was announced includes it (the server sends the notification
     before the add_tool answer, on the same pipe)."""
     server = make_server(extra_args=TTL)

@@ -139,3 +139,116 @@ def test_a_caller_never_hangs_even_if_the_connection_cannot_answer(
 
     asyncio.run(main())
     assert time.monotonic() - started < 5  # each gave up at its deadline plus the 1 s grace
+
+
+def _public(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def test_the_three_front_ends_have_the_same_request_methods():
+    from conduit_mcp.client import CLIENT_ONLY
+
+    blocking = _public(mcp.Client) - CLIENT_ONLY
+    asyncio_side = _public(mcp.AsyncClient)
+    futures_side = _public(mcp.FutureClient)
+    # Only the asyncio side has its own stop (awaitable) besides Client's; the rest of
+    # the lifecycle, the state read without messaging, the cache reads, subscriptions and
+    # credentials are Client's alone (CLIENT_ONLY): they serve every front end.
+    assert asyncio_side - {"stop"} == blocking - {"stop"}
+    assert futures_side == blocking - {"stop"}
+    assert "list_all_tools" in futures_side and "await_ready" in futures_side
+    assert CLIENT_ONLY <= _public(mcp.Client) | {"aio", "futures", "name"}
+
+
+def test_async_with_stops_the_client_and_stop_never_blocks_the_loop(make_server, start_client):
+    server = make_server()
+    client = start_client(server.stdio())
+
+    async def main() -> int:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        async with client.aio as aio:
+            await aio.await_ready(timeout=10)
+            assert (await aio.call_tool("add", {"a": 1, "b": 2})).text == "3"
+            task = asyncio.create_task(ticker())
+            await asyncio.sleep(0)
+        # __aexit__ awaited stop(): the client is closed and the loop kept ticking meanwhile.
+        done.set()
+        await task
+        return ticks
+
+    ticks = asyncio.run(main())
+    assert client.status().state == "closed"
+    assert ticks >= 1
+    assert server.wait_for("eof", timeout=5)  # the server's stdin was closed
+
+
+def test_futures_front_end_awaits_ready_and_lists_every_page(make_server, start_client):
+    client = start_client(make_server(page_size=2).stdio())
+    status = client.futures.await_ready(timeout=10).get(timeout=10)
+    assert status.state == "ready"
+    tools = client.futures.list_all_tools().get(timeout=10)
+    assert "add" in {t.name for t in tools} and len(tools) > 2
+    assert client.tool("add") is not None  # stored in the cache before the future resolved
+    assert client.futures.list_all_tools().get(timeout=1) == tools  # from the cache
+
+
+class _DoomedCaller(pykka.ThreadingActor):
+    """An actor that starts a slow call through client.futures, then is stopped."""
+
+    def __init__(self, client: mcp.Client) -> None:
+        super().__init__()
+        self.client = client
+        self.future: pykka.Future[mcp.CallToolResult] | None = None
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "call":
+            self.future = self.client.futures.call_tool("slow", {"seconds": 30}, timeout=60)
+        return None
+
+
+def test_a_pykka_actor_that_dies_has_its_futures_requests_cancelled(make_server, start_client):
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    actor = _DoomedCaller.start(client)
+    actor.ask("call")
+    call = server.wait_for("tools/call", timeout=5)
+    started = time.monotonic()
+    actor.stop()
+    cancel = server.wait_for(
+        lambda e: (
+            e.get("method") == "notifications/cancelled" and e["params"]["requestId"] == call["id"]
+        ),
+        timeout=5,
+    )
+    # Cancelled within the watcher's poll, not at the 60 s deadline.
+    assert cancel["params"]["reason"] == "caller_down"
+    assert time.monotonic() - started < 2
+    # The connection is fine and the watcher has let go of the request.
+    assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
+
+
+def test_futures_of_a_living_actor_or_a_plain_thread_are_not_cancelled(make_server, start_client):
+    from conduit_mcp.caller_watch import WATCH
+
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    actor = _Caller.start(client)
+    try:
+        future = actor.ask("call")  # a progress call made by a living actor
+        plain = client.futures.call_tool("slow", {"seconds": 0.2})  # from this thread
+        assert future.get(timeout=10).is_error is False
+        assert plain.get(timeout=10).text == "slept 0.2"
+    finally:
+        actor.stop()
+    assert not server.received("notifications/cancelled")
+    assert WATCH.pending() <= 1  # answered requests leave at the watcher's next look

@@ -1,4 +1,4 @@
-"""Seed 000 "Notifications" through the public API: every kind of subscriber, order,
+"""Notifications through the public API (docs/connection.md, "Notifications"): every kind of subscriber, order,
 filters, unsubscribing, dead subscribers, and the list_changed flood rules, against a real
 scripted server subprocess.
 

@@ -1,4 +1,4 @@
-"""Seed 000's Requests section, rule by rule, against a real scripted server subprocess."""
+"""The request rules (docs/connection.md, "Requests"), one by one, against a real scripted server subprocess."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ under an application's own supervisor."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -263,3 +264,108 @@ def test_the_transport_is_validated_at_start():
     with pytest.raises(mcp.Error) as err:
         mcp.Stdio("")
     assert err.value.kind == "config"
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_the_readme_supervisor_example_works_every_time(make_server, round_):
+    server = make_server()
+    name = f"files-{round_}"
+    app = mcp.Supervisor.start(
+        [mcp.Client.child_spec(server.stdio(), name=name, on_give_up="stop")],
+        strategy="one_for_one",
+        max_restarts=3,
+        max_seconds=5.0,
+    )
+    try:
+        client = mcp.Client.whereis(name)  # at once: the client may not be registered yet
+        status = client.await_ready(timeout=10)
+        assert status.state == "ready"
+        assert f"{status.state}>" in repr(client)
+        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    finally:
+        app.stop()
+
+
+def test_a_whereis_handle_waits_through_start_on_every_front_end(make_server):
+    import asyncio
+
+    server = make_server()
+    app = mcp.Supervisor.start([mcp.Client.child_spec(server.stdio(), name="fronts")])
+    try:
+        client = mcp.Client.whereis("fronts")
+        future = client.futures.call_tool("add", {"a": 2, "b": 2}, timeout=10)
+
+        async def main() -> str:
+            return (await client.aio.call_tool("add", {"a": 1, "b": 1}, timeout=10)).text
+
+        assert asyncio.run(main()) == "2"
+        assert future.get(timeout=10).text == "4"
+    finally:
+        app.stop()
+
+
+def test_a_whereis_handle_waits_through_a_supervised_restart(make_server):
+    # The first server process exits at once, the client gives up (max_reconnects=0) and
+    # stops; the application supervisor starts a fresh client under the same name.
+    server = make_server(
+        rules=[
+            {"match": {"method": "server/discover"}, "action": "exit", "first_process_only": True}
+        ]
+    )
+    app = mcp.Supervisor.start(
+        [
+            mcp.Client.child_spec(
+                server.stdio(), name="restarting", max_reconnects=0, on_give_up="stop"
+            )
+        ]
+    )
+    try:
+        client = mcp.Client.whereis("restarting")
+        # Made while the first incarnation is connecting, failing, stopping and being
+        # replaced: each waits through the window instead of failing `closed`.
+        future_ready = client.futures.await_ready(timeout=10)
+        with ThreadPoolExecutor(5) as pool:
+            calls = [
+                pool.submit(client.call_tool, "add", {"a": i, "b": 1}, timeout=10) for i in range(4)
+            ]
+            aio_ready = pool.submit(asyncio.run, client.aio.await_ready(timeout=10))
+            ready = client.await_ready(timeout=10)
+            assert aio_ready.result(timeout=15).state == "ready"
+            assert future_ready.get(timeout=15).state == "ready"
+            texts = []
+            for call in calls:
+                try:
+                    texts.append(call.result(timeout=15).text)
+                except mcp.Error as exc:
+                    # A call queued in the incarnation that gave up fails with why.
+                    texts.append(exc.kind)
+        assert ready.state == "ready"
+        assert server.starts() == 2
+        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+        assert all(t in {"1", "2", "3", "4", "closed"} for t in texts)
+    finally:
+        app.stop()
+
+
+def test_a_handle_on_a_stopped_client_fails_at_once(make_server, start_client):
+    client = start_client(make_server().stdio(), name="gone")
+    client.await_ready(timeout=10)
+    client.stop()
+    started = time.monotonic()
+    for handle in (client, mcp.Client.whereis("gone")):
+        with pytest.raises(mcp.Error) as err:
+            handle.call_tool("add", {"a": 1, "b": 1}, timeout=5)
+        assert err.value.kind == "closed"
+    assert time.monotonic() - started < 1  # not waited until the deadline
+
+
+def test_a_handle_on_a_name_nobody_starts_waits_until_its_deadline(make_server):
+    client = mcp.Client.whereis("never-started")
+    assert client.status().state == "closed"
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 1, "b": 1}, timeout=0.3)
+    elapsed = time.monotonic() - started
+    assert (err.value.kind, err.value.reason) == ("closed", "not_started")
+    assert "deadline" in err.value.message
+    assert 0.3 <= elapsed < 2  # the call's own deadline, not the default 30 s

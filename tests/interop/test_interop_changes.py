@@ -1,4 +1,4 @@
-"""Change notifications and the cache against real servers (issue 4).
+"""Change notifications and the cache against real servers.
 
 * mcp 2.3.0 (``modern_peer.py``, over stdio and streamable HTTP): ``add_dynamic_tool``
   announces a tool list change. In the modern era it reaches the client only through
@@ -13,7 +13,6 @@ Nothing sleeps to wait for an event: each wait is on a queue or condition with a
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 import uuid
@@ -108,8 +107,7 @@ def test_mcp_peer_tool_list_change_reaches_subscriber_and_refreshes_cache(
 def test_everything_resource_updated_for_subscribed_uri(
     start_client: Callable[..., mcp.Client], everything_cmd: list[str], everything_js: Path
 ) -> None:
-    clean = {"PATH": os.environ["PATH"]}
-    client = start_client(stdio(everything_cmd, env=clean, inherit_env=False), protocol="auto")
+    client = start_client(stdio(everything_cmd), protocol="auto")  # the minimal environment
     assert client.await_ready(timeout=READY_TIMEOUT).era == "legacy"
     updates: queue.Queue[mcp.ServerNotification] = queue.Queue()
     client.subscribe_notifications(updates, methods=["notifications/resources/updated"])

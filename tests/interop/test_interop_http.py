@@ -186,5 +186,5 @@ def test_everything_http_auto_echo_and_long_running_progress(
     assert log.events == [(float(i), 4.0, None) for i in range(1, 5)]
     assert log.threads == {threading.get_ident()}
     client.stop()
-    # stop() ended the session with a DELETE (mcp-spec §10)
+    # stop() ended the session with a DELETE (MCP spec 2025-11-25, Transports, "Session Management")
     assert peer.wait_for_output("Received session termination request", timeout=10)

@@ -288,9 +288,8 @@ def test_legacy_peer_pinned_modern_closes_without_fallback(
 def test_everything_auto_echo_and_long_running_progress(
     start_client: Callable[..., mcp.Client], everything_cmd: list[str]
 ) -> None:
-    # A scrubbed environment: get-env dumps the server's whole environment.
-    clean = {"PATH": os.environ["PATH"]}
-    client = start_client(stdio(everything_cmd, env=clean, inherit_env=False), protocol="auto")
+    # The default, minimal environment (get-env dumps the server's whole environment).
+    client = start_client(stdio(everything_cmd), protocol="auto")
 
     status = client.await_ready(timeout=READY_TIMEOUT)
     assert (status.state, status.era, status.version, status.origin) == (
@@ -317,8 +316,9 @@ def test_everything_auto_echo_and_long_running_progress(
     assert result.text.startswith("Long running operation completed. Duration: 1 seconds, Steps: 4")
     assert_progress_in_caller_thread(log, [(float(i), 4.0, None) for i in range(1, 5)])
 
-    # The scrubbed environment reached the server: nothing of ours leaked into it.
-    assert json.loads(client.call_tool("get-env", {}, timeout=10).text) == clean
+    # Only the minimal environment reached the server: nothing else of ours leaked into it.
+    minimal = mcp.Stdio(everything_cmd[0]).environment()
+    assert json.loads(client.call_tool("get-env", {}, timeout=10).text) == minimal
 
 
 # -- 4. the server dies mid-call ---------------------------------------------------------------

@@ -33,6 +33,16 @@ def test_pykkas_stop_message_type_exists() -> None:
     assert _pykka.ACTOR_STOP is messages._ActorStop
 
 
+def test_the_registry_list_and_lock_exist() -> None:
+    registry = pykka.ActorRegistry
+    assert isinstance(getattr(registry, "_actor_refs", None), list), (
+        "pykka.ActorRegistry._actor_refs is gone: a forked child cannot forget the parent's actors"
+    )
+    assert hasattr(getattr(registry, "_actor_refs_lock", None), "acquire"), (
+        "pykka.ActorRegistry._actor_refs_lock is gone"
+    )
+
+
 def test_a_dead_actors_inbox_can_be_read_without_blocking() -> None:
     class Probe(pykka.ThreadingActor):
         pass
@@ -49,3 +59,19 @@ def test_a_dead_actors_inbox_can_be_read_without_blocking() -> None:
             pass
     finally:
         ref.stop()
+
+
+def test_the_calling_actor_is_found_from_its_thread() -> None:
+    class Probe(pykka.ThreadingActor):
+        def on_receive(self, message: object) -> object:
+            return _pykka.calling_actor_stopped() is self.actor_stopped
+
+    ref = Probe.start()
+    try:
+        assert ref.ask("who", timeout=5), (
+            "a ThreadingActor's thread no longer runs actor._actor_loop as Thread._target: "
+            "client.futures can no longer cancel the requests of an actor that died"
+        )
+    finally:
+        ref.stop()
+    assert _pykka.calling_actor_stopped() is None  # not an actor's thread

@@ -1,4 +1,4 @@
-"""Seed 000's connection events as counters, added in the connection (O(1), no exporter code):
+"""The connection's events as counters, added in the connection (O(1), no exporter code):
 ``mcp.client.connection.transitions``, ``mcp.client.request.cancellations``,
 ``mcp.client.response.dropped``; transitions are also logged at DEBUG."""
 

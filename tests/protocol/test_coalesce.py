@@ -1,4 +1,4 @@
-"""protocol.coalesce: list_changed coalescing and the cache refresh gate (seed 000,
+"""protocol.coalesce: list_changed coalescing and the cache refresh gate (docs/connection.md,
 "Notifications"), as unit tests and as properties over arbitrary arrival sequences.
 
 Times are multiples of 1/64 s, so every sum the classes compute is exact and the spacing

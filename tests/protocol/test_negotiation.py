@@ -1,4 +1,4 @@
-"""protocol.negotiation: the probe classifier (seed 000 "Era discovery"), discover and
+"""protocol.negotiation: the probe classifier (docs/connection.md, "Era discovery"), discover and
 initialize result checks.
 """
 
@@ -145,7 +145,7 @@ def test_32022_without_common_version_closes(mode: str, data: object) -> None:
 
 
 def test_32022_listing_the_refused_version_is_retried_once() -> None:
-    # seed 000: "-32022 with a mutual version -> discover once more with that version";
+    # docs/connection.md, "Era discovery": -32022 with a mutual version -> discover once more;
     # a transient refusal (rolling upgrade) gets its one retry, a second one closes.
     assert classify(unsupported(V)) == Rediscover(V)
     decision = classify(unsupported(V), retried=True)
@@ -153,7 +153,7 @@ def test_32022_listing_the_refused_version_is_retried_once() -> None:
 
 
 def test_32022_naming_only_a_legacy_version() -> None:
-    # mcp-spec §3/§13.5: choosing a legacy version means the initialize flow (auto only).
+    # A -32022 may list legacy versions; choosing one means the initialize flow (auto only).
     assert classify(unsupported("2025-11-25", "2025-06-18")) == Legacy(
         "server_prefers_legacy", "2025-11-25"
     )
@@ -187,7 +187,7 @@ def test_retired_draft_codes_are_not_modern(code: int) -> None:
     assert classify(ProbeError(code, "draft", data), mode="modern").reason == "legacy_server"
 
 
-# -- legacy evidence on stdio (peers.md §3) -------------------------------------------------
+# -- legacy evidence on stdio (what real legacy servers answer a probe) ---------------------
 
 
 @pytest.mark.parametrize(
@@ -228,7 +228,7 @@ def test_http_connection_lost_during_probe_is_no_era_evidence(mode: str) -> None
     assert classify(ProbeExit(), "http", mode=mode) == Reconnect("unreachable")
 
 
-# -- HTTP (mcp-spec §7, peers.md §3) ---------------------------------------------------------------
+# -- HTTP (MCP spec 2026-07-28, Transports, "Streamable HTTP"; real legacy servers) --------------
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_http_connection_lost_during_probe_is_no_era_evidence(mode: str) -> None
             ),
             "probe_error",
         ),
-        # the same, written as peers.md shows it (a bare error object)
+        # the same, as some real servers write it (a bare error object)
         (
             http(
                 400, {"code": -32000, "message": "Bad Request: Server not initialized", "id": None}
@@ -389,7 +389,7 @@ def test_parse_discover_server_info_fallbacks() -> None:
     junk = {"supportedVersions": [V], "_meta": "x", "serverInfo": "y", "instructions": 3}
     info = parse_discover(junk)
     assert info.server_info is None and info.instructions is None
-    assert info.capabilities == {}  # absent capabilities: lenient (mcp-spec §13.3)
+    assert info.capabilities == {}  # absent capabilities: lenient (older servers omit fields)
 
 
 def test_parse_discover_keeps_only_string_versions_and_raw() -> None:

@@ -1,0 +1,585 @@
+"""The caller side of a request, under the three front ends (``Client``, ``client.aio``,
+``client.futures``).
+
+It holds what the front ends share:
+
+* argument checks and request builders: a bad argument raises ``Error("argument")`` in the
+  caller's thread, where the mistake is, never inside the connection;
+* :class:`Request` ``[R]``: a method, its params and the parser that turns the raw result into
+  the ``R`` the caller gets (the parser runs in the caller, never in the connection);
+* :class:`PageWalk` and the cache hand-off of ``list_all_*`` (:func:`begin_listing`,
+  :func:`store_walk`);
+* :data:`GRACE`, :func:`copy_error` and :func:`abandon`, used when a caller stops waiting,
+  and :func:`wait_blocking` / :func:`await_ready_blocking`, the blocked thread's wait (also
+  run by ``client.futures``'s worker threads);
+* :class:`Handle`: the client's name and, for a client this process started, its pinned tree;
+  it finds the connection and tells it a message, waiting through the windows in which a
+  supervised client is starting or restarting (see docs/actor-tree.md).
+
+Names here are public inside the package; the module is not part of the user's API (the user's
+API is what ``conduit_mcp`` exports).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import queue
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import pykka
+
+from . import tree
+from .actors.events import Abandon, AwaitReady, CacheStore
+from .errors import Error
+from .protocol.results import (
+    parse_call_tool,
+    parse_complete,
+    parse_get_prompt,
+    parse_page,
+    parse_progress,
+    parse_read_resource,
+)
+from .replies import FAIL, OK, Reply, SyncReply
+from .status import Status
+from .telemetry import Operation
+from .tree import ClientTree
+from .types import (
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    Page,
+    Progress,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+
+R = TypeVar("R")
+
+ListKind = Literal["tools", "prompts", "resources", "resource_templates"]
+
+#: How long a blocked caller waits past its deadline for the connection's own ``timeout``
+#: answer (which comes after the server was told to cancel) before it gives up by itself.
+GRACE = 1.0
+#: A server whose cursors never end would make ``list_all_*`` loop forever.
+MAX_PAGES = 1000
+#: The longest a ``list_all_*`` waits for its fetched list to be stored (never failing on it).
+STORE_WAIT = 1.0
+#: The deadline of a request made through a handle whose client is not running yet (the
+#: ``request_timeout`` default; the client's own option applies once it runs).
+DEFAULT_TIMEOUT = 30.0
+
+LIST_METHODS: Mapping[ListKind, str] = {
+    "tools": "tools/list",
+    "prompts": "prompts/list",
+    "resources": "resources/list",
+    "resource_templates": "resources/templates/list",
+}
+
+
+class Request(Generic[R]):
+    """One request as a front end sends it: ``method``, ``params`` and ``parse``, which turns
+    the raw result into the ``R`` the caller receives (run in the caller's thread or loop)."""
+
+    __slots__ = ("method", "params", "parse")
+
+    def __init__(
+        self, method: str, params: dict[str, Any] | None, parse: Callable[[Any], R]
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.parse = parse
+
+
+# -- errors and argument checks ------------------------------------------------------------------
+
+
+def copy_error(error: Error) -> Error:
+    """A copy of ``error`` for one caller to raise.
+
+    One Error instance may be shared by every request a broken connection failed; each caller
+    raises its own copy, so tracebacks of different threads never mix.
+    """
+    return Error(error.kind, error.reason, error.message, code=error.code, data=error.data)
+
+
+def check_timeout(value: float | None, default: float) -> float:
+    """``value`` seconds (``default`` when None); ``Error("argument", "timeout")`` unless it
+    is a finite positive number."""
+    if value is None:
+        return default
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise Error("argument", "timeout", "timeout must be a positive number of seconds")
+    return float(value)
+
+
+def check_name(value: Any, what: str) -> str:
+    """``value`` if it is a non-empty string, else ``Error("argument", what)``."""
+    if not isinstance(value, str) or not value:
+        raise Error("argument", what, f"{what} must be a non-empty string")
+    return value
+
+
+def check_mapping(value: Any, what: str) -> dict[str, Any] | None:
+    """A dict copy of a mapping with string keys (None stays None), else
+    ``Error("argument", what)``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise Error("argument", what, f"{what} must be a mapping with string keys")
+    return dict(value)
+
+
+def progress_value(params: dict[str, Any]) -> Progress:
+    """The :class:`Progress` of a ``notifications/progress`` params object."""
+    parsed = parse_progress(params)
+    if parsed is None:
+        return Progress(0.0, None, None)
+    return parsed[1]
+
+
+# -- request builders -----------------------------------------------------------------------------
+
+
+def _identity(result: Any) -> dict[str, Any]:
+    return cast("dict[str, Any]", result)
+
+
+def _none(result: Any) -> None:
+    return None
+
+
+def call_tool(name: str, arguments: Any, meta: Any) -> Request[CallToolResult]:
+    params: dict[str, Any] = {"name": check_name(name, "name")}
+    args = check_mapping(arguments, "arguments")
+    if args is not None:
+        params["arguments"] = args
+    extra = check_mapping(meta, "meta")
+    if extra:
+        params["_meta"] = extra
+    return Request("tools/call", params, parse_call_tool)
+
+
+def _cursor(cursor: Any) -> dict[str, Any] | None:
+    if cursor is not None and not isinstance(cursor, str):
+        raise Error("argument", "cursor", "cursor must be a string or None")
+    return None if cursor is None else {"cursor": cursor}
+
+
+def list_page(kind: ListKind, cursor: str | None) -> Request[Page[Any]]:
+    """One page of ``kind``; the typed builders below name the item type."""
+
+    def parse(result: Any) -> Page[Any]:
+        return parse_page(kind, result)
+
+    return Request(LIST_METHODS[kind], _cursor(cursor), parse)
+
+
+def list_tools(cursor: str | None) -> Request[Page[Tool]]:
+    return list_page("tools", cursor)
+
+
+def list_prompts(cursor: str | None) -> Request[Page[Prompt]]:
+    return list_page("prompts", cursor)
+
+
+def list_resources(cursor: str | None) -> Request[Page[Resource]]:
+    return list_page("resources", cursor)
+
+
+def list_resource_templates(cursor: str | None) -> Request[Page[ResourceTemplate]]:
+    return list_page("resource_templates", cursor)
+
+
+def read_resource(uri: str) -> Request[ReadResourceResult]:
+    return Request("resources/read", {"uri": check_name(uri, "uri")}, parse_read_resource)
+
+
+def get_prompt(name: str, arguments: Any) -> Request[GetPromptResult]:
+    params: dict[str, Any] = {"name": check_name(name, "name")}
+    args = check_mapping(arguments, "arguments")
+    if args is not None:
+        if not all(isinstance(v, str) for v in args.values()):
+            raise Error("argument", "arguments", "prompt arguments must be strings")
+        params["arguments"] = args
+    return Request("prompts/get", params, parse_get_prompt)
+
+
+def complete(ref: Any, argument: Any, context: Any) -> Request[CompleteResult]:
+    ref_ = check_mapping(ref, "ref")
+    arg = check_mapping(argument, "argument")
+    if not ref_ or ref_.get("type") not in ("ref/prompt", "ref/resource"):
+        raise Error("argument", "ref", "ref must be {'type': 'ref/prompt'|'ref/resource', ...}")
+    if not arg or not isinstance(arg.get("name"), str) or not isinstance(arg.get("value"), str):
+        raise Error("argument", "argument", "argument must be {'name': str, 'value': str}")
+    params: dict[str, Any] = {"ref": ref_, "argument": arg}
+    ctx = check_mapping(context, "context")
+    if ctx is not None:
+        params["context"] = ctx
+    return Request("completion/complete", params, parse_complete)
+
+
+def raw(method: str, params: Any) -> Request[dict[str, Any]]:
+    """Any request by method name; the result is the raw JSON object."""
+    return Request(check_name(method, "method"), check_mapping(params, "params"), _identity)
+
+
+def ping(era: str | None) -> Request[None]:
+    """A liveness round trip: ``ping`` in the legacy era, ``server/discover`` in the modern
+    one, which has no ping (MCP spec 2026-07-28, "Discovery")."""
+    return Request("server/discover" if era == "modern" else "ping", None, _none)
+
+
+def resource_subscription(uri: Any, subscribe: bool) -> Request[None]:
+    """``resources/subscribe`` or ``resources/unsubscribe`` for ``uri``."""
+    if not isinstance(uri, str) or not uri:
+        raise Error("argument", "uri", "uri must be a non-empty string")
+    method = "resources/subscribe" if subscribe else "resources/unsubscribe"
+    return Request(method, {"uri": uri}, _none)
+
+
+def begin(
+    handle: Handle, req: Request[Any], timeout: float | None
+) -> tuple[float, Operation | None]:
+    """A request's first step on every front end: its timeout in seconds (``timeout``, else
+    the client's ``request_timeout``) and its telemetry operation (None when there is nothing
+    to record or propagate: no OpenTelemetry SDK), started in the caller."""
+    runtime = handle.find()
+    if runtime is None:  # a supervised client not started yet: its calls wait for it
+        return check_timeout(timeout, DEFAULT_TIMEOUT), None
+    seconds = check_timeout(timeout, runtime.config.request_timeout)
+    return seconds, runtime.telemetry.start(req.method, req.params)
+
+
+# -- giving up ------------------------------------------------------------------------------------
+
+
+def abandon(conn: pykka.ActorRef[Any], reply: Reply, reason: str = "caller_down") -> None:
+    """Tell the connection the caller gave up, so the server is asked to cancel; a connection
+    already gone has nothing to cancel."""
+    try:
+        conn.tell(Abandon(reply, reason))
+    except pykka.ActorDeadError:
+        pass
+
+
+def wait_blocking(
+    reply: SyncReply,
+    deadline: float,
+    on_progress: Callable[[Progress], object] | None,
+    conn: pykka.ActorRef[Any],
+    what: str,
+) -> Any:
+    """Wait in this thread for ``reply``'s answer (running ``on_progress`` here for each
+    progress notification); give up :data:`GRACE` seconds past ``deadline``."""
+    get = reply.queue.get
+    try:
+        while True:
+            remaining = deadline + GRACE - time.monotonic()
+            try:
+                tag, value = get(timeout=remaining) if remaining > 0 else get(block=False)
+            except queue.Empty:
+                raise Error("timeout", "deadline", f"{what} got no answer in time") from None
+            if tag == OK:
+                return value
+            if tag == FAIL:
+                raise copy_error(value)
+            if on_progress is not None:
+                on_progress(progress_value(value))
+    except BaseException:
+        # Our own wait ran out, a progress callback raised, or Ctrl-C: tell the connection
+        # so the server is asked to cancel (no-op if already answered).
+        if not reply.done:
+            reply.done = True
+            abandon(conn, reply)
+        raise
+
+
+def await_ready_blocking(handle: Handle, seconds: float) -> Status:
+    """``await_ready`` for a blocked thread. A handle that follows a name (``whereis``) also
+    waits past an incarnation that closed while an application supervisor may replace it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        runtime = handle.find()
+        if runtime is not None and runtime.shared.status.state == "ready" and runtime.alive():
+            return runtime.shared.status
+        reply = SyncReply()
+        conn = handle.tell(AwaitReady(reply, deadline), deadline)
+        try:
+            return cast(Status, wait_blocking(reply, deadline, None, conn, "await_ready"))
+        except Error as exc:
+            if exc.kind != "closed" or not handle.follows_restarts(deadline):
+                raise
+
+
+# -- list_all_*: page walks and the cache hand-off ------------------------------------------------
+
+
+class PageWalk:
+    """Following cursors to the last page, for every front end's ``list_all_*`` (they differ
+    only in how they wait for a page). One deadline bounds the whole walk; a server whose
+    cursors never end is cut at :data:`MAX_PAGES`.
+    """
+
+    __slots__ = (
+        "kind",
+        "deadline",
+        "items",
+        "cursor",
+        "pages",
+        "done",
+        "raws",
+        "started",
+        "credential",
+    )
+
+    def __init__(self, kind: ListKind, seconds: float, credential: str | None = None) -> None:
+        self.kind: ListKind = kind
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
+        self.items: list[Any] = []
+        self.cursor: str | None = None
+        self.pages = 0
+        self.done = False
+        # For the cache: each page's raw result (its ttlMs and cacheScope) and the identity
+        # of the credentials the walk started under (docs/cache.md, "Private results").
+        self.raws: list[Any] = []
+        self.credential = credential
+
+    def next(self) -> tuple[Request[Page[Any]], float]:
+        """The next page's request and the time left for it."""
+        if self.pages >= MAX_PAGES:
+            raise Error(
+                "protocol", "too_many_pages", f"{self.kind} list has more than {MAX_PAGES} pages"
+            )
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise Error("timeout", "deadline", f"listing {self.kind} took past its deadline")
+        return list_page(self.kind, self.cursor), remaining
+
+    def add(self, page: Page[Any]) -> None:
+        self.pages += 1
+        self.items.extend(page.items)
+        self.raws.append(page.raw)
+        # An empty-string cursor is a real cursor; only a missing one ends the list (MCP spec,
+        # Utilities, "Pagination").
+        self.cursor = page.next_cursor
+        self.done = page.next_cursor is None
+
+
+def fresh_items(runtime: ClientTree, kind: ListKind) -> tuple[Any, ...] | None:
+    """The cached list if it is fresh under the current credentials, else None. A cache gone
+    with its connection is a miss: the fetch then fails or succeeds on its own."""
+    cache = runtime.shared.cache
+    if cache is None:
+        return None
+    try:
+        entry = cache.fresh(kind, time.monotonic())
+    except Error:
+        return None
+    return entry.items if entry is not None else None
+
+
+def walk_credential(runtime: ClientTree) -> str | None:
+    cache = runtime.shared.cache
+    try:
+        return cache.credential if cache is not None else None
+    except Error:
+        return None
+
+
+def begin_listing(
+    handle: Handle, kind: ListKind, timeout: float | None, refresh: bool
+) -> tuple[Any, ...] | PageWalk:
+    """``list_all_*``'s first step: the cached items when fresh (and not ``refresh``), else
+    the :class:`PageWalk` to run."""
+    runtime = handle.find()
+    if runtime is None:
+        return PageWalk(kind, check_timeout(timeout, DEFAULT_TIMEOUT))
+    if not refresh:
+        cached = fresh_items(runtime, kind)
+        if cached is not None:
+            return cached
+    seconds = check_timeout(timeout, runtime.config.request_timeout)
+    return PageWalk(kind, seconds, walk_credential(runtime))
+
+
+def store_walk(handle: Handle, walk: PageWalk, reply: Reply | None = None) -> bool:
+    """Hand a whole fetched list to the connection, the cache's only writer. With ``reply``
+    the caller can wait until it is stored: a miss already cost a whole fetch, and one more
+    round trip makes ``list_all_tools()`` then ``tool(name)`` find it. False if there is no
+    connection to store it in (gone or restarting)."""
+    message = CacheStore(
+        walk.kind, tuple(walk.items), walk.raws, walk.started, walk.credential, reply
+    )
+    try:
+        handle.tell_now(message)
+        return True
+    except Error:
+        return False
+
+
+def store_walk_and_wait(handle: Handle, walk: PageWalk) -> None:
+    """:func:`store_walk`, then wait (blocking, at most :data:`STORE_WAIT`) until stored."""
+    reply = SyncReply()
+    if store_walk(handle, walk, reply):
+        with contextlib.suppress(queue.Empty):
+            reply.queue.get(timeout=max(0.0, min(STORE_WAIT, walk.deadline - time.monotonic())))
+
+
+# -- the handle -----------------------------------------------------------------------------------
+
+#: How often a caller looks again for a client that is starting or restarting (first step,
+#: doubling up to the cap). These windows last milliseconds: a supervisor starting threads.
+_LOOK_FIRST = 0.002
+_LOOK_CAP = 0.05
+
+
+class Handle:
+    """A client's name and, for a client this process started with ``Client.start``, its
+    pinned tree.
+
+    A handle from ``Client.whereis(name)`` has no pinned tree: it finds the current
+    incarnation by name at every call, so it follows an application supervisor's restarts.
+    The connection is found in the tree's registry at every call (a restarted connection is a
+    new actor): refs are never kept across restarts.
+    """
+
+    __slots__ = ("name", "pinned")
+
+    def __init__(self, name: str, pinned: ClientTree | None = None) -> None:
+        self.name = name
+        self.pinned = pinned
+
+    def __repr__(self) -> str:
+        return f"<Handle {self.name!r}>"
+
+    def find(self) -> ClientTree | None:
+        """The tree now, or None if none is registered under the name."""
+        return self.pinned or tree.lookup(self.name)
+
+    def tree(self) -> ClientTree:
+        """The tree now; ``Error("closed", "not_started")`` if none is registered."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            raise Error("closed", "not_started", f"no client named {self.name!r} is running")
+        return runtime
+
+    def status(self) -> Status:
+        """The client's status now, read without messaging (see ``Client.status``)."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None or (runtime.stopped.is_set() and not runtime.alive()):
+            return Status("closed", reason="stopped")
+        status = runtime.shared.status
+        if runtime.starting():
+            return status  # an application supervisor is starting it: "connecting"
+        if not runtime.alive() and status.state != "closed":
+            return Status("closed", status.era, status.version, "stopped", status.origin)
+        return status
+
+    def stop(self, timeout: float) -> None:
+        """Stop the client's tree and wait (bounded) for its server processes to be gone."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            return
+        runtime.stop(timeout)
+        tree.unregister(runtime)
+
+    def try_tell(self, message: Any) -> pykka.ActorRef[Any] | None:
+        """Tell the connection ``message`` if it is there now; None if it is not (then
+        :meth:`tell` or :meth:`tell_async` waits, or raises why)."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            return None
+        conn = runtime.registry.get("connection")
+        if conn is None:
+            return None
+        try:
+            conn.tell(message)
+        except pykka.ActorDeadError:
+            return None
+        return conn
+
+    def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
+        """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is
+        none now (stopped, or in a start or restart window)."""
+        conn = self.try_tell(message)
+        if conn is None:
+            raise self._closed(self.find())
+        return conn
+
+    def tell(self, message: Any, deadline: float) -> pykka.ActorRef[Any]:
+        """Tell the connection ``message``, waiting (in this thread, until ``deadline``)
+        through a start or restart window; ``Error("closed")`` if the client is stopped for
+        good, or still not there at the deadline."""
+        step = _LOOK_FIRST
+        while (conn := self.try_tell(message)) is None:
+            time.sleep(min(step, self._window_left(deadline)))
+            step = min(step * 2, _LOOK_CAP)
+        return conn
+
+    async def tell_async(self, message: Any, deadline: float) -> pykka.ActorRef[Any]:
+        """:meth:`tell` for a coroutine: it waits with ``asyncio.sleep``, never blocking the
+        loop."""
+        step = _LOOK_FIRST
+        while (conn := self.try_tell(message)) is None:
+            await asyncio.sleep(min(step, self._window_left(deadline)))
+            step = min(step * 2, _LOOK_CAP)
+        return conn
+
+    def follows_restarts(self, deadline: float) -> bool:
+        """After an incarnation answered ``closed``: whether to wait for the next one (a
+        name-following handle of a supervised client, with time left), briefly yielding
+        so the old incarnation can finish stopping."""
+        runtime = self.find()
+        if self.pinned is not None or runtime is None or not runtime.supervised:
+            return False
+        if runtime.ended or time.monotonic() >= deadline:
+            return False
+        # A client that gives up by closing stays closed: nothing will replace it.
+        if runtime.config.on_give_up != "stop" and runtime.alive():
+            return False
+        time.sleep(_LOOK_CAP / 5)
+        return True
+
+    def in_window(self) -> bool:
+        """Whether the connection is missing only for a while (a start or restart window):
+        False when it is there, or when the client is stopped for good."""
+        runtime = self.find()
+        if runtime is not None and runtime.registry.get("connection") is not None:
+            return False
+        try:
+            self._window_left(math.inf)
+        except Error:
+            return False
+        return True
+
+    def _window_left(self, deadline: float) -> float:
+        """Seconds left to wait for the connection to appear; raises the ``closed`` error if
+        the client will not come back, or the deadline passed."""
+        runtime = self.find()
+        if runtime is not None and not runtime.may_come_back():
+            raise self._closed(runtime)
+        if runtime is None and (self.pinned is not None or tree.was_stopped(self.name)):
+            raise self._closed(None)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._closed(runtime, waited=True)
+        return remaining
+
+    def _closed(self, runtime: ClientTree | None, *, waited: bool = False) -> Error:
+        tail = " (waited until the call's deadline for it to start)" if waited else ""
+        if runtime is None and not tree.was_stopped(self.name):
+            return Error("closed", "not_started", f"no client named {self.name!r} is running{tail}")
+        return Error("closed", "stopped", f"client {self.name!r} is not running{tail}")
