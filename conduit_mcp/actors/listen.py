@@ -1,6 +1,6 @@
 """The listen-stream actor: the client's modern ``subscriptions/listen`` streams, apart from
-the connection (docs/actor-tree.md, "listen"; docs/connection.md, "Listens and resource
-subscriptions").
+the connection (docs/actor-tree.md, "Lazy children" and "How a notification travels";
+docs/connection.md, "Listens and resource subscriptions").
 
 A lazy, permanent child of the client's supervisor (id ``"listen"``), started the first time
 the connection wants a listen. The connection decides *what* to listen for (it alone knows
@@ -79,7 +79,8 @@ __all__ = [
     "child_spec",
 ]
 
-log = logging.getLogger("conduit_mcp.listen")
+# The connection's logger: what it says is about the connection's streams.
+log = logging.getLogger("conduit_mcp.connection")
 
 #: At most four listens exist at once (docs/connection.md, "Listens and resource
 #: subscriptions").
