@@ -95,7 +95,6 @@ class CallerWatch:
                 continue
             entries.append(entry)
 
-
     def forget_in_child(self) -> None:
         """After ``fork``, in the child: the watcher thread was not copied, and the entries
         are the parent's requests."""
