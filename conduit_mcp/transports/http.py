@@ -87,9 +87,11 @@ from .http_wire import (
     Sent,
     StreamState,
     call_auth,
+    client_failure,
     feed,
     http_error,
     read_body,
+    same_origin_only,
     status_error,
 )
 
@@ -263,10 +265,16 @@ class HttpTransport:
         if self._closing:
             self._gone.set()
             return
+        # Nothing ever goes to another origin, whatever a redirect says (http_wire).
+        guard = (same_origin_only(self.url),)
         connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, middlewares=guard
+        )
         streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
-        self._streams = aiohttp.ClientSession(connector=streams, timeout=self._timeout)
+        self._streams = aiohttp.ClientSession(
+            connector=streams, timeout=self._timeout, middlewares=guard
+        )
         safe_tell(self.owner, TransportUp(self.gen))
 
     async def _close(self) -> None:
@@ -300,7 +308,7 @@ class HttpTransport:
                 timeout=aiohttp.ClientTimeout(total=self._spec.close_timeout),
             ):
                 pass
-        except (aiohttp.ClientError, TimeoutError, Error) as exc:
+        except Exception as exc:  # ClientError, TimeoutError, Error, the client's own failure
             log.debug("session DELETE failed: %s", type(exc).__name__)
 
     def report_down(self, reason: str, detail: str | None) -> None:
@@ -369,7 +377,7 @@ class HttpTransport:
             raise
         except aiohttp.ClientConnectorError as exc:
             self.report_down("unreachable", type(exc).__name__)
-        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+        except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
 
     async def _request(self, rid: Any, sent: Sent) -> None:
@@ -408,6 +416,11 @@ class HttpTransport:
             except BROKEN as exc:
                 if self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, type(exc).__name__)
+            except Exception as exc:
+                # The client's own failure (aiohttp refusing a header value, say): never
+                # evidence about the server, so never a status or a broken stream to judge.
+                log.debug("%s: the HTTP client failed: %s", sent.method, type(exc).__name__)
+                self.fail(rid, client_failure(sent.method, exc))
             finally:
                 if self._sent.get(rid) is sent and (stream is None or stream.done):
                     self._sent.pop(rid, None)
@@ -674,7 +687,7 @@ class HttpTransport:
         except aiohttp.ClientConnectorError as exc:
             detail = "unreachable"
             self.report_down("unreachable", type(exc).__name__)
-        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+        except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             detail = type(exc).__name__ if not isinstance(exc, Error) else exc.reason
         _tell_sink(sink, StreamEnded(self.gen, tag, detail))
 

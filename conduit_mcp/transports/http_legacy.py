@@ -32,7 +32,6 @@ from ..protocol.jsonrpc import decode
 from ..protocol.sse import SseParser
 from .base import SessionExpired, StreamBroken, StreamEnded, StreamMessages, StreamSink
 from .http_wire import (
-    BROKEN,
     DEFAULT_RETRY_MS,
     RESUME_ATTEMPTS,
     SSE_ACCEPT,
@@ -147,7 +146,7 @@ class LegacySession:
                         host.fail(rid, exc)  # resuming would meet the same event again
                         return
                     continue
-                except (*BROKEN, aiohttp.ClientError):
+                except Exception:  # BROKEN, ClientError, or the client's own failure
                     continue
                 if stream.done:
                     host.forget(rid)
@@ -215,7 +214,7 @@ class LegacySession:
         except aiohttp.ClientConnectorError as exc:
             host.report_down("unreachable", type(exc).__name__)
             return
-        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+        except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
         if method == "notifications/initialized" and not host.closing:
             # The session is usable now: re-send what expired; the GET stream may open.
@@ -274,7 +273,7 @@ class LegacySession:
         except aiohttp.ClientConnectorError as exc:
             host.report_down("unreachable", type(exc).__name__)
             end = end._replace(detail="unreachable", final=True)
-        except (*BROKEN, aiohttp.ClientError, Error) as exc:
+        except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             log.debug("GET stream broke: %s", type(exc).__name__)
             end = end._replace(detail="failed")
         finally:

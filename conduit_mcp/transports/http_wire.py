@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from ..errors import Error, Kind
 from ..protocol.http_status import parse_challenges, parse_retry_after
@@ -112,6 +113,47 @@ def status_error(method: str, status: int, headers: Any) -> Error | None:
             data={"retry_after": parse_retry_after(headers.get("Retry-After"))},
         )
     return None
+
+
+def same_origin_only(url: str) -> Callable[..., Any]:
+    """An aiohttp client middleware (it runs before every hop, redirects included) that
+    refuses to send anything to an origin other than ``url``'s. aiohttp strips only
+    ``Authorization`` and cookies on a redirect to another origin: the user's other headers
+    (an API key), the session id and the ``Mcp-Param-*`` headers (tool arguments) would go
+    along. An MCP endpoint has no reason to move a POST elsewhere, so such a redirect fails
+    the request (``transport``/``redirect``, naming the origin, never its path or query);
+    redirects within the origin are followed (aiohttp's bound: 10)."""
+    origin = URL(url).origin()
+
+    async def middleware(
+        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        target = request.url.origin()
+        if target != origin:
+            raise Error(
+                "transport",
+                "redirect",
+                f"the server redirected the request to another origin ({target}); "
+                "conduit-mcp does not follow a redirect across origins (credentials and the "
+                "session would go there): if that server is the right one, give its URL to Http",
+                data={"origin": str(target)},
+            )
+        return await handler(request)
+
+    return middleware
+
+
+def client_failure(method: str, exc: BaseException) -> Error:
+    """An exception inside the HTTP client itself (aiohttp refusing a header value, a bug):
+    the transport's own failure, never evidence about the server (it may not have sent a
+    byte). Only the class is named: the exception's text may quote a header value."""
+    return Error(
+        "transport",
+        "client_error",
+        f"{method}: the HTTP client failed ({type(exc).__name__}) before the server answered; "
+        "the request may not have been sent",
+        data={"exception": type(exc).__name__},
+    )
 
 
 def http_error(method: str, status: int) -> Error:

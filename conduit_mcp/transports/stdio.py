@@ -86,6 +86,8 @@ class StdioTransport:
         self._closing = False
         self._exited = False
         self._stdout_closed = False
+        # The server closed its stdout but kept running (see _check_silent).
+        self._silent = False
         self._gone = threading.Event()
         self._spawning = False
         self.pid: int | None = None
@@ -322,6 +324,19 @@ class StdioTransport:
         self._stdout_closed = True
         if self._exited:
             self._report_exit()
+        elif not self._closing:
+            # A server that exits closes its stdout first: give the exit a moment to follow.
+            asyncio.get_running_loop().call_later(_EXIT_DRAIN, self._check_silent)
+
+    def _check_silent(self) -> None:
+        """stdout ended but the process runs on: it can never answer again, so this is a
+        lost connection (what is pending fails with ``transport`` now, not at its deadline,
+        and the connection reconnects). The process is ended by the connection's ``close``,
+        which skips waiting for it to read EOF: it no longer talks."""
+        if self._exited or self._closing or self._down:
+            return
+        self._silent = True
+        self._report_down("stdout_closed", None)
 
     def _on_exit(self) -> None:
         # The exit can be seen before the last bytes of stdout are read: wait for stdout to
@@ -342,7 +357,8 @@ class StdioTransport:
         )
 
     def _report_down(self, reason: str, detail: str | None) -> None:
-        if reason != "exit" or self._proc is None or self._proc.returncode is not None:
+        alive_maybe = reason in ("exit", "stdout_closed")
+        if not alive_maybe or self._proc is None or self._proc.returncode is not None:
             self._gone.set()
         if self._down:
             return
@@ -350,7 +366,9 @@ class StdioTransport:
         safe_tell(self._owner, TransportDown(self._gen, reason, detail))
 
     async def _close(self) -> None:
-        """Close stdin, then SIGTERM, then SIGKILL, each after ``close_grace`` (spec §8)."""
+        """Close stdin, then SIGTERM, then SIGKILL, each after ``close_grace`` (MCP spec
+        2025-11-25, Lifecycle, "Shutdown"); a server that closed its stdout gets SIGTERM at
+        once."""
         proc = self._proc
         if proc is None:
             if not self._spawning:  # never spawned; a spawn under way closes on completion
@@ -361,7 +379,7 @@ class StdioTransport:
             if self._backlog:
                 self._drain()
             self._release_stdin()  # the only write end: the server sees EOF
-            if await self._exited_within(grace):
+            if not self._silent and await self._exited_within(grace):
                 return
             self._signal(signal.SIGTERM)
             if await self._exited_within(grace):

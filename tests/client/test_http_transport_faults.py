@@ -1,0 +1,104 @@
+"""The HTTP transport's own faults and redirects, through the public API: a redirect within
+the origin is followed, one elsewhere is refused before a byte goes there (see also
+test_hostile_small.py), and an exception inside the HTTP client is never taken as evidence
+about the server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import conduit_mcp as mcp
+
+pytestmark = pytest.mark.timeout(40)
+
+FAST = {"request_timeout": 5.0, "backoff_base": 0.05, "backoff_max": 0.2}
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_redirect_within_the_origin_is_followed(serve_http, start_client, era) -> None:
+    _server, srv = serve_http(
+        era=era,
+        rules=[
+            {
+                "match": {"tool": "add"},
+                "action": {"http": {"status": 307, "headers": {"Location": "/mcp"}}},
+                "times": 1,
+            }
+        ],
+    )
+    client = start_client(mcp.Http(srv.url, headers={"X-Api-Key": "key-77"}), **FAST)
+    assert client.await_ready(timeout=5).era == era
+    assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+
+
+def test_a_redirect_to_another_port_names_only_the_origin(serve_http, start_client) -> None:
+    # The target's path and query may be credentials: the error names its origin only.
+    target = "http://127.0.0.1:9/elsewhere?token=tok-5521"
+    rule = {
+        "match": {"tool": "add"},
+        "action": {"http": {"status": 308, "headers": {"Location": target}}},
+    }
+    _server, srv = serve_http(era="modern", rules=[rule])
+    client = start_client(mcp.Http(srv.url), **FAST)
+    client.await_ready(timeout=5)
+    with pytest.raises(mcp.Error) as info:
+        client.call_tool("add", {"a": 1, "b": 2})
+    assert (info.value.kind, info.value.reason) == ("transport", "redirect")
+    assert "http://127.0.0.1:9" in str(info.value)
+    assert "tok-5521" not in str(info.value) and "elsewhere" not in str(info.value)
+    # The connection is unharmed.
+    assert client.call_tool("echo", {"text": "still"}).text == "still"
+
+
+class _FlakyAuth:
+    """An auth callable whose first answer aiohttp refuses (a CR/LF in a header value): an
+    exception inside the transport, raised before a byte is sent."""
+
+    def __init__(self, bad: int) -> None:
+        self.bad = bad
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> dict[str, str]:
+        with self.lock:
+            self.calls += 1
+            bad = self.calls <= self.bad
+        return {"X-Api-Key": "key\r\nX-Evil: 1" if bad else "key-ok"}
+
+
+def test_a_transport_exception_during_the_probe_is_not_legacy_evidence(
+    serve_http, start_client
+) -> None:
+    # Taken as evidence, the failed probe would send the client to the legacy era (or
+    # close it): it is the client's own failure, so it reconnects and probes again.
+    _server, srv = serve_http(era="both")
+    auth = _FlakyAuth(bad=1)
+    client = start_client(mcp.Http(srv.url, auth=auth), **FAST)
+    status = client.await_ready(timeout=10)
+    assert (status.state, status.era) == ("ready", "modern")
+    assert auth.calls >= 2
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_transport_exception_fails_the_request_as_a_client_error(
+    serve_http, start_client, era, caplog
+) -> None:
+    _server, srv = serve_http(era=era)
+    state = {"bad": False}
+
+    def auth() -> dict[str, str]:
+        return {"X-Api-Key": "sec\r\nret-3141" if state["bad"] else "key-ok"}
+
+    client = start_client(mcp.Http(srv.url, auth=auth), **FAST)
+    assert client.await_ready(timeout=5).era == era
+    state["bad"] = True
+    with caplog.at_level("DEBUG", logger="conduit_mcp"), pytest.raises(mcp.Error) as info:
+        client.call_tool("add", {"a": 1, "b": 2})
+    assert (info.value.kind, info.value.reason) == ("transport", "client_error")
+    assert "ValueError" in str(info.value)
+    assert "ret-3141" not in str(info.value) and "ret-3141" not in caplog.text
+    state["bad"] = False
+    assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    assert client.status().state == "ready"
