@@ -66,6 +66,10 @@ class ClientOptions(TypedDict, total=False):
     max_frame: int
     """Largest inbound frame in bytes; a longer one is dropped (the connection survives).
     Default 16 MiB."""
+    max_list_bytes: int
+    """The most one ``list_all_*`` may fetch, in bytes of its pages' JSON; a list over it
+    fails with ``protocol``/``list_too_large`` (a server whose cursors never end cannot grow
+    the client without bound). Default 64 MiB."""
     client_info: Mapping[str, Any]
     """What the client declares about itself (string ``name`` and ``version``). Default:
     conduit-mcp's."""
@@ -104,6 +108,7 @@ class Config:
     health_check: float | None = None
     health_timeout: float = 5.0
     max_frame: int = 16 * 1024 * 1024
+    max_list_bytes: int = 64 * 1024 * 1024
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     shutdown_timeout: float = 5.0
@@ -132,6 +137,7 @@ _INTS = {
     "max_queued": (False, 0),
     "max_reconnects": (True, 0),
     "max_frame": (False, 1024),
+    "max_list_bytes": (False, 1024),
 }
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 

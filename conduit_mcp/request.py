@@ -36,6 +36,7 @@ from . import tree
 from .actors.events import Abandon, AwaitReady, CacheStore
 from .errors import Error
 from .protocol.results import (
+    json_size,
     parse_call_tool,
     parse_complete,
     parse_get_prompt,
@@ -69,6 +70,10 @@ ListKind = Literal["tools", "prompts", "resources", "resource_templates"]
 GRACE = 1.0
 #: A server whose cursors never end would make ``list_all_*`` loop forever.
 MAX_PAGES = 1000
+#: The ``max_list_bytes`` default: the most a whole ``list_all_*`` walk may fetch (its
+#: pages' JSON size), so an endless cursor with large pages cannot grow the caller without
+#: bound (``MAX_PAGES`` alone allows 1000 pages of ``max_frame`` each).
+MAX_LIST_BYTES = 64 * 1024 * 1024
 #: The longest a ``list_all_*`` waits for its fetched list to be stored (never failing on it).
 STORE_WAIT = 1.0
 #: The deadline of a request made through a handle whose client is not running yet (the
@@ -329,7 +334,8 @@ def await_ready_blocking(handle: Handle, seconds: float) -> Status:
 class PageWalk:
     """Following cursors to the last page, for every front end's ``list_all_*`` (they differ
     only in how they wait for a page). One deadline bounds the whole walk; a server whose
-    cursors never end is cut at :data:`MAX_PAGES`.
+    cursors never end is cut at :data:`MAX_PAGES`, and a walk whose pages add up to more
+    than ``max_bytes`` (the client's ``max_list_bytes``) at the page that goes over it.
     """
 
     __slots__ = (
@@ -342,9 +348,17 @@ class PageWalk:
         "raws",
         "started",
         "credential",
+        "size",
+        "max_bytes",
     )
 
-    def __init__(self, kind: ListKind, seconds: float, credential: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: ListKind,
+        seconds: float,
+        credential: str | None = None,
+        max_bytes: int = MAX_LIST_BYTES,
+    ) -> None:
         self.kind: ListKind = kind
         self.started = time.monotonic()
         self.deadline = self.started + seconds
@@ -356,6 +370,8 @@ class PageWalk:
         # of the credentials the walk started under (docs/cache.md, "Private results").
         self.raws: list[Any] = []
         self.credential = credential
+        self.size = 0  # the JSON size of the pages so far
+        self.max_bytes = max_bytes
 
     def next(self) -> tuple[Request[Page[Any]], float]:
         """The next page's request and the time left for it."""
@@ -369,6 +385,18 @@ class PageWalk:
         return list_page(self.kind, self.cursor), remaining
 
     def add(self, page: Page[Any]) -> None:
+        """Keep a page; ``protocol``/``list_too_large`` once the pages are over
+        ``max_bytes`` (nothing of the walk is kept: the caller drops it)."""
+        self.size += json_size(page.raw)
+        if self.size > self.max_bytes:
+            raise Error(
+                "protocol",
+                "list_too_large",
+                f"the {self.kind} list is over max_list_bytes ({self.max_bytes} bytes) after "
+                f"{self.pages + 1} pages; raise the client's max_list_bytes option if a list "
+                "this large is expected",
+                data={"limit": self.max_bytes, "pages": self.pages + 1},
+            )
         self.pages += 1
         self.items.extend(page.items)
         self.raws.append(page.raw)
@@ -411,8 +439,9 @@ def begin_listing(
         cached = fresh_items(runtime, kind)
         if cached is not None:
             return cached
-    seconds = check_timeout(timeout, runtime.config.request_timeout)
-    return PageWalk(kind, seconds, walk_credential(runtime))
+    cfg = runtime.config
+    seconds = check_timeout(timeout, cfg.request_timeout)
+    return PageWalk(kind, seconds, walk_credential(runtime), cfg.max_list_bytes)
 
 
 def store_walk(handle: Handle, walk: PageWalk, reply: Reply | None = None) -> bool:

@@ -10,8 +10,11 @@ the field, never its value (a result may carry anything).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypeGuard
+
+import orjson
 
 from ..errors import Error
 from ..types import (
@@ -173,6 +176,19 @@ _PAGES: Final[dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]]] = {
     "resources": ("resources", _resource),
     "resource_templates": ("resourceTemplates", _template),
 }
+
+
+def json_size(value: Any) -> int:
+    """The size in bytes of ``value`` as compact JSON: what a decoded page weighed on the
+    wire, give or take whitespace, for bounding a whole ``list_all_*`` walk by size.
+
+    >>> json_size({"tools": [], "nextCursor": "c"})
+    29
+    """
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # an integer over 64 bits (decoded by the fallback decoder)
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def parse_page(kind: ListKind, result: Any) -> Page[Any]:
