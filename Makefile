@@ -19,12 +19,13 @@ PIP_STAMP := $(VENV)/.stamp-pip-25.1
 LEGACY_STAMP := $(LEGACY_VENV)/.stamp-mcp-$(LEGACY_MCP_VERSION)
 EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 
-.PHONY: help venv peers demo test lint bench clean distclean
+.PHONY: help venv peers demo test lint bench soak clean distclean
 
 help:
 	@echo "make demo   - run the demo against the embedded test server"
 	@echo "make test   - lint + the whole test suite (interop peers included)"
 	@echo "make bench  - benchmarks against the official mcp client"
+	@echo "make soak   - 20 clients through random server kills for 10 minutes (SOAK_ARGS=...)"
 	@echo "make lint   - ruff format --check, ruff check, mypy (strict, the package)"
 	@echo "make venv   - create $(VENV): conduit-mcp (editable) + the dev dependency group"
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)) and $(PEERS_NODE) (server-everything)"
@@ -78,6 +79,11 @@ bench: venv
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
+
+# Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
+SOAK_ARGS ?=
+soak: venv
+	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info
