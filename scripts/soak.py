@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import os
 import random
 import signal
@@ -61,6 +62,25 @@ def children() -> int:
         if fields[1] == me:
             count += 1
     return count
+
+
+def server_pids(marker: str) -> list[int]:
+    """Our child processes whose command line contains ``marker``."""
+    me = str(os.getpid())
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] != me:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
 
 
 def snapshot() -> dict[str, float]:
@@ -126,10 +146,11 @@ class Driven:
 
     def kill(self) -> None:
         if self.kind == "stdio":
-            pids = self.server.pids()
-            if pids:
+            # Found by its command line (it names this client's folder), not by the
+            # server's log: parsing a growing log on every kill would be most of the RSS.
+            for pid in server_pids(str(self.server.workdir)):
                 try:
-                    os.kill(pids[-1], signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             return
@@ -208,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         # stop() returned: what the clients held is released (give the kernel and the
         # loop a moment to reap the last processes).
         deadline = time.monotonic() + 10
+        gc.collect()
         after = snapshot()
         while time.monotonic() < deadline and (
             after["threads"] > before["threads"]

@@ -5,7 +5,8 @@ which the connection calls from its own thread and which only hand work to the l
 are decoded on the loop (one ``tell`` per read, carrying every frame of that read) so the
 connection never parses bytes. The server's stderr goes to a bounded buffer, never into
 results. Exit is seen the moment the child dies, through a pidfd on the loop
-(:mod:`.process`: no thread per child).
+(:mod:`.process`: no thread per child). The end of the server's stdout without an exit is a
+lost connection too (``stdout_closed``): such a server can never answer again.
 
 Listens go through the one pipe: :meth:`StdioTransport.open_stream` writes the listen
 request, and the reader tells the messages about a listen's life (the answer to a
