@@ -18,6 +18,7 @@ pytestmark = pytest.mark.timeout(30)
 # not: it closes at once).
 EXITS_AT_ONCE = mcp.Stdio(sys.executable, ["-c", "raise SystemExit(1)"])
 
+
 def test_auto_reaches_ready_modern_through_the_probe(make_server, start_client):
     server = make_server()
     client = start_client(server.stdio())
