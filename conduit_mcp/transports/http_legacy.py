@@ -37,6 +37,7 @@ from .http_wire import (
     SSE_ACCEPT,
     Sent,
     StreamState,
+    connect_failure,
     feed,
 )
 
@@ -212,7 +213,7 @@ class LegacySession:
         except asyncio.CancelledError:
             raise
         except aiohttp.ClientConnectorError as exc:
-            host.report_down("unreachable", type(exc).__name__)
+            host.report_down(*connect_failure(exc))
             return
         except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
