@@ -50,6 +50,7 @@ FAULTS: dict[str, tuple[Any, dict[str, set[str]]]] = {
     "wrong_id": ("wrong_id", {"stdio": {"timeout"}, "http": {"timeout"}}),
     "respond_twice": ("respond_twice", {"stdio": {"ok"}, "http": {"ok"}}),
     "close_stdout": ("close_stdout", {"stdio": _KILLS, "http": _KILLS}),
+    "drop_stream": ({"drop_stream": 0}, {"stdio": {"ok"}, "http": {"transport"}}),
     "slow_answer": ({"delay": 5}, {"stdio": {"timeout"}, "http": {"timeout"}}),
     "http_500": ({"http": {"status": 500}}, {"stdio": {"ok"}, "http": {"transport"}}),
     "http_429": (
