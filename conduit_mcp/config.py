@@ -17,6 +17,8 @@ from .protocol.messages import client_info
 from .protocol.versions import ProtocolChoice, parse_protocol_option
 
 DEFAULT_CLIENT_INFO: Mapping[str, str] = client_info()
+#: ``max_list_bytes``'s default: the most one walk of a list's pages may fetch.
+DEFAULT_MAX_LIST_BYTES = 64 * 1024 * 1024
 
 
 class ClientOptions(TypedDict, total=False):
@@ -108,7 +110,7 @@ class Config:
     health_check: float | None = None
     health_timeout: float = 5.0
     max_frame: int = 16 * 1024 * 1024
-    max_list_bytes: int = 64 * 1024 * 1024
+    max_list_bytes: int = DEFAULT_MAX_LIST_BYTES
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     shutdown_timeout: float = 5.0

@@ -34,6 +34,7 @@ import pykka
 
 from . import tree
 from .actors.events import Abandon, AwaitReady, CacheStore
+from .config import DEFAULT_MAX_LIST_BYTES
 from .errors import Error
 from .protocol.results import (
     json_size,
@@ -73,7 +74,7 @@ MAX_PAGES = 1000
 #: The ``max_list_bytes`` default: the most a whole ``list_all_*`` walk may fetch (its
 #: pages' JSON size), so an endless cursor with large pages cannot grow the caller without
 #: bound (``MAX_PAGES`` alone allows 1000 pages of ``max_frame`` each).
-MAX_LIST_BYTES = 64 * 1024 * 1024
+MAX_LIST_BYTES = DEFAULT_MAX_LIST_BYTES
 #: The longest a ``list_all_*`` waits for its fetched list to be stored (never failing on it).
 STORE_WAIT = 1.0
 #: The deadline of a request made through a handle whose client is not running yet (the

@@ -344,7 +344,10 @@ class ChangeTracker:
         self._gate.started(kind, now)
         self._tel.refresh(kind, "start")
         sent = self._siblings.tell(
-            "refresher", Refresh(kind, self._cache.credential, self._cfg.request_timeout)
+            "refresher",
+            Refresh(
+                kind, self._cache.credential, self._cfg.request_timeout, self._cfg.max_list_bytes
+            ),
         )
         if not sent:
             self._gate.finished(kind, now)

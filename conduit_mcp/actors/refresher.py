@@ -10,7 +10,8 @@ for the cache's ``ttlMs``/``cacheScope`` rules) or :class:`RefreshFailed`.
 
 The connection decides when (its :class:`~conduit_mcp.protocol.coalesce.RefreshGate` keeps it
 to two per burst and one per second per list); this actor only walks cursors, one list at a
-time per kind, bounded by the client's request timeout per page and ``MAX_PAGES``. If it
+time per kind, bounded by the client's request timeout per page, ``MAX_PAGES`` and the
+client's ``max_list_bytes`` (the bounds of ``list_all_*``: docs/connection.md, "Requests"). If it
 crashes mid-walk, it reports each running walk as :class:`RefreshFailed` on its way out.
 """
 
@@ -22,11 +23,12 @@ from typing import Any
 
 import pykka
 
+from ..config import DEFAULT_MAX_LIST_BYTES
 from ..errors import Error
 from ..otp.base import Link, SafeActor
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
-from ..protocol.results import parse_page
+from ..protocol.results import json_size, parse_page
 from ..replies import Reply
 from .events import Call
 
@@ -47,12 +49,19 @@ class Refresh:
     """Connection -> refresher: fetch every page of ``kind``. ``credential`` is the identity
     the connection sent when it asked (the cache stores private lists under it)."""
 
-    __slots__ = ("kind", "credential", "timeout")
+    __slots__ = ("kind", "credential", "timeout", "max_bytes")
 
-    def __init__(self, kind: str, credential: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        kind: str,
+        credential: str | None,
+        timeout: float,
+        max_bytes: int = DEFAULT_MAX_LIST_BYTES,
+    ) -> None:
         self.kind = kind
         self.credential = credential
         self.timeout = timeout
+        self.max_bytes = max_bytes  # the client's max_list_bytes
 
 
 class Refreshed:
@@ -127,12 +136,24 @@ class TellReply(Reply):
 
 
 class _Walk:
-    __slots__ = ("kind", "credential", "timeout", "started", "items", "pages", "cursor")
+    __slots__ = (
+        "kind",
+        "credential",
+        "timeout",
+        "started",
+        "items",
+        "pages",
+        "cursor",
+        "size",
+        "max_bytes",
+    )
 
     def __init__(self, req: Refresh) -> None:
         self.kind = req.kind
         self.credential = req.credential
         self.timeout = req.timeout
+        self.size = 0
+        self.max_bytes = req.max_bytes
         self.started = time.monotonic()
         self.items: list[Any] = []
         self.pages: list[Any] = []
@@ -203,6 +224,15 @@ class Refresher(SafeActor):
             page = parse_page(walk.kind, answer.value)  # type: ignore[arg-type]
         except Error as exc:
             self._done(walk, RefreshFailed(walk.kind, exc))
+            return
+        walk.size += json_size(page.raw)
+        if walk.size > walk.max_bytes:
+            error = Error(
+                "protocol",
+                "list_too_large",
+                f"the {walk.kind} list is over max_list_bytes ({walk.max_bytes} bytes)",
+            )
+            self._done(walk, RefreshFailed(walk.kind, error))
             return
         walk.items.extend(page.items)
         walk.pages.append(page.raw)

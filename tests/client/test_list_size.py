@@ -5,6 +5,7 @@ At the edge, for the blocking, asyncio and futures front ends."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -89,3 +90,26 @@ def test_max_list_bytes_is_checked_at_start() -> None:
     with pytest.raises(mcp.Error) as info:
         mcp.Client.start(mcp.Stdio("true"), max_list_bytes=0)
     assert (info.value.kind, info.value.reason) == ("config", "max_list_bytes")
+
+
+def test_a_refresh_over_an_endless_cursor_stops_at_max_list_bytes(
+    make_server, start_client, caplog
+) -> None:
+    # The first listing is small and cached; after a list_changed the refresher walks an
+    # endless cursor of 64 KiB pages: it stops at the bound (16 pages), not at 1000 pages.
+    big = {"tools": [{"name": "t", "description": "y" * 65536, "inputSchema": {"type": "object"}}]}
+    rules = [
+        {"match": {"method": "tools/list"}, "action": {"result": PAGES[2]}, "times": 1},
+        {"match": {"method": "tools/list"}, "action": {"result": {**big, "nextCursor": "again"}}},
+    ]
+    server = make_server(era="legacy", rules=rules)
+    client = start_client(server.stdio(), protocol="legacy", max_list_bytes=1024 * 1024)
+    client.await_ready(timeout=10)
+    assert [t.name for t in client.list_all_tools()] == ["t1"]
+    with caplog.at_level("INFO", logger="conduit_mcp.connection"):
+        client.call_tool("changed", {"kind": "tools"})
+        deadline = time.monotonic() + 10
+        while "list_too_large" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert "refreshing the cached tools failed: protocol/list_too_large" in caplog.text
+    assert len(server.received("tools/list")) == 1 + 16
