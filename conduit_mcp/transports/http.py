@@ -94,6 +94,7 @@ from .http_wire import (
     read_body,
     same_origin_only,
     status_error,
+    too_many_redirects,
 )
 
 log = logging.getLogger("conduit_mcp.http")
@@ -414,6 +415,10 @@ class HttpTransport:
                 )
             except Error as exc:
                 self.fail(rid, exc)
+            except aiohttp.TooManyRedirects:
+                # A redirect loop within the origin: never processed, so not a broken
+                # stream (which "may have run").
+                self.fail(rid, too_many_redirects(sent.method))
             except BROKEN as exc:
                 if self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, type(exc).__name__)

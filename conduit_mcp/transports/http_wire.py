@@ -143,6 +143,16 @@ def same_origin_only(url: str) -> Callable[..., Any]:
     return middleware
 
 
+def too_many_redirects(method: str) -> Error:
+    """aiohttp followed 10 redirects within the origin and gave up: a loop."""
+    return Error(
+        "transport",
+        "redirect",
+        f"{method}: the server redirected the request more than 10 times (a redirect loop); "
+        "check the endpoint URL given to Http",
+    )
+
+
 def client_failure(method: str, exc: BaseException) -> Error:
     """An exception inside the HTTP client itself (aiohttp refusing a header value, a bug):
     the transport's own failure, never evidence about the server (it may not have sent a

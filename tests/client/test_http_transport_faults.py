@@ -102,3 +102,15 @@ def test_a_transport_exception_fails_the_request_as_a_client_error(
     state["bad"] = False
     assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
     assert client.status().state == "ready"
+
+
+def test_a_redirect_loop_within_the_origin_is_bounded(serve_http, start_client) -> None:
+    loop = {"http": {"status": 307, "headers": {"Location": "/mcp"}}}
+    _server, srv = serve_http(era="modern", rules=[{"match": {"tool": "add"}, "action": loop}])
+    client = start_client(mcp.Http(srv.url), **FAST)
+    client.await_ready(timeout=5)
+    with pytest.raises(mcp.Error) as info:
+        client.call_tool("add", {"a": 1, "b": 2})
+    assert (info.value.kind, info.value.reason) == ("transport", "redirect")
+    assert "more than 10" in str(info.value)
+    assert client.call_tool("echo", {"text": "still"}).text == "still"
