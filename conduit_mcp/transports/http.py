@@ -383,6 +383,15 @@ class HttpTransport:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
 
     async def _request(self, rid: Any, sent: Sent) -> None:
+        legacy = self._legacy
+        if (
+            not sent.modern
+            and sent.method != "initialize"
+            and legacy.renewing
+            and legacy.session_id is None
+        ):
+            legacy.park(rid)  # the session was lost: sent once the new one is usable
+            return
         while True:
             stream: StreamState | None = None
             mismatch: ErrorResponse | None = None

@@ -103,6 +103,10 @@ class LegacySession:
         self._get_tag: str | None = None
         # Set once notifications/initialized was answered: the GET stream waits for it.
         self._usable = asyncio.Event()
+        # True from a lost session until the new one is usable: a request that reaches the
+        # loop meanwhile (the connection sent it before it heard of the loss) is parked with
+        # the expired ones, not sent without a session (the server would refuse it, 400).
+        self.renewing = False
 
     def negotiated(self, version: str) -> None:
         """Connection thread: a plain assignment, read by the loop when it builds the next
@@ -174,6 +178,10 @@ class LegacySession:
         if not self.forget_session(session_id, rid) and self.session_id is not None:
             self._resend_expired()  # a new session already exists
 
+    def park(self, rid: Any) -> None:
+        """Keep ``rid`` (not sent yet) to send once the new session is usable."""
+        self._expired.append(rid)
+
     def forget_session(self, session_id: str, rid: Any) -> bool:
         """The server lost ``session_id``. The first to find out forgets it and tells the
         connection, which runs a new initialize (expired requests wait for it:
@@ -181,6 +189,7 @@ class LegacySession:
         if self.session_id != session_id:
             return False
         self.session_id = None
+        self.renewing = True
         self._usable.clear()
         self.stop_get_stream()
         safe_tell(self._host.owner, SessionExpired(self._host.gen, rid))
@@ -219,6 +228,7 @@ class LegacySession:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
         if method == "notifications/initialized" and not host.closing:
             # The session is usable now: re-send what expired; the GET stream may open.
+            self.renewing = False
             self._resend_expired()
             self._usable.set()
 

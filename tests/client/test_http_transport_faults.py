@@ -6,6 +6,7 @@ about the server."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,45 @@ def test_a_redirect_loop_within_the_origin_is_bounded(serve_http, start_client) 
     assert (info.value.kind, info.value.reason) == ("transport", "redirect")
     assert "more than 10" in str(info.value)
     assert client.call_tool("echo", {"text": "still"}).text == "still"
+
+
+def test_requests_racing_a_lost_legacy_session_wait_for_the_new_one(
+    serve_http, start_client
+) -> None:
+    # Requests the connection sends before it hears that the session was lost reach the
+    # transport after it forgot the session id: they wait for the new session and are sent
+    # in it, never sent without one (which the server refuses: 400, -32600). A steady
+    # stream of requests (one every millisecond or so) makes some land in that window.
+    expire = [
+        {"match": {"tool": "echo", "nth": nth}, "action": {"expire_session": True}}
+        for nth in (1, 3, 5, 7, 9)
+    ]  # each echo expires the session; its re-send (the next echo message) is answered
+    _server, srv = serve_http(era="legacy", rules=expire)
+    client = start_client(mcp.Http(srv.url), protocol="legacy", max_in_flight=5000, **FAST)
+    client.await_ready(timeout=5)
+    futures: list[Any] = []
+    stop = threading.Event()
+
+    def stream() -> None:
+        n = 0
+        while not stop.is_set():
+            futures.append((n, client.futures.call_tool("add", {"a": n, "b": 1})))
+            n += 1
+            stop.wait(0.001)
+
+    sender = threading.Thread(target=stream)
+    sender.start()
+    try:
+        for _ in range(5):
+            assert client.call_tool("echo", {"text": "x"}).text == "x"  # re-sent once
+    finally:
+        stop.set()
+        sender.join(timeout=10)
+    outcomes: set[str] = set()
+    for n, future in futures:
+        try:
+            got = future.get(timeout=10).text
+            outcomes.add("ok" if got == str(n + 1) else f"wrong {got}")
+        except mcp.Error as exc:
+            outcomes.add(f"{exc.kind}/{exc.reason}")
+    assert futures and outcomes == {"ok"}, sorted(outcomes)
