@@ -15,8 +15,16 @@ queue               ``put_nowait``                ``queue.Full``: that notificat
 ``asyncio.Queue``   ``put_nowait`` on its loop,   loop closed: removed; full: dropped, counted
                     one ``call_soon_threadsafe``  and warned (on the loop)
                     per batch
-callable            called in this thread         raises: warned (type only), it stays
+callable            queued for it (at most        raises: warned (type only), it stays;
+                    ``max_subscriber_backlog``),  its queue full: that notification is
+                    then called in this thread    dropped for it, counted in ``dropped``
 ==================  ============================  =============================================
+
+A slow callable cannot make the notifier hold a flood (docs/connection.md, "Floods"): each
+callable subscriber has its own bounded queue, and the queues are drained a slice at a time
+(:class:`_Drain`, told to itself), so new batches keep being accepted (or dropped and
+counted) between two slices and the actor's mailbox never grows behind a slow callback. Once
+the client's ``stop()`` has begun (``halt`` is set), no subscriber is called again.
 
 Warnings never show params (they may carry arguments or secrets): a subscriber's type or
 function name, the method, the exception's type. Subscription changes apply from the next
@@ -38,7 +46,9 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Hashable, Iterable, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pykka
@@ -128,6 +138,20 @@ class NotifierStats(NamedTuple):
     """Notifications dropped because a subscriber's bounded queue was full."""
 
 
+class _Drain(NamedTuple):
+    """Told by the notifier to itself: run a slice of the callable subscribers' queues."""
+
+
+_DRAIN = _Drain()
+#: Notifications one callable subscriber is handed per slice, at most.
+_SLICE_ITEMS = 64
+#: A slice ends once it has run this long (seconds), so a Deliver or a stop is not kept
+#: waiting behind a long queue of slow callbacks.
+_SLICE_SECONDS = 0.01
+#: Default of the ``max_subscriber_backlog`` option.
+MAX_SUBSCRIBER_BACKLOG = 1000
+
+
 class _Counter:
     """An int incremented from several threads (asyncio drops are counted on their loop)."""
 
@@ -172,9 +196,21 @@ class Notifier(SafeActor):
         subscribers: dict[Hashable, Subscriber] | None = None,
         *,
         link: Link | None = None,
+        max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
+        halt: threading.Event | None = None,
+        on_dropped: Callable[[str, int], None] | None = None,
     ) -> None:
         super().__init__(link=link)
         self.client_name = client_name
+        # Each callable subscriber's notifications not yet handed to it (bounded by
+        # max_backlog), drained a slice at a time by _Drain.
+        self._waiting: dict[Hashable, deque[ServerNotification]] = {}
+        self._draining = False
+        self._max_backlog = max_backlog
+        # Set when the client's stop() begins: no subscriber is called after that.
+        self._halt = halt if halt is not None else threading.Event()
+        # Counts drops in telemetry (mcp.client.dropped, kind notification).
+        self._on_dropped = on_dropped
         # Insertion order is subscription order; a re-subscribe keeps its place. The dict
         # belongs to the client's tree, so a restarted notifier has every subscriber; only
         # the notifier (one incarnation at a time) changes it.
@@ -199,9 +235,13 @@ class Notifier(SafeActor):
         if isinstance(message, Deliver):
             self._deliver(message.notifications)
             return None
+        if message is _DRAIN:
+            self._drain()
+            return None
         if isinstance(message, Subscribe):
             return self._answer(message.reply, self._subscribe(message.subscriber))
         if isinstance(message, Unsubscribe):
+            self._waiting.pop(message.key, None)
             return self._answer(message.reply, self._subs.pop(message.key, None) is not None)
         if isinstance(message, Stats):
             return NotifierStats(len(self._subs), self._delivered, self._dropped.value)
@@ -234,13 +274,14 @@ class Notifier(SafeActor):
     def _remove(self, sub: Subscriber, why: str) -> None:
         if self._subs.get(sub.key) is sub:
             del self._subs[sub.key]
+            self._waiting.pop(sub.key, None)
             logger.info(
                 "client %s: notification subscriber %s removed: %s", self.client_name, sub.name, why
             )
 
     def _deliver(self, batch: Sequence[ServerNotification]) -> None:
         subs = self._subs
-        if not subs or not batch:
+        if not subs or not batch or self._halt.is_set():
             return
         order = list(subs.values())
         # One call_soon_threadsafe per asyncio subscriber and batch: one loop wake-up, not one
@@ -272,16 +313,23 @@ class Notifier(SafeActor):
                 elif kind == "asyncio":
                     to_loops.setdefault(sub.key, []).append(note)
                 else:
-                    try:
-                        sub.target(note)
-                    except BaseException as exc:
-                        # Whatever user code raises (even SystemExit): the subscriber stays,
-                        # and the notifier, holding every other subscriber, keeps running.
-                        self._warn(sub, method, exc)
+                    waiting = self._waiting.get(sub.key)
+                    if waiting is None:
+                        waiting = self._waiting[sub.key] = deque()
+                    if len(waiting) >= self._max_backlog:
+                        full[sub.key] = full.get(sub.key, 0) + 1
+                    else:
+                        waiting.append(note)
+                    continue  # counted delivered when it is called (_drain)
                 delivered += 1
         self._delivered += delivered
+        if self._waiting and not self._draining:
+            self._draining = True
+            self.actor_ref.tell(_DRAIN)
         for key, count in full.items():
             self._dropped.add(count)
+            if self._on_dropped is not None:
+                self._on_dropped("notification", count)
             logger.warning(
                 "client %s: notification subscriber %s is full: dropped %d notification(s)",
                 self.client_name,
@@ -290,6 +338,47 @@ class Notifier(SafeActor):
             )
         for key, items in to_loops.items():
             self._to_loop(subs[key], items)
+
+    def _drain(self) -> None:
+        """Hand the callable subscribers their queued notifications, one each in
+        subscription order per round (so each notification reaches them in that order),
+        for at most ``_SLICE_SECONDS`` or ``_SLICE_ITEMS`` rounds; then tell ``_Drain`` again
+        if anything is left: what arrived meanwhile (a Deliver, a stop) is handled in
+        between."""
+        self._draining = False
+        waiting = self._waiting
+        subs = self._subs
+        halt = self._halt
+        end = time.monotonic() + _SLICE_SECONDS
+        delivered = 0
+        for _ in range(_SLICE_ITEMS):
+            if not waiting:
+                break
+            for key in list(waiting):
+                sub = subs.get(key)
+                items = waiting[key]
+                if sub is None or not items:
+                    del waiting[key]
+                    continue
+                if halt.is_set():
+                    waiting.clear()
+                    break
+                note = items.popleft()
+                try:
+                    sub.target(note)
+                except BaseException as exc:
+                    # Whatever user code raises (even SystemExit): the subscriber stays,
+                    # and the notifier, holding every other subscriber, keeps running.
+                    self._warn(sub, note.method, exc)
+                delivered += 1
+                if not items:
+                    del waiting[key]
+            if time.monotonic() >= end:
+                break
+        self._delivered += delivered
+        if waiting:
+            self._draining = True
+            self.actor_ref.tell(_DRAIN)
 
     def _to_loop(self, sub: Subscriber, items: list[ServerNotification]) -> None:
         loop = sub.loop
@@ -320,8 +409,20 @@ def child_spec(
     id: str = "notifier",
     restart: RestartType = "permanent",
     shutdown: float = 5.0,
+    max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
+    halt: threading.Event | None = None,
+    on_dropped: Callable[[str, int], None] | None = None,
 ) -> ChildSpec:
     """The lazy supervisor child for ``client_name``'s notifier (started on ``StartChild``)."""
     return child_spec_for(
-        Notifier, client_name, subscribers, id=id, restart=restart, shutdown=shutdown, lazy=True
+        Notifier,
+        client_name,
+        subscribers,
+        id=id,
+        restart=restart,
+        shutdown=shutdown,
+        lazy=True,
+        max_backlog=max_backlog,
+        halt=halt,
+        on_dropped=on_dropped,
     )

@@ -163,6 +163,34 @@ class ToolsMixin(ServerState):
             self._notify(method, params)
         return _text(f"sent {count}")
 
+    def _t_flood(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        what = args.get("what")
+        count = args.get("count")
+        method = args.get("method")
+        if what not in ("request", "notification", "progress") or type(count) is not int:
+            return _tool_error("flood: what must be request, notification or progress")
+        if count < 0 or (method is not None and not isinstance(method, str)):
+            return _tool_error("flood: count must be >= 0 and method a string")
+        if args.get("stop_reading") is True:
+            self._stop_input()
+        emit = self._emit
+        if what == "request":
+            name = method or "ping"
+            for i in range(count):
+                emit({"jsonrpc": "2.0", "id": f"flood-{i}", "method": name})
+        elif what == "notification":
+            name = method or "notifications/message"
+            params = {"level": "info", "data": "flood"}
+            for _ in range(count):
+                emit({"jsonrpc": "2.0", "method": name, "params": params})
+        else:
+            token = ctx.meta.get("progressToken") if ctx.meta else None
+            for i in range(1, count + 1):
+                self._progress(token, i, count)
+        if args.get("then") == "never":
+            return asyncio.get_running_loop().create_future()
+        return _text(f"flooded {count}")
+
     def _t_env(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         name = args.get("name")
         if not isinstance(name, str):
