@@ -35,6 +35,7 @@ class Published:
         "live_listens",
         "resource_uris",
         "once_modern",
+        "deliveries",
     )
 
     def __init__(self) -> None:
@@ -64,6 +65,10 @@ class Published:
         # later handshake (a reconnect, or a restarted connection after a crash) discovers
         # and never falls back to initialize (docs/connection.md, "Era discovery").
         self.once_modern = False
+        # Notifications told to the notifier and not yet taken from its mailbox: the
+        # connection drops (and counts) one more past max_subscriber_backlog
+        # (docs/connection.md, "Floods").
+        self.deliveries = Deliveries()
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions
@@ -116,3 +121,20 @@ class Published:
                     return None
                 self._changed.wait(remaining)
             return self.status
+
+
+class Deliveries:
+    """Notifications told to the notifier (``told``: written by the connection only) and
+    taken from its mailbox (``handled``: written by the notifier only); their difference is
+    the notifier's backlog. A restarted notifier sets ``handled`` to ``told`` (what its dead
+    incarnation held is lost)."""
+
+    __slots__ = ("told", "handled")
+
+    def __init__(self) -> None:
+        self.told = 0
+        self.handled = 0
+
+    @property
+    def backlog(self) -> int:
+        return self.told - self.handled

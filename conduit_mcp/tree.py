@@ -168,6 +168,7 @@ class ClientTree:
                 max_backlog=cfg.max_subscriber_backlog,
                 halt=self.halt,
                 on_dropped=hooks.overflow,
+                deliveries=shared.deliveries,
             ),
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),

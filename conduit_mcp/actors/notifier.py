@@ -57,6 +57,7 @@ from conduit_mcp.actors.events import Consumers
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
 from conduit_mcp.otp.base import Link, SafeActor
 from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
+from conduit_mcp.published import Deliveries
 
 if TYPE_CHECKING:
     from conduit_mcp.replies import Reply
@@ -148,6 +149,8 @@ _SLICE_ITEMS = 64
 #: A slice ends once it has run this long (seconds), so a Deliver or a stop is not kept
 #: waiting behind a long queue of slow callbacks.
 _SLICE_SECONDS = 0.01
+#: Seconds between two warnings about one subscriber's drops.
+_WARN_EVERY = 10
 #: Default of the ``max_subscriber_backlog`` option.
 MAX_SUBSCRIBER_BACKLOG = 1000
 
@@ -199,8 +202,15 @@ class Notifier(SafeActor):
         max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
         halt: threading.Event | None = None,
         on_dropped: Callable[[str, int], None] | None = None,
+        deliveries: Deliveries | None = None,
     ) -> None:
         super().__init__(link=link)
+        # The connection's count of what it told this actor (the bound of its mailbox): what
+        # a dead incarnation held is lost, so the count restarts here.
+        self._deliveries = deliveries if deliveries is not None else Deliveries()
+        self._deliveries.handled = self._deliveries.told
+        # When each subscriber was last warned about drops (one warning per interval).
+        self._warned: dict[Hashable, float] = {}
         self.client_name = client_name
         # Each callable subscriber's notifications not yet handed to it (bounded by
         # max_backlog), drained a slice at a time by _Drain.
@@ -233,6 +243,7 @@ class Notifier(SafeActor):
 
     def receive(self, message: Any) -> Any:
         if isinstance(message, Deliver):
+            self._deliveries.handled += len(message.notifications)
             self._deliver(message.notifications)
             return None
         if message is _DRAIN:
@@ -330,14 +341,24 @@ class Notifier(SafeActor):
             self._dropped.add(count)
             if self._on_dropped is not None:
                 self._on_dropped("notification", count)
-            logger.warning(
-                "client %s: notification subscriber %s is full: dropped %d notification(s)",
-                self.client_name,
-                subs[key].name,
-                count,
-            )
+            self._warn_full(key, subs[key].name)
         for key, items in to_loops.items():
             self._to_loop(subs[key], items)
+
+    def _warn_full(self, key: Hashable, name: str) -> None:
+        # At most one warning per subscriber and _WARN_EVERY seconds: a flood of drops must
+        # not become a flood of log records (the counter has the numbers).
+        now = time.monotonic()
+        if now - self._warned.get(key, -_WARN_EVERY) < _WARN_EVERY:
+            return
+        self._warned[key] = now
+        logger.warning(
+            "client %s: notification subscriber %s is full: dropping notifications "
+            "(counted in mcp.client.dropped; warned at most every %ds)",
+            self.client_name,
+            name,
+            _WARN_EVERY,
+        )
 
     def _drain(self) -> None:
         """Hand the callable subscribers their queued notifications, one each in
@@ -412,6 +433,7 @@ def child_spec(
     max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
     halt: threading.Event | None = None,
     on_dropped: Callable[[str, int], None] | None = None,
+    deliveries: Deliveries | None = None,
 ) -> ChildSpec:
     """The lazy supervisor child for ``client_name``'s notifier (started on ``StartChild``)."""
     return child_spec_for(
@@ -425,4 +447,5 @@ def child_spec(
         max_backlog=max_backlog,
         halt=halt,
         on_dropped=on_dropped,
+        deliveries=deliveries,
     )
