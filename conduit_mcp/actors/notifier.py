@@ -341,11 +341,11 @@ class Notifier(SafeActor):
             self._dropped.add(count)
             if self._on_dropped is not None:
                 self._on_dropped("notification", count)
-            self._warn_full(key, subs[key].name)
+            self._warn_full(key, subs[key].name, count)
         for key, items in to_loops.items():
             self._to_loop(subs[key], items)
 
-    def _warn_full(self, key: Hashable, name: str) -> None:
+    def _warn_full(self, key: Hashable, name: str, count: int) -> None:
         # At most one warning per subscriber and _WARN_EVERY seconds: a flood of drops must
         # not become a flood of log records (the counter has the numbers).
         now = time.monotonic()
@@ -353,10 +353,11 @@ class Notifier(SafeActor):
             return
         self._warned[key] = now
         logger.warning(
-            "client %s: notification subscriber %s is full: dropping notifications "
-            "(counted in mcp.client.dropped; warned at most every %ds)",
+            "client %s: notification subscriber %s is full: dropped %d notification(s) "
+            "(warned at most every %ds; every drop is counted in mcp.client.dropped)",
             self.client_name,
             name,
+            count,
             _WARN_EVERY,
         )
 
