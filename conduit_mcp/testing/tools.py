@@ -173,22 +173,37 @@ class ToolsMixin(ServerState):
             return _tool_error("flood: count must be >= 0 and method a string")
         if args.get("stop_reading") is True:
             self._stop_input()
-        emit = self._emit
         if what == "request":
             name = method or "ping"
-            for i in range(count):
-                emit({"jsonrpc": "2.0", "id": f"flood-{i}", "method": name})
+            messages: Any = (
+                {"jsonrpc": "2.0", "id": f"flood-{i}", "method": name} for i in range(count)
+            )
         elif what == "notification":
             name = method or "notifications/message"
             params = {"level": "info", "data": "flood"}
-            for _ in range(count):
-                emit({"jsonrpc": "2.0", "method": name, "params": params})
+            messages = ({"jsonrpc": "2.0", "method": name, "params": params} for _ in range(count))
         else:
             token = ctx.meta.get("progressToken") if ctx.meta else None
-            for i in range(1, count + 1):
-                self._progress(token, i, count)
-        if args.get("then") == "never":
-            return asyncio.get_running_loop().create_future()
+            messages = (
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "total": count},
+                }
+                for i in range(1, count + 1)
+            )
+        return self._flood(messages, count, args.get("then") == "never")
+
+    async def _flood(self, messages: Any, count: int, never: bool) -> Any:
+        # Written as fast as the transport takes them: over stdio a full pipe blocks the
+        # write; over HTTP the loop must run the stream's writer, so yield every few hundred.
+        emit = self._emit
+        for i, msg in enumerate(messages):
+            emit(msg)
+            if i % 200 == 199:
+                await asyncio.sleep(0)
+        if never:
+            await asyncio.get_running_loop().create_future()
         return _text(f"flooded {count}")
 
     def _t_env(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:

@@ -97,6 +97,10 @@ log = logging.getLogger("conduit_mcp.http")
 
 __all__ = ["Http", "HttpTransport"]
 
+#: Answers to server requests being POSTed at once, at most; one more is dropped and counted
+#: (docs/connection.md, "Floods"): each POST holds a task and a pooled connection's turn.
+ANSWER_POSTS = 32
+
 # A tools/list the transport sends itself to learn header plans (never a connection's id).
 _PLANS_ID = "conduit-mcp:header-plans"
 _PLAN_PAGES = 20
@@ -150,6 +154,8 @@ class HttpTransport:
         # counted (docs/connection.md, "Floods"). One writer each: no lock.
         self._answers_started = 0
         self._answers_done = 0
+        self._answer_posts = 0  # answers handed to the loop (connection's thread)
+        self._answer_posts_done = 0  # answers done posting (loop)
         self._max_answers = max_answer_backlog
         self._others: set[asyncio.Task[Any]] = set()
         # The listen actor's streams by tag (their request ids).
@@ -191,21 +197,27 @@ class HttpTransport:
 
     def send_answer(self, message: dict[str, Any]) -> None:
         """An answer to a server request, POSTed like a notification; dropped (and counted)
-        while ``max_answer_backlog`` bytes of answers are still being posted, so a server
-        that floods requests cannot pile up POSTs. Connection's thread."""
+        while ``max_answer_backlog`` bytes or :data:`ANSWER_POSTS` answers are still being
+        posted, so a server that floods requests cannot pile up POSTs. Connection's
+        thread."""
         body = encode(message)
         size = len(body)
-        if self._answers_started - self._answers_done + size > self._max_answers:
+        if (
+            self._answers_started - self._answers_done + size > self._max_answers
+            or self._answer_posts - self._answer_posts_done >= ANSWER_POSTS
+        ):
             drops = getattr(self._pending, "drops", None)
             if drops is not None:
                 drops.add("answer")
             return
         self._answers_started += size
+        self._answer_posts += 1
         io_loop.call_soon(self._start_answer, body, size)
 
     def _start_answer(self, body: bytes, size: int) -> None:
         if self._closing or self._session is None:
             self._answers_done += size
+            self._answer_posts_done += 1
             return
         # As send() posts a response: no method, so no modern headers (a modern server
         # sends no requests; a legacy session's id goes with it).
@@ -215,6 +227,7 @@ class HttpTransport:
         def done(t: asyncio.Task[Any]) -> None:
             self._others.discard(t)
             self._answers_done += size
+            self._answer_posts_done += 1
 
         task.add_done_callback(done)
 

@@ -163,6 +163,26 @@ def test_a_smaller_answer_backlog_drops_more(
     assert dropped("answer") + dropped("inbound") >= 20_000 - (1024 * 1024) // 40
 
 
+@pytest.mark.parametrize("response", ["sse", "json"])
+def test_a_ping_flood_over_legacy_http_is_answered_within_bounds(
+    serve_http: Callable[..., Any],
+    start_client: Callable[..., mcp.Client],
+    dropped: Dropped,
+    response: str,
+) -> None:
+    # sse: the pings come on the tool call's response stream; json: on the session's GET
+    # stream. Each answer is a POST: at most ANSWER_POSTS (32) at once, the rest dropped.
+    _, proc = serve_http(era="legacy", flood_tools=True, http_response=response)
+    client = start_client(mcp.Http(proc.url), protocol="legacy", meter_provider=dropped.provider)
+    client.await_ready(10)
+    with PeakRss() as mem:
+        result = client.call_tool("flood", {"what": "request", "count": 30_000}, timeout=30)
+    assert result.content[0]["text"] == "flooded 30000"
+    assert mem.growth < MEMORY_MARGIN_MB, f"grew {mem.growth:.0f} MB"
+    assert dropped("answer") > 0
+    still_works(client)
+
+
 # -- notifications --------------------------------------------------------------------------
 
 
