@@ -13,8 +13,9 @@ queue               ``put_nowait``                ``queue.Full``: that notificat
                                                   for it, counted in ``dropped``, warned; other
                                                   errors: warned (type only), it stays
 ``asyncio.Queue``   ``put_nowait`` on its loop,   loop closed: removed; full: dropped, counted
-                    one ``call_soon_threadsafe``  and warned (on the loop)
-                    per batch
+                    one ``call_soon_threadsafe``  and warned (on the loop); a loop that has
+                    per batch                     not run ``max_subscriber_backlog`` puts yet:
+                                                  dropped and counted here
 callable            queued for it (at most        raises: warned (type only), it stays;
                     ``max_subscriber_backlog``),  its queue full: that notification is
                     then called in this thread    dropped for it, counted in ``dropped``
@@ -169,13 +170,28 @@ class _Counter:
             self.value += n
 
 
+class _Transit:
+    """Notifications scheduled on an asyncio subscriber's loop (``sent``: the notifier's
+    thread) and put into its queue there (``landed``: the loop's thread): a loop too busy to
+    run the puts holds at most ``max_backlog`` of them."""
+
+    __slots__ = ("sent", "landed")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.landed = 0
+
+
 def _put_on_loop(
     target: asyncio.Queue[ServerNotification],
     items: list[ServerNotification],
     label: str,
     dropped: _Counter,
+    transit: _Transit | None = None,
 ) -> None:
     """Runs on the queue's own loop: put the batch, dropping what does not fit."""
+    if transit is not None:
+        transit.landed += len(items)
     lost = 0
     for item in items:
         try:
@@ -211,6 +227,8 @@ class Notifier(SafeActor):
         self._deliveries.handled = self._deliveries.told
         # When each subscriber was last warned about drops (one warning per interval).
         self._warned: dict[Hashable, float] = {}
+        # asyncio subscribers: what is scheduled on their loop and not yet put.
+        self._transit: dict[Hashable, _Transit] = {}
         self.client_name = client_name
         # Each callable subscriber's notifications not yet handed to it (bounded by
         # max_backlog), drained a slice at a time by _Drain.
@@ -253,6 +271,7 @@ class Notifier(SafeActor):
             return self._answer(message.reply, self._subscribe(message.subscriber))
         if isinstance(message, Unsubscribe):
             self._waiting.pop(message.key, None)
+            self._transit.pop(message.key, None)
             return self._answer(message.reply, self._subs.pop(message.key, None) is not None)
         if isinstance(message, Stats):
             return NotifierStats(len(self._subs), self._delivered, self._dropped.value)
@@ -286,6 +305,7 @@ class Notifier(SafeActor):
         if self._subs.get(sub.key) is sub:
             del self._subs[sub.key]
             self._waiting.pop(sub.key, None)
+            self._transit.pop(sub.key, None)
             logger.info(
                 "client %s: notification subscriber %s removed: %s", self.client_name, sub.name, why
             )
@@ -405,9 +425,27 @@ class Notifier(SafeActor):
     def _to_loop(self, sub: Subscriber, items: list[ServerNotification]) -> None:
         loop = sub.loop
         assert loop is not None
+        transit = self._transit.get(sub.key)
+        if transit is None:
+            transit = self._transit[sub.key] = _Transit()
+        room = self._max_backlog - (transit.sent - transit.landed)
+        if room < len(items):
+            # The loop has not run the earlier puts yet: what does not fit is dropped.
+            lost = len(items) - max(room, 0)
+            items = items[: max(room, 0)]
+            self._delivered -= lost
+            self._dropped.add(lost)
+            if self._on_dropped is not None:
+                self._on_dropped("notification", lost)
+            self._warn_full(sub.key, sub.name, lost)
+            if not items:
+                return
         try:
             label = f"client {self.client_name}: notification subscriber {sub.name}"
-            loop.call_soon_threadsafe(_put_on_loop, sub.target, items, label, self._dropped)
+            loop.call_soon_threadsafe(
+                _put_on_loop, sub.target, items, label, self._dropped, transit
+            )
+            transit.sent += len(items)
         except RuntimeError:
             # call_soon_threadsafe on a closed loop: nobody will ever read this queue.
             self._delivered -= len(items)

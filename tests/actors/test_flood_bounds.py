@@ -211,3 +211,43 @@ def test_a_reply_keeps_the_latest_progress_kept_and_counts_the_older() -> None:
     assert [p["progress"] for p in kept] == list(range(1, PROGRESS_KEPT + 1))
     reply.progress({"progress": -1})
     assert reply.queue.get_nowait() == (PROGRESS, None)  # woken again once taken
+
+
+def test_a_busy_asyncio_loop_holds_at_most_max_backlog_scheduled_puts() -> None:
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    gate = threading.Event()
+    busy = threading.Event()
+
+    def block() -> None:
+        busy.set()
+        gate.wait(10)
+
+    q: asyncio.Queue[ServerNotification] = asyncio.Queue()
+    ref = Notifier.start("c1", max_backlog=3)
+    try:
+        ref.ask(Subscribe(q, loop=loop), timeout=5)
+        loop.call_soon_threadsafe(block)
+        assert busy.wait(5)  # the loop runs nothing else until the gate opens
+        for i in range(5):
+            ref.tell(Deliver([_note(i)]))
+        s: NotifierStats = ref.ask(Stats(), timeout=5)
+        assert s.dropped == 2
+        gate.set()
+        got = asyncio.run_coroutine_threadsafe(asyncio.wait_for(_take(q, 3), 5), loop).result(
+            timeout=5
+        )
+        assert got == [0, 1, 2] and q.empty()
+    finally:
+        gate.set()
+        ref.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+async def _take(q: Any, n: int) -> list[int]:
+    return [(await q.get()).params["i"] for _ in range(n)]
