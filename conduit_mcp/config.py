@@ -80,12 +80,14 @@ class ClientOptions(TypedDict, total=False):
     catches up. Bounds the memory a flooding server can take. Default 10000."""
     max_answer_backlog: int
     """Bytes written for the server and not yet taken by it (stdio: the pipe's backlog;
-    HTTP: answer bodies being POSTed); an answer to a server request (``ping``, ``-32601``)
-    beyond it is dropped and counted (kind ``answer``). The client's own requests are never
-    dropped (``max_in_flight`` bounds them). Default 1 MiB."""
+    HTTP: answer bodies being POSTed, and at most 32 answer POSTs at once); an answer to a
+    server request (``ping``, ``-32601``) beyond it is dropped and counted (kind ``answer``).
+    The client's own requests are never dropped (``max_in_flight`` bounds them). Default
+    1 MiB."""
     max_subscriber_backlog: int
-    """Notifications waiting for one callable subscriber (it runs in the notifier's thread);
-    one more is dropped for it and counted (kind ``notification``). Default 1000."""
+    """Notifications waiting for the notifier, and for each subscriber it runs (a callable,
+    in the notifier's thread) or schedules on a busy loop (an ``asyncio.Queue``); one more is
+    dropped (for that subscriber) and counted (kind ``notification``). Default 1000."""
     max_cache_ttl: float | None
     """A cached list is fresh for the server's ``ttlMs``, capped at this (None: no cap).
     Default 300."""

@@ -158,6 +158,9 @@ class ConnectionCore(Statem):
     def _start_transport(self) -> None:
         self._drop_transport()
         self._gen += 1
+        # A new transport starts with no backlog: what an earlier one told and nobody
+        # handled (the listen actor drops a stale stream's messages) no longer counts.
+        self._table.resync()
         transport = self._factory(
             self._spec,
             self.actor_ref,

@@ -134,6 +134,12 @@ class PendingTable:
                 forward.append(m)
         return forward
 
+    def resync(self) -> None:
+        """Forget the backlog (a new transport): counts ``handled`` up to ``told``. The
+        connection's thread; a message still in its mailbox is then counted twice, which
+        only loosens the bound for a moment."""
+        self.handled = self.told
+
     def admit(self, messages: list[Any]) -> list[Any]:
         """What of ``messages`` (left by :meth:`deliver`) the reader may tell the connection.
 

@@ -251,3 +251,22 @@ def test_a_busy_asyncio_loop_holds_at_most_max_backlog_scheduled_puts() -> None:
 
 async def _take(q: Any, n: int) -> list[int]:
     return [(await q.get()).params["i"] for _ in range(n)]
+
+
+def test_a_new_transport_forgets_the_backlog() -> None:
+    table = PendingTable(max_inbox=2)
+    table.admit([NOTE, NOTE])  # told, and lost with the transport that read them
+    assert table.admit([NOTE]) == []
+    table.resync()
+    assert table.admit([NOTE]) == [NOTE]
+
+
+@pytest.mark.parametrize(
+    ("option", "floor"),
+    [("max_inbox", 1), ("max_answer_backlog", 0), ("max_subscriber_backlog", 1)],
+)
+def test_the_flood_options_are_checked_at_their_floor(option: str, floor: int) -> None:
+    assert getattr(build_config({option: floor}), option) == floor
+    with pytest.raises(Error) as caught:
+        build_config({option: floor - 1})
+    assert (caught.value.kind, caught.value.reason) == ("config", option)
