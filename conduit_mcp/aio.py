@@ -87,7 +87,7 @@ class AsyncClient:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[Any] = loop.create_future()
             reply = AsyncReply(loop, future)
-            message = AwaitReady(reply, deadline)
+            message = AwaitReady(reply, deadline, seconds)
             conn = handle.try_tell(message) or await handle.tell_async(message, deadline)
             remaining = max(0.0, deadline - time.monotonic())
             try:

@@ -111,7 +111,7 @@ class FutureClient:
             return future
         deadline = time.monotonic() + seconds
         reply = FutureReply(future)
-        self._send(AwaitReady(reply, deadline), reply, deadline)
+        self._send(AwaitReady(reply, deadline, seconds), reply, deadline)
         return future
 
     # -- requests -----------------------------------------------------------------------------

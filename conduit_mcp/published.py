@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .protocol.failures import Failure
 from .status import Status
 
 
@@ -35,6 +36,7 @@ class Published:
         "live_listens",
         "resource_uris",
         "once_modern",
+        "last_failure",
         "deliveries",
     )
 
@@ -65,6 +67,8 @@ class Published:
         # later handshake (a reconnect, or a restarted connection after a crash) discovers
         # and never falls back to initialize (docs/connection.md, "Era discovery").
         self.once_modern = False
+        # The connection's last failed attempt to connect (None once ready): what errors say.
+        self.last_failure: Failure | None = None
         # Notifications told to the notifier and not yet taken from its mailbox: the
         # connection drops (and counts) one more past max_subscriber_backlog
         # (docs/connection.md, "Floods").

@@ -319,7 +319,7 @@ def await_ready_blocking(handle: Handle, seconds: float) -> Status:
         if runtime is not None and runtime.shared.status.state == "ready" and runtime.alive():
             return runtime.shared.status
         reply = SyncReply()
-        conn = handle.tell(AwaitReady(reply, deadline), deadline)
+        conn = handle.tell(AwaitReady(reply, deadline, seconds), deadline)
         try:
             return cast(Status, wait_blocking(reply, deadline, None, conn, "await_ready"))
         except Error as exc:

@@ -55,6 +55,14 @@ from ..errors import Error
 from ..otp.base import Link
 from ..otp.statem import NextEvent, Postpone, StateTimeout, Step, Stop
 from ..protocol import messages as msgs
+from ..protocol.failures import (
+    Failure,
+    closed_message,
+    is_permanent,
+    not_ready_message,
+    stderr_tail,
+)
+from ..protocol.failures import describe as describe_failure
 from ..protocol.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     ErrorResponse,
@@ -178,6 +186,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._delay = 0.0
         self._reason = None
         self._auth_error = None
+        self._last_failure = None
         self._era = None
         self._version = None
         self._origin = None
@@ -284,6 +293,7 @@ class Connection(HttpOutcomes, HandshakeStates):
 
     def enter_ready(self, old: str) -> list[Any]:
         self._reason = None
+        self._last_failure = self._shared.last_failure = None
         self._publish("ready", None)
         cfg = self._cfg
         self.set_timeout(STABLE, cfg.stable_after, STABLE)
@@ -391,11 +401,17 @@ class Connection(HttpOutcomes, HandshakeStates):
         return Step("connecting", [NextEvent(CONNECT)])
 
     def _lost(self, reason: str, detail: str | None = None) -> Any:
-        """The transport is gone (or unusable): back off and reconnect, or give up."""
+        """The transport is gone (or unusable): back off and reconnect, or give up. The
+        failure is kept and published, so that errors say what the last attempt met; one
+        that no retry can fix (a missing command, a TLS mismatch) closes at once."""
         self._reason = reason
         if reason in ("exit", "spawn_failed") and detail:
             log.info("server transport down: %s %s", reason, detail)
+        failure = Failure(reason, detail, stderr_tail(self._server_stderr()))
+        self._last_failure = self._shared.last_failure = failure
         self._attempt += 1
+        if is_permanent(failure):
+            return self._closed(reason)
         limit = self._cfg.max_reconnects
         if limit is not None and self._attempt > limit:
             return self._closed("max_reconnects")
@@ -437,7 +453,24 @@ class Connection(HttpOutcomes, HandshakeStates):
                 f"the server refused the credentials; the client is closed ({reason})",
                 data=auth.data,
             )
-        return Error("closed", reason, f"the client is closed ({reason})")
+        last = self._last_failure
+        message = closed_message(
+            reason, attempts=self._attempt, limit=self._cfg.max_reconnects, last=last
+        )
+        data = (
+            last.data() if last is not None and reason in ("max_reconnects", last.reason) else None
+        )
+        return Error("closed", reason, message, data=data)
+
+    def _server_stderr(self) -> bytes:
+        """The current (or just closed) transport's stderr: a stdio server's last words."""
+        transport = self._transport
+        if transport is None and self._shared.closing:
+            transport = self._shared.closing[-1]
+        try:
+            return transport.stderr() if transport is not None else b""
+        except Exception:  # a dying transport must not take the router down
+            return b""
 
     def on_closed(self, kind: str, ev: Any) -> Any:
         handler = self._IN_CLOSED.get(type(ev))
@@ -448,6 +481,7 @@ class Connection(HttpOutcomes, HandshakeStates):
 
     def _closed_reconnect(self, kind: str, ev: ReconnectNow) -> Any:
         self._attempt = 0
+        self._last_failure = self._shared.last_failure = None
         self._reason = None
         self._auth_error = None
         if ev.reply is not None:
@@ -555,16 +589,39 @@ class Connection(HttpOutcomes, HandshakeStates):
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
             reply.fail(
-                Error("timeout", "deadline", f"{item.method} got no answer before its deadline")
+                Error(
+                    "timeout",
+                    "deadline",
+                    f"{item.method} got no answer before its deadline (the call's timeout, or "
+                    "request_timeout by default); the server was asked to cancel it",
+                )
             )
             return
         removed = self.remove_postponed(lambda e: e is item)
         if removed:
             self._queued_done(item)
-            what = item.method if type(item) is Call else "await_ready"
-            reply.fail(
-                Error("timeout", "deadline", f"{what} waited for the connection past its deadline")
-            )
+            reply.fail(self._not_ready_error(item))
+
+    def _not_ready_error(self, item: Call | AwaitReady) -> Error:
+        """A request or ``await_ready`` that waited for ``ready`` past its deadline: say how
+        long, which option set it, and what the connection met meanwhile."""
+        last = self._last_failure
+        state = self._shared.status.state
+        if isinstance(item, AwaitReady):
+            seconds = item.seconds
+            what, option = "await_ready", "its timeout argument"
+        else:
+            seconds = None
+            what, option = item.method, "the call's timeout, or request_timeout by default"
+        data = last.data() if last is not None else None
+        if seconds is None:
+            text = f"{what} waited for the connection past its deadline ({option}); it is {state}"
+            if last is not None:
+                text += f" after: {describe_failure(last)}"
+            return Error("timeout", "deadline", text, data=data)
+        return Error(
+            "timeout", "deadline", not_ready_message(what, seconds, option, state, last), data=data
+        )
 
     def _on_abandon(self, ev: Abandon) -> None:
         reply = ev.reply

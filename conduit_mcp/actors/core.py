@@ -22,6 +22,7 @@ from ..config import Config
 from ..errors import Error
 from ..otp.statem import NextEvent, Statem, Step
 from ..protocol import messages as msgs
+from ..protocol.failures import Failure
 from ..protocol.versions import Mode
 from ..published import Published
 from ..status import Era, Origin, State, Status
@@ -80,6 +81,7 @@ class ConnectionCore(Statem):
     _delay: float  # the backoff before the next attempt
     _reason: str | None  # why the connection is not ready (published in the status)
     _auth_error: Error | None  # the refusal that closed the client (auth_required)
+    _last_failure: Failure | None  # the last failed attempt (said in errors; None once ready)
 
     # -- era negotiation -----------------------------------------------------------------------
     _era: Era | None  # the negotiated era; kept while reconnecting

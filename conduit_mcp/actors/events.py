@@ -46,12 +46,13 @@ class Call:
 class AwaitReady:
     """Answered with the Status once ready; postponed (and counted in max_queued) until then."""
 
-    __slots__ = ("reply", "deadline", "queued")
+    __slots__ = ("reply", "deadline", "queued", "seconds")
 
-    def __init__(self, reply: Reply, deadline: float) -> None:
+    def __init__(self, reply: Reply, deadline: float, seconds: float | None = None) -> None:
         self.reply = reply
         self.deadline = deadline
         self.queued = False
+        self.seconds = seconds  # the caller's timeout, named when it runs out
 
 
 class Abandon:

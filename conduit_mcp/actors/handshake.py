@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from ..errors import Error
 from ..otp.statem import StateTimeout, Step
 from ..protocol import messages as msgs
+from ..protocol.failures import Failure
 from ..protocol.jsonrpc import (
     ErrorResponse,
     Response,
@@ -209,6 +210,9 @@ class HandshakeStates(ConnectionCore):
             return self._closed("auth_required")
         if error is not None and error.kind == "protocol":
             log.warning("unusable initialize answer: %s", error.reason)
+            self._last_failure = self._shared.last_failure = Failure(
+                "initialize_refused", error.reason
+            )
             return self._closed("initialize_refused")
         self._drop_transport()
         return self._lost(error.reason if error is not None else "stream_broken")
@@ -239,6 +243,9 @@ class HandshakeStates(ConnectionCore):
         if mid is not None and mid == self._init_id and type(m) in (Response, ErrorResponse):
             self._init_id = None
             if type(m) is ErrorResponse:
+                self._last_failure = self._shared.last_failure = Failure(
+                    "initialize_refused", f"JSON-RPC error {m.code}"
+                )
                 if self._mode == "auto" and not self._pinned:
                     verdict = classify_initialize_refusal(
                         m.code, m.data, probe_outstanding=self._late_probe_id is not None

@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 # The connection's logger: what it says is about the connection's streams.
-log = logging.getLogger("conduit_mcp.connection")
+log = logging.getLogger("conduit_mcp.listen")
 
 #: At most four listens exist at once (docs/connection.md, "Listens and resource
 #: subscriptions").

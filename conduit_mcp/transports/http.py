@@ -87,6 +87,7 @@ from .http_wire import (
     Sent,
     StreamState,
     call_auth,
+    connect_failure,
     feed,
     http_error,
     read_body,
@@ -417,7 +418,7 @@ class HttpTransport:
         except asyncio.CancelledError:
             raise
         except aiohttp.ClientConnectorError as exc:
-            self.report_down("unreachable", type(exc).__name__)
+            self.report_down(*connect_failure(exc))
         except (*BROKEN, aiohttp.ClientError, Error) as exc:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)
 
@@ -439,7 +440,7 @@ class HttpTransport:
                 raise
             except aiohttp.ClientConnectorError as exc:
                 self._sent.pop(rid, None)
-                self.report_down("unreachable", type(exc).__name__)
+                self.report_down(*connect_failure(exc))
             except aiohttp.ConnectionTimeoutError:
                 # No connection within connect_timeout (connecting, or waiting for a pooled
                 # one): never sent, so not a broken stream (which "may have run").
@@ -730,7 +731,7 @@ class HttpTransport:
             raise  # closed by its sink: nothing to tell
         except aiohttp.ClientConnectorError as exc:
             detail = "unreachable"
-            self.report_down("unreachable", type(exc).__name__)
+            self.report_down(*connect_failure(exc))
         except (*BROKEN, aiohttp.ClientError, Error) as exc:
             detail = type(exc).__name__ if not isinstance(exc, Error) else exc.reason
         _tell_sink(sink, StreamEnded(self.gen, tag, detail))

@@ -38,6 +38,7 @@ from .http_wire import (
     SSE_ACCEPT,
     Sent,
     StreamState,
+    connect_failure,
     feed,
 )
 
@@ -215,7 +216,7 @@ class LegacySession:
         except asyncio.CancelledError:
             raise
         except aiohttp.ClientConnectorError as exc:
-            host.report_down("unreachable", type(exc).__name__)
+            host.report_down(*connect_failure(exc))
             return
         except (*BROKEN, aiohttp.ClientError, Error) as exc:
             log.debug("%s POST failed: %s", method or "response", type(exc).__name__)

@@ -181,3 +181,16 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
             raise too_large(f"the response is over max_response ({limit} bytes)")
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def connect_failure(exc: aiohttp.ClientConnectorError) -> tuple[str, str]:
+    """``(reason, detail)`` of a connection that could not be made, for the status and the
+    errors: the exception's class and its OS error text, never the URL. A TLS failure is
+    ``tls_failed`` (retrying cannot help: http:// against an https:// port, or a bad
+    certificate); anything else ``unreachable``."""
+    name = type(exc).__name__
+    if isinstance(exc, (aiohttp.ClientConnectorSSLError, aiohttp.ClientConnectorCertificateError)):
+        return "tls_failed", name
+    os_error = getattr(exc, "os_error", None)
+    text = getattr(os_error, "strerror", None)
+    return "unreachable", f"{name}: {text}" if text else name

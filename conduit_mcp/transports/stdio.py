@@ -215,7 +215,7 @@ class StdioTransport:
             )
         except Exception as exc:  # OSError, or ValueError (e.g. a NUL byte in an argument)
             self._spawning = False
-            self._report_down("spawn_failed", type(exc).__name__)
+            self._report_down("spawn_failed", _spawn_detail(exc, spec.command))
             return
         self._spawning = False
         self._proc = proc
@@ -419,3 +419,11 @@ class StdioTransport:
             return True
         except TimeoutError:
             return False
+
+
+def _spawn_detail(exc: Exception, command: str) -> str:
+    """Why the server could not be started: the exception's class, its OS error text and the
+    command (never its arguments or environment, which may carry credentials)."""
+    name = type(exc).__name__
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else None
+    return f"{name}: {text}: {command!r}" if text else f"{name} ({command!r})"

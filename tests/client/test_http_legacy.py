@@ -168,7 +168,7 @@ def test_a_get_stream_that_ends_at_once_is_reopened_after_a_floor_and_a_backoff(
     from conduit_mcp.actors.listen import Stats
     from conduit_mcp.protocol.listen import REOPEN_FLOOR
 
-    caplog.set_level(logging.WARNING, logger="conduit_mcp.connection")
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.listen")
     server, srv = serve_http(era="legacy", sse_retry_ms=1, end_get_streams=True)
     client = start(start_client, srv)
     server.wait_for(is_get, timeout=10, count=3)

@@ -14,6 +14,11 @@ import conduit_mcp as mcp
 pytestmark = pytest.mark.timeout(30)
 
 
+# A server that starts and exits at once: a failure the client retries (a missing command is
+# not: it closes at once).
+EXITS_AT_ONCE = mcp.Stdio(sys.executable, ["-c", "raise SystemExit(1)"])
+
+
 def test_auto_reaches_ready_modern_through_the_probe(make_server, start_client):
     server = make_server()
     client = start_client(server.stdio())
@@ -158,8 +163,17 @@ def test_server_exit_during_probe_reconnects_and_starts_with_initialize(make_ser
     assert server.starts() == 2
 
 
-def test_spawn_failure_reconnects_then_closes_after_max_reconnects(start_client):
+def test_a_missing_command_closes_at_once_without_retrying(start_client):
     client = start_client(mcp.Stdio("/nonexistent/server-binary"), max_reconnects=2)
+    status = client.wait_for_state("closed", timeout=10)
+    assert status.reason == "spawn_failed"  # no retry can make the command exist
+    with pytest.raises(mcp.Error) as err:
+        client.await_ready(timeout=1)
+    assert (err.value.kind, err.value.reason) == ("closed", "spawn_failed")
+
+
+def test_a_server_that_keeps_exiting_closes_after_max_reconnects(start_client):
+    client = start_client(EXITS_AT_ONCE, max_reconnects=2)
     status = client.wait_for_state("closed", timeout=10)
     assert status.reason == "max_reconnects"
     with pytest.raises(mcp.Error) as err:
@@ -208,7 +222,7 @@ def test_backoff_function_gets_the_attempt_number(make_server, start_client):
         attempts.append(attempt)
         return 0.0
 
-    client = start_client(mcp.Stdio("/nonexistent/x"), max_reconnects=3, backoff=backoff)
+    client = start_client(EXITS_AT_ONCE, max_reconnects=3, backoff=backoff)
     client.wait_for_state("closed", timeout=10)
     assert attempts == [1, 2, 3]
 
@@ -216,7 +230,7 @@ def test_backoff_function_gets_the_attempt_number(make_server, start_client):
 @pytest.mark.parametrize("bad", [lambda a: -1, lambda a: "soon", lambda a: 1 / 0])
 def test_a_bad_backoff_function_is_replaced_by_full_jitter(start_client, bad):
     client = start_client(
-        mcp.Stdio("/nonexistent/x"),
+        EXITS_AT_ONCE,
         max_reconnects=2,
         backoff=bad,
         backoff_base=0.001,
