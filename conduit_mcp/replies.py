@@ -153,7 +153,13 @@ class AsyncReply(Reply):
         for params in slot.take():
             if self.future.done():
                 return  # answered (or timed out): later progress is of no use
-            self.on_progress(params)
+            try:
+                self.on_progress(params)
+            except Exception as exc:
+                # As when each report was its own loop callback: reported, the rest still run.
+                self.loop.call_exception_handler(
+                    {"message": "Exception in on_progress callback", "exception": exc}
+                )
 
     @property
     def progress_dropped(self) -> int:
