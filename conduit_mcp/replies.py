@@ -195,9 +195,13 @@ def _set_exception(future: asyncio.Future[Any], error: Error) -> None:
 
 class FutureReply(Reply):
     """For a Pykka actor caller: a ``pykka.ThreadingFuture`` it can ``get`` when it likes, and
-    progress told to an ``ActorRef`` as :class:`ProgressMessage` messages."""
+    progress told to an ``ActorRef`` as :class:`ProgressMessage` messages.
 
-    __slots__ = ("future", "progress_to", "transform")
+    Progress is not told to an actor that already has :data:`PROGRESS_KEPT` messages waiting
+    in its mailbox: it is dropped and counted in ``progress_dropped``, so a flood of progress
+    to a busy actor cannot grow its mailbox without end."""
+
+    __slots__ = ("future", "progress_to", "transform", "progress_dropped")
 
     def __init__(
         self,
@@ -207,11 +211,18 @@ class FutureReply(Reply):
         super().__init__()
         self.future = future
         self.progress_to = progress_to
+        self.progress_dropped = 0
 
     def progress(self, params: dict[str, Any]) -> None:
-        if self.progress_to is not None and not self.done:
+        target = self.progress_to
+        if target is not None and not self.done:
+            # Pykka's inbox is a queue (ours a SimpleQueue): both have qsize().
+            waiting = getattr(target.actor_inbox, "qsize", None)
+            if waiting is not None and waiting() >= PROGRESS_KEPT:
+                self.progress_dropped += 1
+                return
             with contextlib.suppress(pykka.ActorDeadError):
-                self.progress_to.tell(("conduit_mcp.progress", self.request_id, params))
+                target.tell(("conduit_mcp.progress", self.request_id, params))
 
     def ok(self, result: Any) -> None:
         if not self.done:

@@ -270,3 +270,37 @@ def test_the_flood_options_are_checked_at_their_floor(option: str, floor: int) -
     with pytest.raises(Error) as caught:
         build_config({option: floor - 1})
     assert (caught.value.kind, caught.value.reason) == ("config", option)
+
+
+def test_progress_is_not_told_to_an_actor_with_progress_kept_messages_waiting() -> None:
+    from conduit_mcp.replies import FutureReply
+
+    gate = threading.Event()
+    entered = threading.Event()
+    seen: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    class Busy(pykka.ThreadingActor):
+        def on_receive(self, message: Any) -> None:
+            entered.set()
+            assert gate.wait(10)
+            seen.put(message)
+
+    ref = Busy.start()
+    try:
+        reply = FutureReply(pykka.ThreadingFuture(), ref)
+        reply.request_id = 7
+        ref.tell("first")
+        assert entered.wait(5)  # busy: everything told from now on waits in its mailbox
+        for i in range(PROGRESS_KEPT + 5):
+            reply.progress({"progress": i})
+        assert ref.actor_inbox.qsize() == PROGRESS_KEPT  # type: ignore[attr-defined]
+        assert reply.progress_dropped == 5
+        gate.set()
+        messages = [seen.get(timeout=5) for _ in range(PROGRESS_KEPT + 1)]
+        assert messages[0] == "first"
+        assert messages[1:] == [
+            ("conduit_mcp.progress", 7, {"progress": i}) for i in range(PROGRESS_KEPT)
+        ]
+    finally:
+        gate.set()
+        ref.stop()
