@@ -79,6 +79,21 @@ class ClientOptions(TypedDict, total=False):
     """The capabilities the client declares. Default ``{}``."""
     shutdown_timeout: float
     """Bound on stopping the actors. Default 5."""
+    max_inbox: int
+    """Notifications and server requests read from the server and not yet handled by the
+    connection; beyond it, what the server sends (but answers to the client's own requests)
+    is dropped and counted (``mcp.client.dropped``, kind ``inbound``) until the connection
+    catches up. Bounds the memory a flooding server can take. Default 10000."""
+    max_answer_backlog: int
+    """Bytes written for the server and not yet taken by it (stdio: the pipe's backlog;
+    HTTP: answer bodies being POSTed, and at most 32 answer POSTs at once); an answer to a
+    server request (``ping``, ``-32601``) beyond it is dropped and counted (kind ``answer``).
+    The client's own requests are never dropped (``max_in_flight`` bounds them). Default
+    1 MiB."""
+    max_subscriber_backlog: int
+    """Notifications waiting for the notifier, and for each subscriber it runs (a callable,
+    in the notifier's thread) or schedules on a busy loop (an ``asyncio.Queue``); one more is
+    dropped (for that subscriber) and counted (kind ``notification``). Default 1000."""
     max_cache_ttl: float | None
     """A cached list is fresh for the server's ``ttlMs``, capped at this (None: no cap).
     Default 300."""
@@ -114,6 +129,10 @@ class Config:
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     shutdown_timeout: float = 5.0
+    # Flood bounds (docs/connection.md, "Floods").
+    max_inbox: int = 10_000
+    max_answer_backlog: int = 1024 * 1024
+    max_subscriber_backlog: int = 1000
     # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
     max_cache_ttl: float | None = 300.0
     # OpenTelemetry providers (README, "Telemetry"); None: the global ones, resolved lazily.
@@ -140,6 +159,9 @@ _INTS = {
     "max_reconnects": (True, 0),
     "max_frame": (False, 1024),
     "max_list_bytes": (False, 1024),
+    "max_inbox": (False, 1),
+    "max_answer_backlog": (False, 0),
+    "max_subscriber_backlog": (False, 1),
 }
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 

@@ -18,10 +18,11 @@ A subscriber is one of:
   thread-safe, so notifications are put into it *on that loop* through
   ``loop.call_soon_threadsafe``. A full queue drops as above; a closed loop unsubscribes it.
 * any other callable taking one :class:`ServerNotification`: it runs in the notifier's thread,
-  one call at a time, in order. It must return quickly (it delays every later notification of
-  the client) and must never wait on the client (an ``ask`` of the notifier from inside it
-  would wait for itself). An exception from it is logged (its type only) and it stays
-  subscribed.
+  one call at a time, in order, from its own queue of at most ``max_subscriber_backlog``
+  notifications (a slow one delays only itself; when its queue is full a notification is
+  dropped for it and counted). It must never wait on the client (an ``ask`` of the notifier
+  from inside it would wait for itself). An exception from it is logged (its type only) and
+  it stays subscribed. None is called after the client's ``stop()`` returned.
 
 Each subscriber may name the methods it wants (``methods=``); ``None`` means every method.
 """

@@ -37,6 +37,7 @@ class Published:
         "resource_uris",
         "once_modern",
         "last_failure",
+        "deliveries",
     )
 
     def __init__(self) -> None:
@@ -68,6 +69,10 @@ class Published:
         self.once_modern = False
         # The connection's last failed attempt to connect (None once ready): what errors say.
         self.last_failure: Failure | None = None
+        # Notifications told to the notifier and not yet taken from its mailbox: the
+        # connection drops (and counts) one more past max_subscriber_backlog
+        # (docs/connection.md, "Floods").
+        self.deliveries = Deliveries()
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions
@@ -120,3 +125,20 @@ class Published:
                     return None
                 self._changed.wait(remaining)
             return self.status
+
+
+class Deliveries:
+    """Notifications told to the notifier (``told``: written by the connection only) and
+    taken from its mailbox (``handled``: written by the notifier only); their difference is
+    the notifier's backlog. A restarted notifier sets ``handled`` to ``told`` (what its dead
+    incarnation held is lost)."""
+
+    __slots__ = ("told", "handled")
+
+    def __init__(self) -> None:
+        self.told = 0
+        self.handled = 0
+
+    @property
+    def backlog(self) -> int:
+        return self.told - self.handled

@@ -5,12 +5,19 @@ each of which just hands a value over (a queue put, a ``call_soon_threadsafe``, 
 ``set``): progress callbacks and result parsing run in the caller's thread or loop, because
 the connection never runs user code (docs/connection.md, "Requests"). ``request_id`` is written by the connection once it numbers the
 request, so a caller that gives up can name it in an ``Abandon``.
+
+Progress is bounded per call (docs/connection.md, "Floods"): a channel keeps the latest
+:data:`PROGRESS_KEPT` progress notifications the caller has not run yet, and counts the older
+ones it dropped in ``progress_dropped``. A flood of progress to a slow ``on_progress``
+therefore costs a bounded list, and the answer (or the deadline's ``timeout``) waits behind
+at most that many callbacks, which the caller stops running once the deadline has passed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from queue import SimpleQueue
 from typing import Any
 
@@ -43,19 +50,67 @@ class Reply:
         raise NotImplementedError
 
 
-class SyncReply(Reply):
-    """For a thread blocked in a call: a C-level ``SimpleQueue`` it waits on with a deadline."""
+#: Progress notifications kept per call for a caller that has not run them yet; past it the
+#: oldest is dropped (the latest are kept) and counted.
+PROGRESS_KEPT = 100
 
-    __slots__ = ("queue", "wants_progress")
+
+class _LatestProgress:
+    """The latest progress not yet run (at most :data:`PROGRESS_KEPT`), shared by the
+    reader's thread (which adds) and the caller's (which takes them all); ``dropped`` counts
+    the oldest ones pushed out."""
+
+    __slots__ = ("_lock", "_items", "dropped")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[dict[str, Any]] = []
+        self.dropped = 0
+
+    def put(self, params: dict[str, Any]) -> bool:
+        """Keep ``params``; True if nothing was waiting (the caller must be woken)."""
+        with self._lock:
+            items = self._items
+            items.append(params)
+            if len(items) > PROGRESS_KEPT:
+                del items[0]
+                self.dropped += 1
+            return len(items) == 1
+
+    def take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            items, self._items = self._items, []
+            return items
+
+
+class SyncReply(Reply):
+    """For a thread blocked in a call: a C-level ``SimpleQueue`` it waits on with a deadline.
+    Progress puts a ``PROGRESS`` wake-up only when none was waiting; the caller takes what
+    is kept with :meth:`take_progress`."""
+
+    __slots__ = ("queue", "wants_progress", "_slot")
 
     def __init__(self, wants_progress: bool = False) -> None:
         super().__init__()
         self.queue: SimpleQueue[tuple[int, Any]] = SimpleQueue()
         self.wants_progress = wants_progress
+        self._slot = _LatestProgress() if wants_progress else None
 
     def progress(self, params: dict[str, Any]) -> None:
-        if self.wants_progress and not self.done:
-            self.queue.put((PROGRESS, params))
+        slot = self._slot
+        if slot is not None and not self.done and slot.put(params):
+            self.queue.put((PROGRESS, None))
+
+    def take_progress(self) -> list[dict[str, Any]]:
+        """The progress not yet run, oldest first."""
+        slot = self._slot
+        return [] if slot is None else slot.take()
+
+    @property
+    def progress_dropped(self) -> int:
+        """Progress notifications dropped (the oldest) before the caller ran them."""
+        slot = self._slot
+        return 0 if slot is None else slot.dropped
 
     def ok(self, result: Any) -> None:
         if not self.done:
@@ -71,7 +126,7 @@ class SyncReply(Reply):
 class AsyncReply(Reply):
     """For an asyncio caller: resolves an ``asyncio.Future`` on the caller's own loop."""
 
-    __slots__ = ("loop", "future", "on_progress")
+    __slots__ = ("loop", "future", "on_progress", "_slot")
 
     def __init__(
         self,
@@ -83,10 +138,34 @@ class AsyncReply(Reply):
         self.loop = loop
         self.future = future
         self.on_progress = on_progress
+        self._slot = _LatestProgress() if on_progress is not None else None
 
     def progress(self, params: dict[str, Any]) -> None:
-        if self.on_progress is not None and not self.done:
-            self._call(self.on_progress, params)
+        # One callback scheduled on the caller's loop at a time; it runs what is kept.
+        slot = self._slot
+        if slot is not None and not self.done and slot.put(params):
+            self._call(self._run_progress)
+
+    def _run_progress(self) -> None:
+        slot = self._slot
+        if slot is None:
+            return
+        for params in slot.take():
+            if self.future.done():
+                return  # answered (or timed out): later progress is of no use
+            try:
+                self.on_progress(params)
+            except Exception as exc:
+                # As when each report was its own loop callback: reported, the rest still run.
+                self.loop.call_exception_handler(
+                    {"message": "Exception in on_progress callback", "exception": exc}
+                )
+
+    @property
+    def progress_dropped(self) -> int:
+        """Progress notifications dropped (the oldest) before the caller's loop ran them."""
+        slot = self._slot
+        return 0 if slot is None else slot.dropped
 
     def ok(self, result: Any) -> None:
         if not self.done:
@@ -116,9 +195,13 @@ def _set_exception(future: asyncio.Future[Any], error: Error) -> None:
 
 class FutureReply(Reply):
     """For a Pykka actor caller: a ``pykka.ThreadingFuture`` it can ``get`` when it likes, and
-    progress told to an ``ActorRef`` as :class:`ProgressMessage` messages."""
+    progress told to an ``ActorRef`` as :class:`ProgressMessage` messages.
 
-    __slots__ = ("future", "progress_to", "transform")
+    Progress is not told to an actor that already has :data:`PROGRESS_KEPT` messages waiting
+    in its mailbox: it is dropped and counted in ``progress_dropped``, so a flood of progress
+    to a busy actor cannot grow its mailbox without end."""
+
+    __slots__ = ("future", "progress_to", "transform", "progress_dropped")
 
     def __init__(
         self,
@@ -128,11 +211,18 @@ class FutureReply(Reply):
         super().__init__()
         self.future = future
         self.progress_to = progress_to
+        self.progress_dropped = 0
 
     def progress(self, params: dict[str, Any]) -> None:
-        if self.progress_to is not None and not self.done:
+        target = self.progress_to
+        if target is not None and not self.done:
+            # Pykka's inbox is a queue (ours a SimpleQueue): both have qsize().
+            waiting = getattr(target.actor_inbox, "qsize", None)
+            if waiting is not None and waiting() >= PROGRESS_KEPT:
+                self.progress_dropped += 1
+                return
             with contextlib.suppress(pykka.ActorDeadError):
-                self.progress_to.tell(("conduit_mcp.progress", self.request_id, params))
+                target.tell(("conduit_mcp.progress", self.request_id, params))
 
     def ok(self, result: Any) -> None:
         if not self.done:

@@ -301,8 +301,12 @@ def wait_blocking(
                 return value
             if tag == FAIL:
                 raise copy_error(value)
-            if on_progress is not None:
-                on_progress(progress_value(value))
+            # PROGRESS: run what is kept (at most PROGRESS_KEPT, replies.py), but none once
+            # the deadline has passed: the answer or the timeout is due now.
+            for params in reply.take_progress():
+                if on_progress is None or time.monotonic() >= deadline:
+                    break
+                on_progress(progress_value(params))
     except BaseException:
         # Our own wait ran out, a progress callback raised, or Ctrl-C: tell the connection
         # so the server is asked to cancel (no-op if already answered).

@@ -65,7 +65,14 @@ def make_transport(
     """The transport for one connection attempt (a reconnect builds a new one; ``memory``
     is the connection's, kept across attempts)."""
     if isinstance(spec, Stdio):
-        return StdioTransport(spec, owner, gen, max_frame=cfg.max_frame, pending=pending)
+        return StdioTransport(
+            spec,
+            owner,
+            gen,
+            max_frame=cfg.max_frame,
+            pending=pending,
+            max_answer_backlog=cfg.max_answer_backlog,
+        )
     if isinstance(spec, Http):
         return HttpTransport(
             spec,
@@ -75,6 +82,7 @@ def make_transport(
             max_in_flight=cfg.max_in_flight,
             pending=pending,
             memory=memory,
+            max_answer_backlog=cfg.max_answer_backlog,
         )
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
@@ -120,6 +128,9 @@ class ClientTree:
         self.supervised = False
         # Stopped by ``Client.stop``: for good, whoever started it.
         self.ended = False
+        # Set when stop() begins: the notifier calls no subscriber after it, so nothing of
+        # the client runs once stop() has returned.
+        self.halt = threading.Event()
 
     def __repr__(self) -> str:
         return f"<ClientTree {self.name!r}>"
@@ -151,7 +162,14 @@ class ClientTree:
                 shutdown=cfg.shutdown_timeout,
                 significant=cfg.on_give_up == "stop",
             ),
-            notifier_spec(self.name, self.subscribers),
+            notifier_spec(
+                self.name,
+                self.subscribers,
+                max_backlog=cfg.max_subscriber_backlog,
+                halt=self.halt,
+                on_dropped=hooks.overflow,
+                deliveries=shared.deliveries,
+            ),
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),
         ]
@@ -214,6 +232,7 @@ class ClientTree:
         """Stop the tree, then wait (bounded) for server processes to be gone."""
         deadline = time.monotonic() + timeout
         self.ended = True
+        self.halt.set()
         sup = self.supervisor
         if sup is not None:
             try:

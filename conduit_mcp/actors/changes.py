@@ -289,8 +289,15 @@ class ChangeTracker:
         # from it a moment after it starts).
         if not self._consumers and self._siblings.get("notifier") is None:
             return
+        # Bounded: while the notifier is max_subscriber_backlog behind, dropped and counted
+        # (docs/connection.md, "Floods").
+        deliveries = self._published.deliveries
+        if deliveries.told - deliveries.handled >= self._cfg.max_subscriber_backlog:
+            self._tel.overflow("notification", 1)
+            return
         note = ServerNotification(self._client_name, method, params if type(params) is dict else {})
         self._tel.notification(method)
+        deliveries.told += 1
         self._siblings.tell("notifier", Deliver((note,)))
 
     # -- the cache -----------------------------------------------------------------------------

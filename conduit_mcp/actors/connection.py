@@ -104,7 +104,7 @@ from .events import (
 from .handshake import HandshakeStates
 from .http_outcomes import HttpOutcomes
 from .listen import ListenBack, ListenDropped, ListenRouted, WantSeen
-from .pending import PendingTable
+from .pending import Drops, PendingTable
 from .refresher import Refreshed, RefreshFailed
 
 log = logging.getLogger("conduit_mcp.connection")
@@ -177,7 +177,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._memory = {}
         self._gen = 0
         self._last_id = 0
-        self._table = PendingTable()
+        self._table = PendingTable(config.max_inbox, Drops(self._tel.overflow))
         self._pending = self._table.calls
         self._queued = 0
         self._deferred = None
@@ -488,6 +488,9 @@ class Connection(HttpOutcomes, HandshakeStates):
             ev.reply.ok(None)
         return Step("connecting", [NextEvent(CONNECT)])
 
+    def _closed_inbound(self, kind: str, ev: Inbound) -> None:
+        self._table.handled += len(ev.messages)  # read, so counted (PendingTable.admit)
+
     def _closed_named(self, kind: str, ev: str) -> Any:
         if kind == "timeout":
             return None  # a timer armed before closing
@@ -750,10 +753,12 @@ class Connection(HttpOutcomes, HandshakeStates):
         log.debug("dropped a response for a request no longer pending (id %r)", mid)
 
     def _server_request(self, m: Any) -> None:
+        # Answers are bounded by max_answer_backlog: one the server has no room for is
+        # dropped and counted (docs/connection.md, "Floods").
         if m.method == "ping" and self._era != "modern":
-            self.send_raw({"jsonrpc": "2.0", "id": m.id, "result": {}})
+            self.send_answer({"jsonrpc": "2.0", "id": m.id, "result": {}})
             return
-        self.send_raw(
+        self.send_answer(
             {"jsonrpc": "2.0", "id": m.id, "error": {"code": -32601, "message": "Method not found"}}
         )
 
@@ -783,7 +788,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         Abandon: _ignore,
         Deadline: _ignore,  # a request's timer armed before closing
         str: _closed_named,
-        Inbound: _ignore,
+        Inbound: _closed_inbound,
         TransportDown: _ignore,
         TransportUp: _ignore,
         FrameProblem: _ignore,

@@ -133,6 +133,13 @@ class ConnectionCore(Statem):
         if transport is not None:
             transport.send(message)
 
+    def send_answer(self, message: dict[str, Any]) -> None:
+        """An answer to a server request: the transport drops it (and counts it) when the
+        server has not taken ``max_answer_backlog`` bytes yet (docs/connection.md, "Floods")."""
+        transport = self._transport
+        if transport is not None:
+            transport.send_answer(message)
+
     def cancel_at_transport(self, rid: Any, reason: str) -> None:
         transport = self._transport
         if transport is not None:
@@ -153,6 +160,9 @@ class ConnectionCore(Statem):
     def _start_transport(self) -> None:
         self._drop_transport()
         self._gen += 1
+        # A new transport starts with no backlog: what an earlier one told and nobody
+        # handled (the listen actor drops a stale stream's messages) no longer counts.
+        self._table.resync()
         transport = self._factory(
             self._spec,
             self.actor_ref,
@@ -201,15 +211,19 @@ class ConnectionCore(Statem):
     def _route_batch(self, ev: Inbound, handle: Callable[[Any], Any]) -> Any:
         """Route the messages of ``ev`` one by one with ``handle``; the first that changes
         state ends the batch, and the rest is inserted to be handled in the new state."""
+        messages = ev.messages
+        # Handled, for the reader's flood bound (PendingTable.admit): counted whatever the
+        # generation, since the reader counted it when it told it.
+        self._table.handled += len(messages)
         if ev.gen != self._gen:
             return None
-        messages = ev.messages
         for i, m in enumerate(messages):
             step = handle(m)
             if step is not None:
                 rest = messages[i + 1 :]
                 if not rest:
                     return step
+                self._table.handled -= len(rest)  # told again below: counted then
                 nxt = NextEvent(Inbound(ev.gen, rest))
                 if isinstance(step, str):
                     return Step(step, [nxt])

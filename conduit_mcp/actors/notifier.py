@@ -13,10 +13,19 @@ queue               ``put_nowait``                ``queue.Full``: that notificat
                                                   for it, counted in ``dropped``, warned; other
                                                   errors: warned (type only), it stays
 ``asyncio.Queue``   ``put_nowait`` on its loop,   loop closed: removed; full: dropped, counted
-                    one ``call_soon_threadsafe``  and warned (on the loop)
-                    per batch
-callable            called in this thread         raises: warned (type only), it stays
+                    one ``call_soon_threadsafe``  and warned (on the loop); a loop that has
+                    per batch                     not run ``max_subscriber_backlog`` puts yet:
+                                                  dropped and counted here
+callable            queued for it (at most        raises: warned (type only), it stays;
+                    ``max_subscriber_backlog``),  its queue full: that notification is
+                    then called in this thread    dropped for it, counted in ``dropped``
 ==================  ============================  =============================================
+
+A slow callable cannot make the notifier hold a flood (docs/connection.md, "Floods"): each
+callable subscriber has its own bounded queue, and the queues are drained a slice at a time
+(:class:`_Drain`, told to itself), so new batches keep being accepted (or dropped and
+counted) between two slices and the actor's mailbox never grows behind a slow callback. Once
+the client's ``stop()`` has begun (``halt`` is set), no subscriber is called again.
 
 Warnings never show params (they may carry arguments or secrets): a subscriber's type or
 function name, the method, the exception's type. Subscription changes apply from the next
@@ -38,7 +47,9 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Hashable, Iterable, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pykka
@@ -47,6 +58,7 @@ from conduit_mcp.actors.events import Consumers
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
 from conduit_mcp.otp.base import Link, SafeActor
 from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
+from conduit_mcp.published import Deliveries
 
 if TYPE_CHECKING:
     from conduit_mcp.replies import Reply
@@ -128,6 +140,22 @@ class NotifierStats(NamedTuple):
     """Notifications dropped because a subscriber's bounded queue was full."""
 
 
+class _Drain(NamedTuple):
+    """Told by the notifier to itself: run a slice of the callable subscribers' queues."""
+
+
+_DRAIN = _Drain()
+#: Notifications one callable subscriber is handed per slice, at most.
+_SLICE_ITEMS = 64
+#: A slice ends once it has run this long (seconds), so a Deliver or a stop is not kept
+#: waiting behind a long queue of slow callbacks.
+_SLICE_SECONDS = 0.01
+#: Seconds between two warnings about one subscriber's drops.
+_WARN_EVERY = 10
+#: Default of the ``max_subscriber_backlog`` option.
+MAX_SUBSCRIBER_BACKLOG = 1000
+
+
 class _Counter:
     """An int incremented from several threads (asyncio drops are counted on their loop)."""
 
@@ -142,13 +170,28 @@ class _Counter:
             self.value += n
 
 
+class _Transit:
+    """Notifications scheduled on an asyncio subscriber's loop (``sent``: the notifier's
+    thread) and put into its queue there (``landed``: the loop's thread): a loop too busy to
+    run the puts holds at most ``max_backlog`` of them."""
+
+    __slots__ = ("sent", "landed")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.landed = 0
+
+
 def _put_on_loop(
     target: asyncio.Queue[ServerNotification],
     items: list[ServerNotification],
     label: str,
     dropped: _Counter,
+    transit: _Transit | None = None,
 ) -> None:
     """Runs on the queue's own loop: put the batch, dropping what does not fit."""
+    if transit is not None:
+        transit.landed += len(items)
     lost = 0
     for item in items:
         try:
@@ -172,9 +215,30 @@ class Notifier(SafeActor):
         subscribers: dict[Hashable, Subscriber] | None = None,
         *,
         link: Link | None = None,
+        max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
+        halt: threading.Event | None = None,
+        on_dropped: Callable[[str, int], None] | None = None,
+        deliveries: Deliveries | None = None,
     ) -> None:
         super().__init__(link=link)
+        # The connection's count of what it told this actor (the bound of its mailbox): what
+        # a dead incarnation held is lost, so the count restarts here.
+        self._deliveries = deliveries if deliveries is not None else Deliveries()
+        self._deliveries.handled = self._deliveries.told
+        # When each subscriber was last warned about drops (one warning per interval).
+        self._warned: dict[Hashable, float] = {}
+        # asyncio subscribers: what is scheduled on their loop and not yet put.
+        self._transit: dict[Hashable, _Transit] = {}
         self.client_name = client_name
+        # Each callable subscriber's notifications not yet handed to it (bounded by
+        # max_backlog), drained a slice at a time by _Drain.
+        self._waiting: dict[Hashable, deque[ServerNotification]] = {}
+        self._draining = False
+        self._max_backlog = max_backlog
+        # Set when the client's stop() begins: no subscriber is called after that.
+        self._halt = halt if halt is not None else threading.Event()
+        # Counts drops in telemetry (mcp.client.dropped, kind notification).
+        self._on_dropped = on_dropped
         # Insertion order is subscription order; a re-subscribe keeps its place. The dict
         # belongs to the client's tree, so a restarted notifier has every subscriber; only
         # the notifier (one incarnation at a time) changes it.
@@ -197,11 +261,17 @@ class Notifier(SafeActor):
 
     def receive(self, message: Any) -> Any:
         if isinstance(message, Deliver):
+            self._deliveries.handled += len(message.notifications)
             self._deliver(message.notifications)
+            return None
+        if message is _DRAIN:
+            self._drain()
             return None
         if isinstance(message, Subscribe):
             return self._answer(message.reply, self._subscribe(message.subscriber))
         if isinstance(message, Unsubscribe):
+            self._waiting.pop(message.key, None)
+            self._transit.pop(message.key, None)
             return self._answer(message.reply, self._subs.pop(message.key, None) is not None)
         if isinstance(message, Stats):
             return NotifierStats(len(self._subs), self._delivered, self._dropped.value)
@@ -234,13 +304,15 @@ class Notifier(SafeActor):
     def _remove(self, sub: Subscriber, why: str) -> None:
         if self._subs.get(sub.key) is sub:
             del self._subs[sub.key]
+            self._waiting.pop(sub.key, None)
+            self._transit.pop(sub.key, None)
             logger.info(
                 "client %s: notification subscriber %s removed: %s", self.client_name, sub.name, why
             )
 
     def _deliver(self, batch: Sequence[ServerNotification]) -> None:
         subs = self._subs
-        if not subs or not batch:
+        if not subs or not batch or self._halt.is_set():
             return
         order = list(subs.values())
         # One call_soon_threadsafe per asyncio subscriber and batch: one loop wake-up, not one
@@ -272,31 +344,108 @@ class Notifier(SafeActor):
                 elif kind == "asyncio":
                     to_loops.setdefault(sub.key, []).append(note)
                 else:
-                    try:
-                        sub.target(note)
-                    except BaseException as exc:
-                        # Whatever user code raises (even SystemExit): the subscriber stays,
-                        # and the notifier, holding every other subscriber, keeps running.
-                        self._warn(sub, method, exc)
+                    waiting = self._waiting.get(sub.key)
+                    if waiting is None:
+                        waiting = self._waiting[sub.key] = deque()
+                    if len(waiting) >= self._max_backlog:
+                        full[sub.key] = full.get(sub.key, 0) + 1
+                    else:
+                        waiting.append(note)
+                    continue  # counted delivered when it is called (_drain)
                 delivered += 1
         self._delivered += delivered
+        if self._waiting and not self._draining:
+            self._draining = True
+            self.actor_ref.tell(_DRAIN)
         for key, count in full.items():
             self._dropped.add(count)
-            logger.warning(
-                "client %s: notification subscriber %s is full: dropped %d notification(s)",
-                self.client_name,
-                subs[key].name,
-                count,
-            )
+            if self._on_dropped is not None:
+                self._on_dropped("notification", count)
+            self._warn_full(key, subs[key].name, count)
         for key, items in to_loops.items():
             self._to_loop(subs[key], items)
+
+    def _warn_full(self, key: Hashable, name: str, count: int) -> None:
+        # At most one warning per subscriber and _WARN_EVERY seconds: a flood of drops must
+        # not become a flood of log records (the counter has the numbers).
+        now = time.monotonic()
+        if now - self._warned.get(key, -_WARN_EVERY) < _WARN_EVERY:
+            return
+        self._warned[key] = now
+        logger.warning(
+            "client %s: notification subscriber %s is full: dropped %d notification(s) "
+            "(warned at most every %ds; every drop is counted in mcp.client.dropped)",
+            self.client_name,
+            name,
+            count,
+            _WARN_EVERY,
+        )
+
+    def _drain(self) -> None:
+        """Hand the callable subscribers their queued notifications, one each in
+        subscription order per round (so each notification reaches them in that order),
+        for at most ``_SLICE_SECONDS`` or ``_SLICE_ITEMS`` rounds; then tell ``_Drain`` again
+        if anything is left: what arrived meanwhile (a Deliver, a stop) is handled in
+        between."""
+        self._draining = False
+        waiting = self._waiting
+        subs = self._subs
+        halt = self._halt
+        end = time.monotonic() + _SLICE_SECONDS
+        delivered = 0
+        for _ in range(_SLICE_ITEMS):
+            if not waiting:
+                break
+            for key in list(waiting):
+                sub = subs.get(key)
+                items = waiting[key]
+                if sub is None or not items:
+                    del waiting[key]
+                    continue
+                if halt.is_set():
+                    waiting.clear()
+                    break
+                note = items.popleft()
+                try:
+                    sub.target(note)
+                except BaseException as exc:
+                    # Whatever user code raises (even SystemExit): the subscriber stays,
+                    # and the notifier, holding every other subscriber, keeps running.
+                    self._warn(sub, note.method, exc)
+                delivered += 1
+                if not items:
+                    del waiting[key]
+            if time.monotonic() >= end:
+                break
+        self._delivered += delivered
+        if waiting:
+            self._draining = True
+            self.actor_ref.tell(_DRAIN)
 
     def _to_loop(self, sub: Subscriber, items: list[ServerNotification]) -> None:
         loop = sub.loop
         assert loop is not None
+        transit = self._transit.get(sub.key)
+        if transit is None:
+            transit = self._transit[sub.key] = _Transit()
+        room = self._max_backlog - (transit.sent - transit.landed)
+        if room < len(items):
+            # The loop has not run the earlier puts yet: what does not fit is dropped.
+            lost = len(items) - max(room, 0)
+            items = items[: max(room, 0)]
+            self._delivered -= lost
+            self._dropped.add(lost)
+            if self._on_dropped is not None:
+                self._on_dropped("notification", lost)
+            self._warn_full(sub.key, sub.name, lost)
+            if not items:
+                return
         try:
             label = f"client {self.client_name}: notification subscriber {sub.name}"
-            loop.call_soon_threadsafe(_put_on_loop, sub.target, items, label, self._dropped)
+            loop.call_soon_threadsafe(
+                _put_on_loop, sub.target, items, label, self._dropped, transit
+            )
+            transit.sent += len(items)
         except RuntimeError:
             # call_soon_threadsafe on a closed loop: nobody will ever read this queue.
             self._delivered -= len(items)
@@ -320,8 +469,22 @@ def child_spec(
     id: str = "notifier",
     restart: RestartType = "permanent",
     shutdown: float = 5.0,
+    max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
+    halt: threading.Event | None = None,
+    on_dropped: Callable[[str, int], None] | None = None,
+    deliveries: Deliveries | None = None,
 ) -> ChildSpec:
     """The lazy supervisor child for ``client_name``'s notifier (started on ``StartChild``)."""
     return child_spec_for(
-        Notifier, client_name, subscribers, id=id, restart=restart, shutdown=shutdown, lazy=True
+        Notifier,
+        client_name,
+        subscribers,
+        id=id,
+        restart=restart,
+        shutdown=shutdown,
+        lazy=True,
+        max_backlog=max_backlog,
+        halt=halt,
+        on_dropped=on_dropped,
+        deliveries=deliveries,
     )

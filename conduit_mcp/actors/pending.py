@@ -16,31 +16,75 @@ call answers it. The connection still adds every entry (it numbers requests and 
 this module exists to save: the reader appends them to ``answered``, and the connection
 cancels their deadline timers the next time it runs anyway (the next request, or the first
 deadline, whichever comes first).
+
+The table also bounds what a flooding server can make the client hold
+(docs/connection.md, "Floods"): :meth:`PendingTable.admit` counts what the reader tells the
+connection against what the connection has handled, and past ``max_inbox`` drops the
+notifications and server requests (never an answer to a call) and counts them in
+:class:`Drops`.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     ErrorResponse,
+    Invalid,
     Notification,
     Response,
     server_error,
 )
 from ..protocol.listen import STALE_KINDS
 
+#: Default of the ``max_inbox`` option: messages told to the connection and not yet handled.
+MAX_INBOX = 10_000
+
+
+class Drops:
+    """What flood bounds dropped, by kind (``inbound``, ``answer``, ``notification``), and
+    the hook that counts it in telemetry (``mcp.client.dropped``). Each kind has one writing
+    thread (inbound: the I/O loop; answer: the connection or the loop, under the transport's
+    lock; notification: the notifier), so a plain ``+=`` per kind is safe enough for a
+    counter."""
+
+    __slots__ = ("inbound", "answer", "notification", "_hook")
+
+    def __init__(self, hook: Callable[[str, int], None] | None = None) -> None:
+        self.inbound = 0
+        self.answer = 0
+        self.notification = 0
+        self._hook = hook
+
+    def add(self, kind: str, count: int = 1) -> None:
+        setattr(self, kind, getattr(self, kind) + count)
+        hook = self._hook
+        if hook is not None:
+            hook(kind, count)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Drops inbound={self.inbound} answer={self.answer} notification={self.notification}>"
+        )
+
 
 class PendingTable:
     """``calls``: request id -> ``Call``, shared by the connection and its transport's reader."""
 
-    __slots__ = ("calls", "answered", "changed_at")
+    __slots__ = ("calls", "answered", "changed_at", "told", "handled", "max_inbox", "drops")
 
-    def __init__(self) -> None:
+    def __init__(self, max_inbox: int = MAX_INBOX, drops: Drops | None = None) -> None:
         self.calls: dict[Any, Any] = {}
+        # Messages told to the connection (written by the reader only) and handled by it
+        # (written by the connection only): their difference is the connection's backlog.
+        self.told = 0
+        self.handled = 0
+        self.max_inbox = max_inbox
+        self.drops = drops if drops is not None else Drops()
         # list kind -> when a list_changed for it was read (monotonic): the cache treats a
         # list fetched before that as stale at once, before the connection hears of it.
         self.changed_at: dict[str, float] = {}
@@ -89,6 +133,30 @@ class PendingTable:
                             self.changed_at[kind] = now
                 forward.append(m)
         return forward
+
+    def resync(self) -> None:
+        """Forget the backlog (a new transport): counts ``handled`` up to ``told``. The
+        connection's thread; a message still in its mailbox is then counted twice, which
+        only loosens the bound for a moment."""
+        self.handled = self.told
+
+    def admit(self, messages: list[Any]) -> list[Any]:
+        """What of ``messages`` (left by :meth:`deliver`) the reader may tell the connection.
+
+        While the connection is ``max_inbox`` messages behind, notifications and server
+        requests are dropped and counted: a flood costs at most ``max_inbox`` messages plus
+        one read, never memory without end. Answers are always let through (a handshake or a
+        health check waits for them). A dropped ``list_changed`` still marks the cache stale
+        (:meth:`deliver` recorded it). I/O loop."""
+        if self.told - self.handled >= self.max_inbox:
+            kept = [m for m in messages if type(m) is Response or type(m) is ErrorResponse]
+            lost = len(messages) - len(kept)
+            if lost:
+                self.drops.add("inbound", lost)
+            messages = kept
+        # Invalid messages are never told on (the listen actor drops them): not counted.
+        self.told += sum(1 for m in messages if type(m) is not Invalid)
+        return messages
 
 
 def _pop(calls: dict[Any, Any], key: Any) -> Any:

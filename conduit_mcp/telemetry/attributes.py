@@ -49,6 +49,8 @@ RESPONSE_DROPPED: Final = "mcp.client.response.dropped"
 NOTIFICATIONS: Final = "mcp.client.notifications"
 CACHE_REFRESHES: Final = "mcp.client.cache.refreshes"
 TOOL_DEFINITION_CHANGES: Final = "mcp.client.tool.definition_changes"
+#: What a flood made the client drop (``kind``: inbound, answer, notification).
+DROPPED: Final = "mcp.client.dropped"
 KIND: Final = "kind"
 OUTCOME: Final = "outcome"
 METHOD: Final = "mcp.method.name"

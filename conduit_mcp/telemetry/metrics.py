@@ -25,6 +25,7 @@ from ..protocol.messages import PACKAGE_VERSION
 from .attributes import (
     CACHE_REFRESHES,
     CONNECTION_TRANSITIONS,
+    DROPPED,
     DURATION_BUCKETS,
     FROM,
     KIND,
@@ -57,6 +58,7 @@ class Instruments:
         "notifications",
         "refreshes",
         "tool_changes",
+        "overflow",
     )
 
     def __init__(self, meter_provider: Any = None) -> None:
@@ -97,6 +99,12 @@ class Instruments:
             unit="{tool}",
             description="Tools whose definition changed under the same name.",
         )
+        self.overflow = meter.create_counter(
+            DROPPED,
+            unit="{message}",
+            description="Messages a flood made the client drop (kind: inbound, answer, "
+            "notification).",
+        )
 
 
 class ConnectionTelemetry:
@@ -111,12 +119,14 @@ class ConnectionTelemetry:
         "_notifications",
         "_refreshes",
         "_tool_changes",
+        "_overflow",
     )
 
     def __init__(self, instruments: Instruments | None) -> None:
         if instruments is None:
             self._transitions = self._cancellations = self._dropped = None
             self._notifications = self._refreshes = self._tool_changes = None
+            self._overflow = None
         else:
             self._transitions = instruments.transitions
             self._cancellations = instruments.cancellations
@@ -124,6 +134,7 @@ class ConnectionTelemetry:
             self._notifications = instruments.notifications
             self._refreshes = instruments.refreshes
             self._tool_changes = instruments.tool_changes
+            self._overflow = instruments.overflow
 
     def transition(self, old: str, new: str, reason: str | None) -> None:
         log.debug("connection %s -> %s (reason %s)", old, new, reason)
@@ -151,12 +162,17 @@ class ConnectionTelemetry:
     def tool_changed(self) -> None:
         _add(self._tool_changes, None)
 
+    def overflow(self, kind: str, count: int) -> None:
+        """``count`` messages of ``kind`` dropped by a flood bound (any thread: the I/O
+        loop, the connection, the notifier; ``Counter.add`` is thread-safe)."""
+        _add(self._overflow, {KIND: kind}, count)
 
-def _add(counter: Any, attrs: dict[str, str] | None) -> None:
+
+def _add(counter: Any, attrs: dict[str, str] | None, amount: int = 1) -> None:
     if counter is None:
         return
     try:
-        counter.add(1, attrs)
+        counter.add(amount, attrs)
     except Exception as exc:
         _tlog.debug("not counted: %s", type(exc).__name__)
 

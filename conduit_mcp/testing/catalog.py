@@ -170,6 +170,30 @@ _HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]]
     ),
 ]
 
+# Floods, for the client's flood bounds (--flood-tools only, so the default tool list stays
+# as it was).
+_FLOOD_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+    (
+        "flood",
+        "Send `count` server requests (`what` request: `method`, default ping), notifications "
+        "(`what` notification: `method`) or progress reports (`what` progress) as fast as "
+        "possible, without waiting for answers; `stop_reading` first stops reading the "
+        "client's messages for good (stdio); `then` result (the default) answers, never "
+        "does not.",
+        _obj(
+            {
+                "what": {"type": "string", "enum": ["request", "notification", "progress"]},
+                "count": {"type": "integer", "minimum": 0},
+                "method": _STR,
+                "stop_reading": {"type": "boolean", "default": False},
+                "then": {"type": "string", "enum": ["result", "never"], "default": "result"},
+            },
+            ("what", "count"),
+        ),
+        None,
+    ),
+]
+
 _PROMPTS: list[dict[str, Any]] = [
     {
         "name": "greet",

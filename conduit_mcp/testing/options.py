@@ -48,6 +48,7 @@ class Config:
     ignore_eof: bool = False
     ignore_sigterm: bool = False
     header_tools: bool = False
+    flood_tools: bool = False
     http: bool = False
     port: int = 0
     port_file: str | None = None
@@ -115,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--header-tools", action="store_true", help="add the tools weather and bad_header"
     )
+    p.add_argument(
+        "--flood-tools",
+        action="store_true",
+        help="add the tool flood (server requests, notifications or progress without waiting)",
+    )
     http = p.add_argument_group("Streamable HTTP (instead of stdio)")
     http.add_argument("--http", action="store_true", help="serve http://127.0.0.1:PORT/mcp")
     http.add_argument("--port", type=int, default=0, help="0: pick a free port")
@@ -173,6 +179,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         ignore_eof=ns.ignore_eof,
         ignore_sigterm=ns.ignore_sigterm,
         header_tools=ns.header_tools,
+        flood_tools=ns.flood_tools,
         http=ns.http,
         port=ns.port,
         port_file=ns.port_file,

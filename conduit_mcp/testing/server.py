@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from .catalog import _HEADER_TOOL_SPECS, _TOOL_SPECS, _obj, _wrong_id
+from .catalog import _FLOOD_TOOL_SPECS, _HEADER_TOOL_SPECS, _TOOL_SPECS, _obj, _wrong_id
 from .catalog import describe_tools as describe_tools
 from .handlers import HandlersMixin
 from .options import DEFAULT_INSTRUCTIONS as DEFAULT_INSTRUCTIONS
@@ -101,6 +101,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         *,
         emit_raw: Callable[[bytes], None] | None = None,
         close_output: Callable[[], None] | None = None,
+        stop_input: Callable[[], None] | None = None,
         exit: Callable[[int], None] | None = None,
         log: Callable[[dict[str, Any]], None] | None = None,
         log_raw: Callable[[bytes], None] | None = None,
@@ -124,6 +125,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self._emit = emit
         self._emit_raw = emit_raw or (lambda line: None)
         self._close_output = close_output or (lambda: None)
+        self._stop_input = stop_input or (lambda: None)
         self._exit_cb = exit
         self.start_number = start_number
         self._rules = [r for r in config.rules if r.process is None or r.process == start_number]
@@ -147,6 +149,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self._tool_fns: dict[str, Callable[[_Ctx, dict[str, Any]], Any]] = {}
         self._static_tools: list[dict[str, Any]] = []
         specs = _TOOL_SPECS + _HEADER_TOOL_SPECS if config.header_tools else _TOOL_SPECS
+        if config.flood_tools:
+            specs = specs + _FLOOD_TOOL_SPECS
         for name, description, schema, output in specs:
             tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
             if output is not None:

@@ -57,6 +57,7 @@ class ServerState:
     # Sending.
     _emit: Callable[[dict[str, Any]], None]  # one JSON-RPC message
     _emit_raw: Callable[[bytes], None]  # one raw line (possibly not JSON)
+    _stop_input: Callable[[], None]  # stop reading the client's messages for good (stdio)
 
     def _notify(self, method: str, params: Any = None) -> None:
         """Send a notification."""

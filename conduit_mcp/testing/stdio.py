@@ -8,6 +8,7 @@ an ``exit``/``crash`` has reached the pipe when the process ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import signal
@@ -241,11 +242,19 @@ async def serve(config: Config) -> int:
         os._exit(code)
 
     stdout = _Stdout(lambda: event("stdout_broken"))
+
+    def stop_input() -> None:
+        # The flood tool's never-reads mode: the client's writes fill the pipe for good.
+        event("stop_reading")
+        with contextlib.suppress(ValueError, OSError):
+            loop.remove_reader(0)
+
     server = ScriptedMcpServer(
         config,
         stdout.send,
         emit_raw=stdout.raw,
         close_output=stdout.close,
+        stop_input=stop_input,
         exit=exit_now,
         log=log.write if log is not None else None,
         log_raw=log.write_raw if log is not None else None,

@@ -163,6 +163,49 @@ class ToolsMixin(ServerState):
             self._notify(method, params)
         return _text(f"sent {count}")
 
+    def _t_flood(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+        what = args.get("what")
+        count = args.get("count")
+        method = args.get("method")
+        if what not in ("request", "notification", "progress") or type(count) is not int:
+            return _tool_error("flood: what must be request, notification or progress")
+        if count < 0 or (method is not None and not isinstance(method, str)):
+            return _tool_error("flood: count must be >= 0 and method a string")
+        if args.get("stop_reading") is True:
+            self._stop_input()
+        if what == "request":
+            name = method or "ping"
+            messages: Any = (
+                {"jsonrpc": "2.0", "id": f"flood-{i}", "method": name} for i in range(count)
+            )
+        elif what == "notification":
+            name = method or "notifications/message"
+            params = {"level": "info", "data": "flood"}
+            messages = ({"jsonrpc": "2.0", "method": name, "params": params} for _ in range(count))
+        else:
+            token = ctx.meta.get("progressToken") if ctx.meta else None
+            messages = (
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": i, "total": count},
+                }
+                for i in range(1, count + 1)
+            )
+        return self._flood(messages, count, args.get("then") == "never")
+
+    async def _flood(self, messages: Any, count: int, never: bool) -> Any:
+        # Written as fast as the transport takes them: over stdio a full pipe blocks the
+        # write; over HTTP the loop must run the stream's writer, so yield every few hundred.
+        emit = self._emit
+        for i, msg in enumerate(messages):
+            emit(msg)
+            if i % 200 == 199:
+                await asyncio.sleep(0)
+        if never:
+            await asyncio.get_running_loop().create_future()
+        return _text(f"flooded {count}")
+
     def _t_env(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
         name = args.get("name")
         if not isinstance(name, str):

@@ -101,6 +101,10 @@ log = logging.getLogger("conduit_mcp.http")
 
 __all__ = ["Http", "HttpTransport"]
 
+#: Answers to server requests being POSTed at once, at most; one more is dropped and counted
+#: (docs/connection.md, "Floods"): each POST holds a task and a pooled connection's turn.
+ANSWER_POSTS = 32
+
 # A tools/list the transport sends itself to learn header plans (never a connection's id).
 _PLANS_ID = "conduit-mcp:header-plans"
 _PLAN_PAGES = 20
@@ -123,6 +127,7 @@ class HttpTransport:
         max_in_flight: int,
         pending: Any = None,
         memory: dict[str, Any] | None = None,
+        max_answer_backlog: int = 1024 * 1024,
     ) -> None:
         self._spec = spec
         self.owner = owner  # the connection
@@ -148,6 +153,14 @@ class HttpTransport:
             sock_read=spec.stream_idle,
         )
         self._sent: dict[Any, Sent] = {}
+        # Bytes of answers to server requests handed to the loop (connection's thread) and
+        # done posting (loop): past max_answer_backlog in between, an answer is dropped and
+        # counted (docs/connection.md, "Floods"). One writer each: no lock.
+        self._answers_started = 0
+        self._answers_done = 0
+        self._answer_posts = 0  # answers handed to the loop (connection's thread)
+        self._answer_posts_done = 0  # answers done posting (loop)
+        self._max_answers = max_answer_backlog
         self._others: set[asyncio.Task[Any]] = set()
         # The listen actor's streams by tag (their request ids).
         self._listens: dict[str, asyncio.Task[None]] = {}
@@ -185,6 +198,42 @@ class HttpTransport:
             headers = {}
             modern = False
         io_loop.call_soon(self._start, rid, method or "", body, headers, modern)
+
+    def send_answer(self, message: dict[str, Any]) -> None:
+        """An answer to a server request, POSTed like a notification; dropped (and counted)
+        while ``max_answer_backlog`` bytes or :data:`ANSWER_POSTS` answers are still being
+        posted, so a server that floods requests cannot pile up POSTs. Connection's
+        thread."""
+        body = encode(message)
+        size = len(body)
+        if (
+            self._answers_started - self._answers_done + size > self._max_answers
+            or self._answer_posts - self._answer_posts_done >= ANSWER_POSTS
+        ):
+            drops = getattr(self._pending, "drops", None)
+            if drops is not None:
+                drops.add("answer")
+            return
+        self._answers_started += size
+        self._answer_posts += 1
+        io_loop.call_soon(self._start_answer, body, size)
+
+    def _start_answer(self, body: bytes, size: int) -> None:
+        if self._closing or self._session is None:
+            self._answers_done += size
+            self._answer_posts_done += 1
+            return
+        # As send() posts a response: no method, so no modern headers (a modern server
+        # sends no requests; a legacy session's id goes with it).
+        task = asyncio.ensure_future(self._post_other("", body, False))
+        self._others.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._others.discard(t)
+            self._answers_done += size
+            self._answer_posts_done += 1
+
+        task.add_done_callback(done)
 
     def set_credentials(self, spec: Http) -> None:
         """``Client.set_auth``: the next request carries these (connection thread; each
@@ -634,10 +683,18 @@ class HttpTransport:
         pending = self._pending
         return pending.deliver(messages) if pending is not None else messages
 
+    def admit(self, messages: list[Any]) -> list[Any]:
+        """The flood bound: what of ``messages`` the connection may be told now
+        (:meth:`~conduit_mcp.actors.pending.PendingTable.admit`)."""
+        pending = self._pending
+        return pending.admit(messages) if pending is not None and messages else messages
+
     def deliver(self, messages: list[Any]) -> None:
         pending = self._pending
         if pending is not None:
             messages = pending.deliver(messages)
+            if messages:
+                messages = pending.admit(messages)
         if messages:
             safe_tell(self.owner, Inbound(self.gen, messages))
 

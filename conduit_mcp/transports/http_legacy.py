@@ -86,6 +86,8 @@ class Host(Protocol):
 
     def answer(self, messages: list[Any]) -> list[Any]: ...
 
+    def admit(self, messages: list[Any]) -> list[Any]: ...
+
 
 class LegacySession:
     """The legacy era's state of one transport; see the module docstring."""
@@ -306,6 +308,9 @@ class LegacySession:
             messages = [decode(ev.data) for ev in events if ev.event == "message" and ev.data]
             if messages:
                 rest = host.answer(messages)  # answers to calls in flight: to their callers
+                # The flood bound (max_inbox): the listen actor tells the rest on to the
+                # connection, which counts it handled.
+                rest = host.admit(rest)
                 if rest and not _tell(sink, StreamMessages(host.gen, tag, rest)):
                     return False
             if too_large is not None:

@@ -66,6 +66,7 @@ class StdioTransport:
         *,
         max_frame: int,
         pending: Any = None,
+        max_answer_backlog: int = 1024 * 1024,
     ) -> None:
         self._spec = spec
         self._owner = owner
@@ -79,7 +80,12 @@ class StdioTransport:
         self._stderr_size = 0
         self._proc: ChildProcess | None = None
         self._wlock = threading.Lock()
-        self._backlog: deque[bytes] = deque()
+        # What the pipe could not take yet, as one buffer (under _wlock): a list of small
+        # frames would cost far more than their bytes (orjson's minimum allocation). An
+        # answer to a server request is dropped while it holds over max_answer_backlog
+        # bytes (docs/connection.md, "Floods").
+        self._backlog = bytearray()
+        self._max_answers = max_answer_backlog
         self._drain_scheduled = False
         self._writer_added = False
         self._fd: int | None = None
@@ -110,6 +116,19 @@ class StdioTransport:
         # encode raises Error("argument", ...) on unserialisable input, before anything queues
         self.send_bytes(encode(message))
 
+    def send_answer(self, message: dict[str, Any]) -> None:
+        """An answer to a server request: dropped (and counted) while the server has not
+        read ``max_answer_backlog`` bytes, so a server that floods requests and never reads
+        the answers cannot grow the client. Connection's thread."""
+        data = encode(message)
+        with self._wlock:
+            if self._backlog and len(self._backlog) + len(data) > self._max_answers:
+                drops = getattr(self._pending, "drops", None)
+                if drops is not None:
+                    drops.add("answer")
+                return
+        self.send_bytes(data)
+
     def send_bytes(self, data: bytes) -> None:
         # Measured: handing each frame to the loop (call_soon_threadsafe, a self-pipe wake,
         # one loop turn) cost ~25% of a sequential call. So the connection writes straight to
@@ -118,7 +137,7 @@ class StdioTransport:
         # byte order: no direct write while a backlog exists. A write never blocks.
         with self._wlock:
             if self._backlog or self._fd is None:
-                self._backlog.append(data)
+                self._backlog += data
                 self._schedule_drain()
                 return
             try:
@@ -128,7 +147,7 @@ class StdioTransport:
             except OSError:
                 return  # the pipe is broken: the exit is reported when the process dies
             if n < len(data):
-                self._backlog.append(data[n:])
+                self._backlog += memoryview(data)[n:]
                 self._schedule_drain()
 
     def _schedule_drain(self) -> None:
@@ -236,18 +255,16 @@ class StdioTransport:
             fd = self._fd
             backlog = self._backlog
             while backlog and fd is not None:
-                data = backlog[0]
                 try:
-                    n = os.write(fd, data)
+                    n = os.write(fd, backlog)
                 except BlockingIOError:
                     return  # still full: the writer callback fires again
                 except OSError:
                     backlog.clear()
                     break
-                if n < len(data):
-                    backlog[0] = data[n:]
-                    return
-                backlog.popleft()
+                del backlog[:n]  # from the front: bytearray makes this cheap
+                if backlog:
+                    return  # the pipe took what it could: the writer callback fires again
             self._drain_scheduled = False
             if self._writer_added and fd is not None:
                 self._writer_added = False
@@ -272,6 +289,8 @@ class StdioTransport:
         sink = self._sink
         if sink is not None and messages:
             messages = self._to_sink(sink, messages)
+        if messages and pending is not None:
+            messages = pending.admit(messages)  # the flood bound (max_inbox)
         if messages:
             safe_tell(self._owner, Inbound(self._gen, messages))
 
