@@ -14,6 +14,7 @@ import pytest
 import conduit_mcp as mcp
 from conduit_mcp.actors.notifier import Notifier
 from conduit_mcp.actors.refresher import Refresher
+from conduit_mcp.testing.waiting import notes_before
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -52,12 +53,7 @@ def _wait_new(client: mcp.Client, child: str, old: Any, timeout: float = 5.0) ->
 
 
 def _until_barrier(notes: queue.Queue[Any]) -> list[str]:
-    methods = []
-    while True:
-        note = notes.get(timeout=10)
-        if note.method == BARRIER:
-            return methods
-        methods.append(note.method)
+    return [n.method for n in notes_before(notes, BARRIER, timeout=10)]
 
 
 def test_a_crashed_notifier_keeps_its_subscribers_and_calls_in_flight(

@@ -16,6 +16,7 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.actors.listen import ListenStream
+from conduit_mcp.testing.waiting import notes_before
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -77,19 +78,9 @@ def barrier(client: mcp.Client, listen_id: Any) -> None:
     client.call_tool("notify", {"method": BARRIER, "params": params})
 
 
-def until_barrier(notes: queue.Queue[Any], timeout: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    got: list[str] = []
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no barrier within {timeout} s; got {got}"
-        try:
-            note = notes.get(timeout=left)
-        except queue.Empty:
-            continue
-        if note.method == BARRIER:
-            return got
-        got.append(note.method)
+def until_barrier(notes: Any, timeout: float = 5.0) -> list[str]:
+    """The methods of the notifications before the next barrier (deadline)."""
+    return [n.method for n in notes_before(notes, BARRIER, timeout)]
 
 
 def wait_new(runtime: Any, child: str, old: Any, timeout: float = 5.0) -> Any:

@@ -9,12 +9,12 @@ The server's log is the witness: it records every message it receives in order, 
 from __future__ import annotations
 
 import queue
-import time
 from typing import Any
 
 import pytest
 
 import conduit_mcp as mcp
+from conduit_mcp.testing.waiting import notes_before
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -42,19 +42,9 @@ def notify(client: mcp.Client, method: str, count: int = 1, params: Any = None) 
     client.call_tool("notify", args)
 
 
-def until_barrier(notes: queue.Queue[Any], timeout: float = 5.0) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    got = []
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no barrier within {timeout} s; got {[n.method for n in got]}"
-        try:
-            note = notes.get(timeout=left)
-        except queue.Empty:
-            continue
-        if note.method == BARRIER:
-            return got
-        got.append(note)
+def until_barrier(notes: Any, timeout: float = 5.0) -> list[Any]:
+    """Every notification before the next barrier (deadline)."""
+    return notes_before(notes, BARRIER, timeout)
 
 
 def listens(server: Any) -> list[dict[str, Any]]:

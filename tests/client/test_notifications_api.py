@@ -19,6 +19,7 @@ import pykka
 import pytest
 
 import conduit_mcp as mcp
+from conduit_mcp.testing.waiting import notes_before
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -44,20 +45,9 @@ def notify(
     assert client.call_tool("notify", args, timeout=timeout).text == f"sent {count}"
 
 
-def until_barrier(notes: queue.Queue[Any], timeout: float = 5.0) -> list[Any]:
+def until_barrier(notes: Any, timeout: float = 5.0) -> list[Any]:
     """Every notification before the next barrier (deadline)."""
-    deadline = time.monotonic() + timeout
-    got = []
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no barrier within {timeout} s; got {[n.method for n in got]}"
-        try:
-            note = notes.get(timeout=left)
-        except queue.Empty:
-            continue
-        if note.method == BARRIER:
-            return got
-        got.append(note)
+    return notes_before(notes, BARRIER, timeout)
 
 
 class Recorder(pykka.ThreadingActor):

@@ -14,6 +14,7 @@ import pytest
 import conduit_mcp as mcp
 from conduit_mcp import tree
 from conduit_mcp.otp.supervisor import WhichChildren
+from conduit_mcp.testing.waiting import notes_before
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -69,21 +70,8 @@ BARRIER = "test/barrier"
 
 
 def _until_barrier(notes, timeout=5.0):
-    """The notifications delivered to ``notes`` before the next ``test/barrier``."""
-    import queue
-
-    deadline = time.monotonic() + timeout
-    got = []
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no barrier within {timeout} s; got {[n.method for n in got]}"
-        try:
-            note = notes.get(timeout=left)
-        except queue.Empty:
-            continue
-        if note.method == BARRIER:
-            return got
-        got.append(note.method)
+    """The methods of the notifications before the next barrier (deadline)."""
+    return [n.method for n in notes_before(notes, BARRIER, timeout)]
 
 
 def _error_of(future):
