@@ -40,3 +40,8 @@ class Status:
     """How the era was chosen: ``"probe"`` (auto mode's server/discover probe), ``"pinned"``
     (the ``protocol`` option), ``"prior"`` (``prior="legacy"`` or a probe cut short by the
     server's exit), or None before negotiation."""
+    degraded: str | None = None
+    """Why a ready client misses something while its requests still work:
+    ``"get_stream_given_up"`` (the legacy HTTP GET stream failed 5 times in a row, so server
+    notifications and requests outside a request are not received until the next session);
+    None otherwise."""

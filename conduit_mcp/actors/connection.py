@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..backoff import GuardedBackoff
@@ -103,7 +104,7 @@ from .events import (
 )
 from .handshake import HandshakeStates
 from .http_outcomes import HttpOutcomes
-from .listen import ListenBack, ListenDropped, ListenRouted, WantSeen
+from .listen import ListenBack, ListenDropped, ListenRouted, StreamGaveUp, WantSeen
 from .pending import Drops, PendingTable
 from .refresher import Refreshed, RefreshFailed
 
@@ -187,6 +188,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._reason = None
         self._auth_error = None
         self._last_failure = None
+        self._degraded = None
         self._era = None
         self._version = None
         self._origin = None
@@ -293,6 +295,7 @@ class Connection(HttpOutcomes, HandshakeStates):
 
     def enter_ready(self, old: str) -> list[Any]:
         self._reason = None
+        self._degraded = None  # a new session opens a new GET stream
         self._last_failure = self._shared.last_failure = None
         self._publish("ready", None)
         cfg = self._cfg
@@ -367,6 +370,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         self.set_timeout(HEALTH_TIMEOUT, self._cfg.health_timeout, HEALTH_TIMEOUT)
 
     def _leave_ready(self) -> None:
+        self._degraded = None
         self._changes.lost()
         self.set_timeout(STABLE, None, None)
         self.set_timeout(HEALTH, None, None)
@@ -497,6 +501,15 @@ class Connection(HttpOutcomes, HandshakeStates):
         return self._common(kind, ev)
 
     # -- events every state handles alike -----------------------------------------------------
+
+    def _common_stream_gave_up(self, kind: str, ev: StreamGaveUp) -> None:
+        """The listen actor gave the legacy GET stream up: still ready (requests work), but
+        server-to-client messages outside requests are lost until the next session; say so
+        in the status."""
+        if ev.gen != self._gen or self.state != "ready":
+            return
+        self._degraded = "get_stream_given_up"
+        self._shared.publish(replace(self._shared.status, degraded=self._degraded))
 
     def _common(self, kind: str, ev: Any) -> Any:
         handler = self._COMMON.get(type(ev))
@@ -806,6 +819,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         TransportUp: _ignore,  # a stale generation's news
         TransportDown: _ignore,
         ReconnectNow: _common_reconnect_now,
+        StreamGaveUp: _common_stream_gave_up,
         str: _common_named,
         **dict.fromkeys(_CHANGE_EVENTS, _to_changes),
     }

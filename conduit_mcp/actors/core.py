@@ -82,6 +82,7 @@ class ConnectionCore(Statem):
     _reason: str | None  # why the connection is not ready (published in the status)
     _auth_error: Error | None  # the refusal that closed the client (auth_required)
     _last_failure: Failure | None  # the last failed attempt (said in errors; None once ready)
+    _degraded: str | None  # why a ready client misses something (published in the status)
 
     # -- era negotiation -----------------------------------------------------------------------
     _era: Era | None  # the negotiated era; kept while reconnecting
@@ -206,7 +207,9 @@ class ConnectionCore(Statem):
     def _publish(self, state: State, reason: str | None) -> None:
         shared = self._shared
         self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
-        shared.publish(Status(state, self._era, self._version, reason, self._origin))
+        shared.publish(
+            Status(state, self._era, self._version, reason, self._origin, self._degraded)
+        )
 
     def _route_batch(self, ev: Inbound, handle: Callable[[Any], Any]) -> Any:
         """Route the messages of ``ev`` one by one with ``handle``; the first that changes

@@ -70,6 +70,7 @@ __all__ = [
     "Incarnations",
     "ListenBack",
     "ListenDropped",
+    "StreamGaveUp",
     "ListenRouted",
     "ListenStats",
     "ListenStream",
@@ -136,6 +137,13 @@ class ListenRouted(NamedTuple):
 
 class ListenDropped(NamedTuple):
     """Listen actor -> connection: a listen's stream dropped; the cached lists are stale."""
+
+    gen: int
+
+
+class StreamGaveUp(NamedTuple):
+    """Listen actor -> connection: the legacy GET stream of attempt ``gen`` is given up until
+    the next session (the connection shows it in the status, ``degraded``)."""
 
     gen: int
 
@@ -522,6 +530,7 @@ class ListenStream(SafeActor):
                 self._client_name,
                 get.failures,
             )
+            self._tell_connection(StreamGaveUp(ev.gen))
             return
         lived = time.monotonic() - get.opened >= lsn.LIVED
         get.churn = 0 if lived else get.churn + 1

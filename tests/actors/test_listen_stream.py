@@ -163,3 +163,34 @@ def test_notifications_are_routed_without_their_subscription_id_and_strays_dropp
             break
     assert got.notifications == [Notification(changed, {"_meta": {"k": 1}})]
     assert tag not in shared.live_listens  # its final answer ended it
+
+
+class GetTransport(Transport):
+    """Records the GET stream's opens (``message`` None) too."""
+
+    def open_stream(self, tag: str, message: Any, sink: Any, last_event_id: Any = None) -> None:
+        self.events.put(("open", tag, None if message is None else message["params"]))
+
+
+def test_a_get_stream_that_keeps_failing_is_given_up_and_the_connection_told(rig, monkeypatch):
+    from conduit_mcp.actors import listen as listen_module
+    from conduit_mcp.actors.listen import StreamGaveUp
+    from conduit_mcp.protocol import listen as lsn
+    from conduit_mcp.transports.base import StreamEnded
+
+    # the floor has its own test; here only the count of failures in a row matters
+    monkeypatch.setattr(listen_module.lsn, "reopen_delay", lambda retry, churn: 0.01)
+    ref, shared, out, _ = rig
+    transport = GetTransport()
+    shared.want_listen(shared.listen_want + 1)
+    ref.tell(Want(shared.listen_want, {}, transport.gen, transport, "2025-11-25", get=1))
+    for _ in range(lsn.GIVE_UP_AFTER):
+        kind, tag, _ = transport.next()
+        assert kind == "open"
+        ref.tell(StreamEnded(transport.gen, tag, "failed"))
+    deadline = time.monotonic() + 5
+    while True:
+        got = out.get(timeout=max(0.01, deadline - time.monotonic()))
+        if got == StreamGaveUp(transport.gen):
+            break
+    assert transport.events.empty()  # not reopened again
