@@ -155,4 +155,3 @@ class SetAuth:
 
 COALESCE = "coalesce"
 REFRESH = "refresh"
-LISTEN_REOPEN = "listen_reopen"
