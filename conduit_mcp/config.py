@@ -76,7 +76,25 @@ class ClientOptions(TypedDict, total=False):
     """What the client declares about itself (string ``name`` and ``version``). Default:
     conduit-mcp's."""
     capabilities: Mapping[str, Any]
-    """The capabilities the client declares. Default ``{}``."""
+    """The capabilities the client declares, merged over those its ``handler`` implies
+    (``sampling``, ``elicitation``, ``roots``); declaring one of those without the handler
+    method that serves it is ``Error("config", "capabilities")``. Default ``{}``."""
+    handler: Any
+    """A ``conduit_mcp.Handler``: what the client answers when the server asks (sampling,
+    elicitation, roots) and where notifications and logs go. Default None (no handler
+    actor; every server request but ``ping`` is answered ``-32601``)."""
+    handler_timeout: float
+    """The longest one handler method may run; past it the server gets an error (legacy)
+    or the call fails (modern). Default 300."""
+    max_server_requests: int
+    """Handler methods running at once; one more server request is refused at once with a
+    JSON-RPC error, never queued. Default 8."""
+    max_total_timeout: float
+    """The longest a call may take in all, its deadline paused while a handler works for
+    it (a person answering an elicitation); also a per-call keyword. Default 600."""
+    max_input_rounds: int
+    """``input_required`` rounds of one modern call; one more fails it with
+    ``protocol``/``too_many_rounds``. Default 16."""
     shutdown_timeout: float
     """Bound on stopping the actors. Default 5."""
     max_inbox: int
@@ -128,6 +146,11 @@ class Config:
     max_list_bytes: int = DEFAULT_MAX_LIST_BYTES
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    handler: Any = field(default=None, repr=False, compare=False)
+    handler_timeout: float = 300.0
+    max_server_requests: int = 8
+    max_total_timeout: float = 600.0
+    max_input_rounds: int = 16
     shutdown_timeout: float = 5.0
     # Flood bounds (docs/connection.md, "Floods").
     max_inbox: int = 10_000
@@ -151,6 +174,8 @@ _NUMBERS = {
     "health_timeout": (False, True),
     "shutdown_timeout": (False, True),
     "max_cache_ttl": (True, False),
+    "handler_timeout": (False, True),
+    "max_total_timeout": (False, True),
 }
 _INTS = {
     # option: (allow None, minimum)
@@ -162,6 +187,8 @@ _INTS = {
     "max_inbox": (False, 1),
     "max_answer_backlog": (False, 0),
     "max_subscriber_backlog": (False, 1),
+    "max_server_requests": (False, 1),
+    "max_input_rounds": (False, 1),
 }
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 

@@ -24,6 +24,7 @@ Kind = Literal[
     "protocol",  # the server broke the protocol (malformed frame, bad result shape)
     "server",  # the server answered with a JSON-RPC error: see ``code`` and ``data``
     "cancelled",  # the caller cancelled the request itself
+    "handler",  # the client's own Handler failed a modern input request (raised, bad result)
 ]
 #: :data:`Kind` as a set, for checks at run time.
 KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))

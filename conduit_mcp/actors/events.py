@@ -8,7 +8,7 @@ Their reprs never show params: those carry tool arguments (README, "Secrets").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Error
 from ..replies import Reply
@@ -155,3 +155,74 @@ class SetAuth:
 
 COALESCE = "coalesce"
 REFRESH = "refresh"
+
+
+# -- the handler actor's messages (docs/connection.md, "Server-to-client requests") -------------
+
+
+class ServeContext(NamedTuple):
+    """What a handler method is told about one server request, besides its params: safe to
+    show (no params, no answers). ``request_id`` is the server's JSON-RPC id (legacy) or the
+    ``inputRequests`` key (modern); ``related_method``/``related_id`` name the client's call
+    it belongs to, when known (the id is the call's first JSON-RPC id)."""
+
+    era: str
+    request_id: Any
+    related_method: str | None = None
+    related_id: Any = None
+
+
+class Serve(NamedTuple):
+    """Connection -> handler: run the handler method for one server request (legacy) or one
+    ``inputRequests`` entry (modern). ``key`` is the connection's and comes back in
+    :class:`Served`. Its repr never shows ``params`` (a user's data)."""
+
+    key: Any
+    method: str  # "sampling/createMessage" | "elicitation/create" | "roots/list"
+    params: dict[str, Any] | None
+    context: ServeContext
+
+    def __repr__(self) -> str:
+        return f"<Serve {self.method} key={self.key!r}>"
+
+
+class ServeError(NamedTuple):
+    """Why a handler method produced no result: ``code`` is the JSON-RPC error the server is
+    answered with (legacy), ``reason`` the ``Error`` reason a modern call fails with, and
+    ``message`` safe text (never the params, the answer, or an exception's own text)."""
+
+    code: int
+    message: str
+    reason: (
+        str  # "declined" | "busy" | "timeout" | "raised" | "bad_result" | "no_method" | "bad_mode"
+    )
+
+
+class Served(NamedTuple):
+    """Handler -> connection: the JSON result of a :class:`Serve` (``error`` None), or why
+    there is none. Its repr never shows ``result``."""
+
+    key: Any
+    result: dict[str, Any] | None
+    error: ServeError | None = None
+
+    def __repr__(self) -> str:
+        return f"<Served key={self.key!r} ok={self.error is None}>"
+
+
+class Unserve(NamedTuple):
+    """Connection -> handler: the server cancelled (or the connection lost) the request of
+    ``key``: stop its work; no :class:`Served` is expected (one that comes is dropped)."""
+
+    key: Any
+
+
+class HandlerNotification(NamedTuple):
+    """Connection -> handler: a server notification for ``handle_notification`` (or
+    ``handle_log`` for ``notifications/message``), run in arrival order."""
+
+    method: str
+    params: dict[str, Any] | None
+
+    def __repr__(self) -> str:
+        return f"<HandlerNotification {self.method}>"
