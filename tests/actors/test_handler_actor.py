@@ -717,3 +717,22 @@ def test_a_handler_that_is_not_a_handler_fails_the_start(link: Link, exits: Even
     ((_, reason),) = exits.wait_for(1)
     assert isinstance(reason, TypeError) and "conduit_mcp.Handler" in str(reason)
     assert not ref.is_alive()
+
+
+def test_the_client_tree_starts_the_handler_child_only_with_a_handler() -> None:
+    import sys
+
+    import conduit_mcp as mcp
+    from conduit_mcp import tree
+
+    server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    with mcp.Client.start(server, name="with-handler", handler=Plain()):
+        runtime = tree.lookup("with-handler")
+        assert runtime is not None and runtime.supervisor is not None
+        children = dict(runtime.supervisor.ask(WhichChildren(), timeout=WAIT))
+        assert children["handler"] is not None
+        assert runtime.registry.get("handler") == children["handler"]
+    with mcp.Client.start(server, name="without-handler"):
+        runtime = tree.lookup("without-handler")
+        assert runtime is not None and runtime.supervisor is not None
+        assert "handler" not in dict(runtime.supervisor.ask(WhichChildren(), timeout=WAIT))
