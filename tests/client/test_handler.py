@@ -70,10 +70,10 @@ ROOTS = {"method": "roots/list", "params": {}}
 
 def answer(result: mcp.CallToolResult) -> Any:
     """What the client answered, as the scripted server's client_request tool reports it."""
-    assert result.structured is not None, result.text
-    if "response" in result.structured:
-        return result.structured["response"]
-    return {"error": result.structured["error"]}
+    assert result.structured_content is not None, result.text
+    if "response" in result.structured_content:
+        return result.structured_content["response"]
+    return {"error": result.structured_content["error"]}
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -361,7 +361,10 @@ def test_aio_and_futures_run_rounds_too(make_server: Any, start_client: Any) -> 
         return await client.aio.call_tool("client_request", ELICIT)
 
     assert answer(asyncio.run(go()))["action"] == "accept"
-    assert answer(client.futures.call_tool("client_request", ELICIT).get(20))["action"] == "accept"
+    assert (
+        answer(client.futures.call_tool("client_request", ELICIT).get(timeout=20))["action"]
+        == "accept"
+    )
 
 
 def test_max_total_timeout_is_checked_in_the_caller(make_server: Any, start_client: Any) -> None:
