@@ -10,6 +10,7 @@ told before it, including the ``_Done`` a finished method told it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -711,9 +712,9 @@ def test_no_secret_in_any_repr_log_or_crash_report(
 
 
 def test_a_handler_that_is_not_a_handler_fails_the_start(link: Link, exits: Events) -> None:
-    ref = HandlerActor.start(
-        "c1", Registry(), Published(), build_config({"handler": object()}), link=link
-    )
+    # build_config refuses it (config/handler); a Config made by hand reaches the actor
+    config = dataclasses.replace(build_config({}), handler=object())
+    ref = HandlerActor.start("c1", Registry(), Published(), config, link=link)
     ((_, reason),) = exits.wait_for(1)
     assert isinstance(reason, TypeError) and "conduit_mcp.Handler" in str(reason)
     assert not ref.is_alive()
