@@ -101,7 +101,7 @@ class AskMixin(ServerState):
     # ---- ask ------------------------------------------------------------------------------
 
     def _t_ask(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
-        if ctx.era != "legacy":
+        if ctx.era != "legacy" and args.get("force") is not True:
             return _tool_error(
                 "ask: server requests belong to the legacy era; use the rounds tool (modern)"
             )

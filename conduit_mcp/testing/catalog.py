@@ -168,6 +168,7 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
                 "via": {"type": "string", "enum": ["post", "get"], "default": "post"},
                 "timeout": {"type": "number", "default": 60},
                 "cancel_grace": {"type": "number", "default": 0.2},
+                "force": {"type": "boolean", "default": False},
             },
             ("requests",),
         ),

@@ -15,6 +15,7 @@ what the client sent. Every modern request that carries ``inputResponses`` or
 from __future__ import annotations
 
 import collections
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
@@ -261,9 +262,13 @@ class RoundsMixin(ServerState):
             )
         else:
             keys_ok = "inputResponses" not in params
+        now = time.monotonic()
+        after = None if not conv.requests else round(now - conv.requests[-1]["t"], 6)
         return {
             "id": ctx.id,
             "round": len(conv.requests) + 1,
+            "t": now,
+            "after": after,
             "carried": carried,
             "inputResponses": params.get("inputResponses"),
             "requestState": params.get("requestState"),

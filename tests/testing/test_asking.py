@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conduit_mcp.testing.http_raw import RawHttpPeer, SseReader
+from conduit_mcp.testing.raw import envelope
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -204,6 +205,11 @@ def test_bad_arguments_and_the_modern_era_are_tool_errors(spawn):
     _, peer = spawn()
     modern = peer.call("ask", {"requests": [PING]})["result"]
     assert modern["isError"] is True and "legacy" in modern["content"][0]["text"]
+    forced = peer.send_request(
+        "tools/call", envelope({"name": "ask", "arguments": {"requests": [PING], "force": True}})
+    )
+    answer(peer, peer.expect(lambda m: m.get("method") == "ping")["id"], result={})
+    assert structured(peer.response(forced))["answers"][0]["outcome"] == "result"
     _, peer = spawn(era="legacy")
     peer.initialize()
     for bad in (

@@ -88,6 +88,8 @@ def test_tool_rounds_with_a_good_client(spawn):
     assert requests[2]["requestState"] == "state-only" and requests[2]["inputResponses"] is None
     assert requests[3]["requestState"] is None
     assert all(r["new_id"] and r["state_ok"] and r["keys_ok"] for r in requests)
+    assert requests[0]["after"] is None and all(r["after"] >= 0 for r in requests[1:])
+    assert requests[2]["after"] == pytest.approx(requests[2]["t"] - requests[1]["t"], abs=1e-5)
 
 
 def test_the_first_round_is_sent_as_scripted(spawn):
