@@ -143,11 +143,11 @@ class AskMixin(ServerState):
                     entries.append(await self._ask_wait(*sent[-1], via, timeout, grace))
         except asyncio.CancelledError:
             for _, request_id, future in sent:  # the call was cancelled: so are its requests
+                self._client_requests.pop(request_id, None)
+                future.cancel()
                 record = self._asked.get(request_id)
                 if record is not None and record["outcome"] == "pending":
                     record["outcome"] = "cancelled"
-                    self._client_requests.pop(request_id, None)
-                    future.cancel()
                     self._cancel_request(request_id, via, "the call was cancelled")
             raise
         report = {"answers": list(entries)}
