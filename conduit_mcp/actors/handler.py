@@ -31,9 +31,10 @@ and must not keep the host's interpreter alive at exit either.
 
 Limits. At most ``max_server_requests`` methods run at once; one more is refused at once
 (reason ``busy``), never queued. A plain method still running after its timeout or an
-``Unserve`` keeps its slot until it returns: its thread is still busy. Each Serve is bounded
-by ``handler_timeout``: past it the server is answered ``timeout``, ``ctx.cancelled`` is set
-and a coroutine is cancelled. Notifications wait in a backlog of at most
+``Unserve`` keeps its slot until it returns: its thread is still busy (and so does a
+coroutine that swallows its cancellation). Each Serve is bounded by ``handler_timeout``:
+past it the server is answered ``timeout``, ``ctx.cancelled`` is set and a coroutine is
+cancelled; a coroutine notification method is bounded by it too. Notifications wait in a backlog of at most
 ``max_subscriber_backlog``; past it one is dropped, counted (``on_dropped("notification",
 1)``, the ``mcp.client.dropped`` counter) and warned about.
 
@@ -53,6 +54,7 @@ actor's its counts.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import itertools
 import logging
@@ -82,6 +84,7 @@ log = logging.getLogger("conduit_mcp.handler")
 
 #: The reason of the answer to a request the actor stops (or crashes) before answering.
 STOPPED = "stopped"
+_STOPPED_TEXT = "the client's handler stopped before answering"
 #: Seconds between two warnings about dropped notifications.
 _WARN_EVERY = 10
 #: How long the loop's thread lets cancelled coroutines unwind before closing the loop.
@@ -134,20 +137,20 @@ class _Expired(NamedTuple):
 
 
 class _Job:
-    __slots__ = ("key", "token", "method", "ctx", "future", "timer")
+    __slots__ = ("key", "token", "method", "ctx", "task", "timer")
 
     def __init__(self, key: Any, token: int, method: str, ctx: HandlerContext) -> None:
         self.key = key
         self.token = token
         self.method = method
         self.ctx = ctx
-        self.future: Any = None  # a coroutine's concurrent.futures.Future
+        self.task: _Task | None = None  # a coroutine's task
         self.timer: TimerHandle | None = None
 
     def cancel(self) -> None:
         self.ctx.cancelled.set()
-        if self.future is not None:
-            self.future.cancel()  # cancels the task on its loop (thread-safe)
+        if self.task is not None:
+            self.task.cancel()
         self.stop_timer()
 
     def stop_timer(self) -> None:
@@ -239,14 +242,66 @@ class _Loop:
             pass  # already closed
 
 
+class _Task:
+    """A coroutine run as a task on the handler's loop, started and cancelled from the actor's
+    thread. ``report(result, refusal)`` runs when the task has really finished (even if it
+    was cancelled before it began), so its slot is freed only then: a coroutine that
+    swallows its cancellation keeps its slot, as a thread that cannot be stopped does."""
+
+    __slots__ = ("_loop", "_make", "_report", "_task", "_cancelled")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        make: Callable[[], Any],
+        report: Callable[[Any, Refusal | None], None],
+    ) -> None:
+        self._loop = loop
+        self._make = make
+        self._report = report
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+        loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:  # the loop's thread
+        task = self._task = self._loop.create_task(self._make())
+        task.add_done_callback(self._done)
+        if self._cancelled:
+            task.cancel()
+
+    def _done(self, task: asyncio.Task[Any]) -> None:  # the loop's thread
+        if task.cancelled():
+            self._report(None, None)
+        else:
+            result, refusal = task.result()
+            self._report(result, refusal)
+
+    def cancel(self) -> None:
+        """Cancel the task (thread-safe; callbacks run in FIFO order, so after ``_start``)."""
+        self._cancelled = True
+        try:
+            self._loop.call_soon_threadsafe(self._cancel)
+        except RuntimeError:
+            pass  # the loop is closed: its tasks were cancelled when it stopped
+
+    def _cancel(self) -> None:  # the loop's thread
+        if self._task is not None:
+            self._task.cancel()
+
+
 def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 (an object with an async __call__)
     )
 
 
-def _answer(method: str, name: str, call: Callable[[], Any]) -> tuple[Any, Refusal | None]:
-    """Run a plain handler method and convert its answer (on a worker thread)."""
+def _answer(
+    method: str, name: str, call: Callable[[], Any], cancelled: threading.Event
+) -> tuple[Any, Refusal | None]:
+    """Run a plain handler method and convert its answer (on a worker thread); not at all if
+    its request was cancelled before a thread took it."""
+    if cancelled.is_set():
+        return None, None
     try:
         value = call()
     except Declined:
@@ -333,6 +388,9 @@ class HandlerActor(SafeActor):
         self._loop: _Loop | None = None
         self._notes: _Workers | None = None  # one thread: arrival order
         self._note_lock = threading.Lock()
+        # Set when this incarnation ends: what its notification thread still holds is
+        # skipped, so it never runs beside a restarted incarnation's (arrival order).
+        self._ended = threading.Event()
         self._note_backlog = 0  # notifications queued or running on the notes thread
         self._served = 0
         self._refused = 0
@@ -356,6 +414,7 @@ class HandlerActor(SafeActor):
         self._modes = check_elicitation_modes(handler.elicitation_modes)
 
     def terminate(self, reason: BaseException | None) -> None:
+        self._ended.set()
         jobs, self._jobs = self._jobs, {}
         for job in jobs.values():
             job.cancel()
@@ -363,11 +422,7 @@ class HandlerActor(SafeActor):
                 Served(
                     job.key,
                     None,
-                    ServeError(
-                        serving.INTERNAL_ERROR,
-                        "the client's handler stopped before answering",
-                        STOPPED,
-                    ),
+                    ServeError(serving.INTERNAL_ERROR, _STOPPED_TEXT, STOPPED),
                 )
             )
         for pool in (self._workers, self._notes):
@@ -446,23 +501,15 @@ class HandlerActor(SafeActor):
         key, method = m.key, m.method
 
         if _is_async(fn):
-            future = asyncio.run_coroutine_threadsafe(
-                _answer_async(method, name, call), self._ensure_loop()
-            )
 
-            def finished(f: Any) -> None:
-                try:
-                    result, refusal = f.result()
-                except BaseException:  # cancelled before it ran
-                    result, refusal = None, None
+            def report(result: Any, refusal: Refusal | None) -> None:
                 safe_tell(ref, _Done(key, token, result, refusal))
 
-            future.add_done_callback(finished)
-            job.future = future
+            job.task = _Task(self._ensure_loop(), lambda: _answer_async(method, name, call), report)
         else:
 
             def work() -> None:
-                result, refusal = _answer(method, name, call)
+                result, refusal = _answer(method, name, call, ctx.cancelled)
                 safe_tell(ref, _Done(key, token, result, refusal))
 
             self._ensure_workers().submit(work)
@@ -479,7 +526,9 @@ class HandlerActor(SafeActor):
             return  # answered already (timeout) or cancelled: nothing more is said
         del self._jobs[d.key]
         job.stop_timer()
-        if d.refusal is not None:
+        if d.result is None and d.refusal is None:  # its task was cancelled by the loop
+            self._refuse(d.key, Refusal(serving.INTERNAL_ERROR, _STOPPED_TEXT, STOPPED))
+        elif d.refusal is not None:
             self._refuse(d.key, d.refusal)
         else:
             self._served += 1
@@ -540,7 +589,7 @@ class HandlerActor(SafeActor):
             if "handle_notification" not in self._implemented:
                 return
             fn = self._handler.handle_notification
-            args = (n.method, n.params)
+            args = (n.method, n.params if isinstance(n.params, dict) else None)
             name = "handle_notification"
         with self._note_lock:
             full = self._note_backlog >= self._max_backlog
@@ -551,12 +600,12 @@ class HandlerActor(SafeActor):
             return
         status = self._shared.status
         ctx = HandlerContext(self._client_name, status.era or "legacy", self._shared.server_info)
-        method, halt, timeout = n.method, self._halt, self._timeout
+        method, halt, ended, timeout = n.method, self._halt, self._ended, self._timeout
         loop = self._ensure_loop() if _is_async(fn) else None
 
         def work() -> None:
             try:
-                if halt.is_set():
+                if halt.is_set() or ended.is_set():
                     return
                 if loop is None:
                     fn(*args, ctx)
@@ -564,6 +613,8 @@ class HandlerActor(SafeActor):
                     future: Any = asyncio.run_coroutine_threadsafe(fn(*args, ctx), loop)
                     try:
                         future.result(timeout)
+                    except concurrent.futures.CancelledError:
+                        pass  # the handler actor stopped
                     except TimeoutError:
                         ctx.cancelled.set()
                         future.cancel()

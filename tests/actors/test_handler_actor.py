@@ -341,6 +341,31 @@ def test_a_coroutine_past_its_timeout_is_cancelled(events: Events) -> None:
     rig.until(lambda s: s.occupied == 0)  # a cancelled coroutine frees its slot
 
 
+def test_a_coroutine_that_swallows_its_cancellation_keeps_its_slot(events: Events) -> None:
+    gate = threading.Event()
+    swallowed = threading.Event()
+
+    class Stubborn(Handler):
+        async def list_roots(self, ctx: HandlerContext) -> Any:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                swallowed.set()
+            while not gate.is_set():
+                await asyncio.sleep(0.005)
+            return []
+
+    rig = Rig(events, Stubborn(), handler_timeout=0.2, max_server_requests=1)
+    key = rig.serve(ROOTS)
+    assert rig.served(key).error.reason == "timeout"  # type: ignore[union-attr]
+    wait(swallowed)
+    assert rig.stats()[:2] == (0, 1)
+    assert rig.served(rig.serve(ROOTS)).error.reason == "busy"  # type: ignore[union-attr]
+    gate.set()
+    rig.until(lambda s: s.occupied == 0)
+    assert [m.key for m in rig.answers()].count(key) == 1
+
+
 def test_a_raising_method_is_answered_logged_by_type_and_the_actor_lives_on(
     events: Events, caplog: pytest.LogCaptureFixture
 ) -> None:
