@@ -16,7 +16,8 @@ Era differences, decided per message (a modern request carries its version in ``
   (with a warning) and the header plans of the others kept for ``tools/call``.
 * **legacy**: the ``Mcp-Session-Id`` from the ``initialize`` answer is sent back, with the
   negotiated ``MCP-Protocol-Version``; once ``notifications/initialized`` was answered the
-  GET stream (opened by the listen actor) carries server notifications and requests; a
+  GET stream (opened by the listen actor) carries server notifications and requests, and the
+  session's requests wait for it to be answered (``LegacySession.streams_ready``); a
   broken response stream is resumed with ``Last-Event-ID`` after the server's ``retry``; a 404 for a request
   carrying the session is a :class:`SessionExpired` (the request is kept and re-sent once
   the connection has initialized again); ``close`` DELETEs the session; cancelling also
@@ -460,6 +461,11 @@ class HttpTransport:
 
     async def _request(self, rid: Any, sent: Sent) -> None:
         legacy = self._legacy
+        if not sent.modern and sent.method != "initialize":
+            # After the session's standalone GET stream (http_legacy's module docstring).
+            await legacy.streams_ready()
+            if self._sent.get(rid) is not sent:
+                return  # cancelled or failed meanwhile
         if (
             not sent.modern
             and sent.method != "initialize"
