@@ -110,6 +110,7 @@ class AsyncClient:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
@@ -119,7 +120,11 @@ class AsyncClient:
             Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
                 request at the server.
         """
-        return await self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
+        return await self._call(
+            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            timeout,
+            on_progress,
+        )
 
     async def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
@@ -165,14 +170,16 @@ class AsyncClient:
         """
         return await self._call(rq.list_resource_templates(cursor), timeout)
 
-    async def read_resource(self, uri: str, *, timeout: float | None = None) -> ReadResourceResult:
+    async def read_resource(
+        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
+    ) -> ReadResourceResult:
         """``resources/read`` for one URI.
 
         Raises:
             Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
                 request at the server.
         """
-        return await self._call(rq.read_resource(uri), timeout)
+        return await self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
 
     async def get_prompt(
         self,
@@ -180,6 +187,7 @@ class AsyncClient:
         arguments: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
     ) -> GetPromptResult:
         """``prompts/get``; prompt arguments are strings.
 
@@ -187,7 +195,9 @@ class AsyncClient:
             Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
                 request at the server.
         """
-        return await self._call(rq.get_prompt(name, arguments), timeout)
+        return await self._call(
+            rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout
+        )
 
     async def complete(
         self,
@@ -211,6 +221,7 @@ class AsyncClient:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request by method name; the raw result (a dict).
@@ -219,7 +230,9 @@ class AsyncClient:
             Error: as ``Client``'s method (its "Errors"); a cancelled task cancels the
                 request at the server.
         """
-        return await self._call(rq.raw(method, params), timeout, on_progress)
+        return await self._call(
+            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+        )
 
     async def ping(self, *, timeout: float | None = None) -> None:
         """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
@@ -334,22 +347,26 @@ class AsyncClient:
 
         reply = AsyncReply(loop, future, callback)
         wants = callback is not None
-        deadline = time.monotonic() + seconds
+        now = time.monotonic()
+        deadline = now + seconds
+        # A call the handler may pause waits until its max_total_timeout instead.
+        total = rq.total_deadline(handle, req, seconds, now)
+        wait = seconds if total is None else total - now
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            call = Call(req.method, req.params, deadline, reply, wants)
+            call = Call(req.method, req.params, deadline, reply, wants, total=total)
             # Told at once when the connection is there (no coroutine on the hot path).
             conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
-            return req.parse(await self._await(future, reply, conn, seconds, req.method))
+            return req.parse(await self._await(future, reply, conn, wait, req.method))
         raw = None
         try:
-            call = Call(req.method, op.params, deadline, reply, wants)
+            call = Call(req.method, op.params, deadline, reply, wants, total=total)
             conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
-            raw = await self._await(future, reply, conn, seconds, req.method)
+            raw = await self._await(future, reply, conn, wait, req.method)
             value = req.parse(raw)
         except BaseException as exc:
-            op.finish(raw, exc, reply.request_id)
+            op.finish(raw, exc, reply.request_id, rounds=reply.rounds)
             raise
-        op.finish(raw, None, reply.request_id)
+        op.finish(raw, None, reply.request_id, rounds=reply.rounds)
         return value
 
     @staticmethod

@@ -295,6 +295,7 @@ class Client:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
@@ -306,7 +307,11 @@ class Client:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
-        return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
+        return self._call(
+            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            timeout,
+            on_progress,
+        )
 
     def list_tools(self, cursor: str | None = None, *, timeout: float | None = None) -> Page[Tool]:
         """One page of tools (``Page.next_cursor`` is None on the last page).
@@ -350,14 +355,16 @@ class Client:
         """
         return self._call(rq.list_resource_templates(cursor), timeout)
 
-    def read_resource(self, uri: str, *, timeout: float | None = None) -> ReadResourceResult:
+    def read_resource(
+        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
+    ) -> ReadResourceResult:
         """``resources/read`` for one URI.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
-        return self._call(rq.read_resource(uri), timeout)
+        return self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
 
     def get_prompt(
         self,
@@ -365,6 +372,7 @@ class Client:
         arguments: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
     ) -> GetPromptResult:
         """``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
         "Prompts").
@@ -373,7 +381,7 @@ class Client:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
-        return self._call(rq.get_prompt(name, arguments), timeout)
+        return self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout)
 
     def complete(
         self,
@@ -397,6 +405,7 @@ class Client:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request by method name; returns the raw result (a dict).
@@ -405,7 +414,9 @@ class Client:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (the class's "Errors").
         """
-        return self._call(rq.raw(method, params), timeout, on_progress)
+        return self._call(
+            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+        )
 
     def ping(self, *, timeout: float | None = None) -> None:
         """A liveness round trip: ``ping`` in the legacy era, ``server/discover`` in the
@@ -651,21 +662,27 @@ class Client:
             raise Error("argument", "on_progress", "on_progress must be callable")
         handle = self._handle
         seconds, op = rq.begin(handle, req, timeout)
-        deadline = time.monotonic() + seconds
+        now = time.monotonic()
+        deadline = now + seconds
+        # A call the handler may pause waits until its max_total_timeout instead.
+        total = rq.total_deadline(handle, req, seconds, now)
+        until = deadline if total is None else total
         wants = on_progress is not None
         reply = SyncReply(wants)
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            conn = handle.tell(Call(req.method, req.params, deadline, reply, wants), deadline)
-            return req.parse(rq.wait_blocking(reply, deadline, on_progress, conn, req.method))
+            call = Call(req.method, req.params, deadline, reply, wants, total=total)
+            conn = handle.tell(call, deadline)
+            return req.parse(rq.wait_blocking(reply, until, on_progress, conn, req.method))
         raw = None
         try:
-            conn = handle.tell(Call(req.method, op.params, deadline, reply, wants), deadline)
-            raw = rq.wait_blocking(reply, deadline, on_progress, conn, req.method)
+            call = Call(req.method, op.params, deadline, reply, wants, total=total)
+            conn = handle.tell(call, deadline)
+            raw = rq.wait_blocking(reply, until, on_progress, conn, req.method)
             value = req.parse(raw)
         except BaseException as exc:
-            op.finish(raw, exc, reply.request_id)
+            op.finish(raw, exc, reply.request_id, rounds=reply.rounds)
             raise
-        op.finish(raw, None, reply.request_id)
+        op.finish(raw, None, reply.request_id, rounds=reply.rounds)
         return value
 
 

@@ -178,7 +178,7 @@ class FutureClient:
         return self._call(rq.list_resource_templates(cursor), timeout)
 
     def read_resource(
-        self, uri: str, *, timeout: float | None = None
+        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
     ) -> pykka.Future[ReadResourceResult]:
         """``resources/read`` for one URI.
 
@@ -186,7 +186,7 @@ class FutureClient:
             Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
                 method (its "Errors").
         """
-        return self._call(rq.read_resource(uri), timeout)
+        return self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
 
     def get_prompt(
         self,
@@ -194,6 +194,7 @@ class FutureClient:
         arguments: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
     ) -> pykka.Future[GetPromptResult]:
         """``prompts/get``; prompt arguments are strings.
 
@@ -201,7 +202,7 @@ class FutureClient:
             Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
                 method (its "Errors").
         """
-        return self._call(rq.get_prompt(name, arguments), timeout)
+        return self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout)
 
     def complete(
         self,
@@ -225,6 +226,7 @@ class FutureClient:
         params: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[dict[str, Any]]:
         """Any request by method name; a future of the raw result (a dict).
@@ -233,7 +235,9 @@ class FutureClient:
             Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
                 method (its "Errors").
         """
-        return self._call(rq.raw(method, params), timeout, on_progress)
+        return self._call(
+            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+        )
 
     def ping(self, *, timeout: float | None = None) -> pykka.Future[None]:
         """A liveness round trip (``ping``, or ``server/discover`` in the modern era).
@@ -348,14 +352,18 @@ class FutureClient:
         seconds, op = rq.begin(self._handle, req, timeout)
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
         wants = on_progress is not None
-        deadline = time.monotonic() + seconds
+        now = time.monotonic()
+        deadline = now + seconds
+        total = rq.total_deadline(self._handle, req, seconds, now)
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             plain = FutureReply(future, on_progress)
-            self._send(Call(req.method, req.params, deadline, plain, wants), plain, deadline)
+            call = Call(req.method, req.params, deadline, plain, wants, total=total)
+            self._send(call, plain, deadline)
             return future.map(req.parse)
         reply = _TimedFutureReply(future, on_progress)
         try:
-            self._send(Call(req.method, op.params, deadline, reply, wants), reply, deadline)
+            call = Call(req.method, op.params, deadline, reply, wants, total=total)
+            self._send(call, reply, deadline)
         except BaseException as exc:
             op.finish(None, exc, None)
             raise
@@ -443,9 +451,9 @@ def _finishing(
         try:
             value = parse(raw)
         except BaseException as exc:
-            op.finish(raw, exc, reply.request_id, answered=reply.answered)
+            op.finish(raw, exc, reply.request_id, answered=reply.answered, rounds=reply.rounds)
             raise
-        op.finish(raw, None, reply.request_id, answered=reply.answered)
+        op.finish(raw, None, reply.request_id, answered=reply.answered, rounds=reply.rounds)
         return value
 
     out: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()

@@ -34,11 +34,13 @@ FAIL = 2
 class Reply:
     """Base: the connection-facing side of one request's answer."""
 
-    __slots__ = ("request_id", "done")
+    __slots__ = ("request_id", "done", "rounds")
 
     def __init__(self) -> None:
         self.request_id: int | None = None
         self.done = False
+        # modern input_required rounds the call went through (for its span)
+        self.rounds = 0
 
     def progress(self, params: dict[str, Any]) -> None:
         """A ``notifications/progress`` for this request (params as received)."""

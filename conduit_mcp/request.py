@@ -45,6 +45,7 @@ from .protocol.results import (
     parse_progress,
     parse_read_resource,
 )
+from .protocol.server_requests import ROUND_METHODS
 from .replies import FAIL, OK, Reply, SyncReply
 from .status import Status
 from .telemetry import Operation
@@ -93,7 +94,7 @@ class Request(Generic[R]):
     """One request as a front end sends it: ``method``, ``params`` and ``parse``, which turns
     the raw result into the ``R`` the caller receives (run in the caller's thread or loop)."""
 
-    __slots__ = ("method", "params", "parse")
+    __slots__ = ("method", "params", "parse", "total")
 
     def __init__(
         self, method: str, params: dict[str, Any] | None, parse: Callable[[Any], R]
@@ -101,6 +102,26 @@ class Request(Generic[R]):
         self.method = method
         self.params = params
         self.parse = parse
+        # the call's own max_total_timeout (seconds), None: the client's option
+        self.total: float | None = None
+
+
+def with_total(req: Request[R], max_total_timeout: float | None) -> Request[R]:
+    """``req`` with the call's ``max_total_timeout`` keyword, checked here in the caller."""
+    if max_total_timeout is not None:
+        if (
+            not isinstance(max_total_timeout, (int, float))
+            or isinstance(max_total_timeout, bool)
+            or not math.isfinite(max_total_timeout)
+            or max_total_timeout <= 0
+        ):
+            raise Error(
+                "argument",
+                "max_total_timeout",
+                "max_total_timeout must be a positive number of seconds",
+            )
+        req.total = float(max_total_timeout)
+    return req
 
 
 # -- errors and argument checks ------------------------------------------------------------------
@@ -266,6 +287,22 @@ def begin(
         return check_timeout(timeout, DEFAULT_TIMEOUT), None
     seconds = check_timeout(timeout, runtime.config.request_timeout)
     return seconds, runtime.telemetry.start(req.method, req.params)
+
+
+def total_deadline(handle: Handle, req: Request[Any], seconds: float, now: float) -> float | None:
+    """The absolute bound on a call whose deadline the connection may pause while the
+    client's handler works for it (a ``tools/call``, ``prompts/get`` or ``resources/read``
+    of a client with a handler): ``max_total_timeout`` from now (the call's keyword, else
+    the client's option), never less than its timeout. None for every other call: its
+    deadline is never paused. The caller waits until this bound, not the deadline
+    (docs/connection.md, "Server-to-client requests")."""
+    if req.method not in ROUND_METHODS:
+        return None
+    runtime = handle.find()
+    if runtime is None or runtime.config.handler is None:
+        return None
+    total = req.total if req.total is not None else runtime.config.max_total_timeout
+    return now + max(seconds, total)
 
 
 # -- giving up ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol, cast
 
 import pykka
@@ -126,6 +126,7 @@ class ChangeTracker:
         config: Config,
         telemetry: ConnectionTelemetry,
         client_name: str,
+        handler_notes: Callable[[str, Any], None] | None = None,
     ) -> None:
         self._conn = conn
         self._cache = cache
@@ -157,6 +158,9 @@ class ChangeTracker:
         # (want number, reply, value)
         self._held: list[tuple[int, Any, Any]] = []
         self._quiet: set[int] = set()  # internal requests whose answers nobody waits for
+        # A handler taking notifications: told each one delivered, and a listen consumer of
+        # every kind (docs/connection.md, "Server-to-client requests").
+        self._handler_notes = handler_notes
 
     def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
         """A restarted connection starts with no consumers, but the notifier kept its
@@ -284,6 +288,8 @@ class ChangeTracker:
                 self._request_refresh(kind)
 
     def _deliver(self, method: str, params: Any) -> None:
+        if self._handler_notes is not None:
+            self._handler_notes(method, params)
         # Nobody subscribed, and no notifier: nothing to tell (the notifier is started by the
         # first subscription; checked too, as a restarted connection learns its consumers
         # from it a moment after it starts).
@@ -448,7 +454,11 @@ class ChangeTracker:
             lsn.desired_filter(
                 self._published.capabilities,
                 cached_kinds=self._fetched,
-                subscriber_methods=self._consumers.values(),
+                subscriber_methods=(
+                    [*self._consumers.values(), None]
+                    if self._handler_notes is not None
+                    else self._consumers.values()
+                ),
                 resource_uris=self._resource_uris,
             )
         )

@@ -99,6 +99,9 @@ from .events import (
     Consumers,
     Deadline,
     ReconnectNow,
+    RoundRetry,
+    Served,
+    ServeExpired,
     SetAuth,
     transport_error,
 )
@@ -107,6 +110,7 @@ from .http_outcomes import HttpOutcomes
 from .listen import ListenBack, ListenDropped, ListenRouted, StreamGaveUp, WantSeen
 from .pending import Drops, PendingTable
 from .refresher import Refreshed, RefreshFailed
+from .serving import ServerWork, total_timeout_error, wants_notifications
 
 log = logging.getLogger("conduit_mcp.connection")
 
@@ -209,6 +213,19 @@ class Connection(HttpOutcomes, HandshakeStates):
         # The request hot path reads these on every call: keep them flat.
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
+        self._siblings = siblings or _NoSiblings()
+        handler = config.handler
+        notes = handler is not None and wants_notifications(handler)
+        # Server requests and modern input rounds, answered by the handler actor (serving.py).
+        self._work = ServerWork(
+            self,
+            capabilities=self._capabilities,
+            has_handler=handler is not None,
+            handler_notes=notes,
+            handler_timeout=config.handler_timeout,
+            max_total_timeout=config.max_total_timeout,
+            max_input_rounds=config.max_input_rounds,
+        )
         credential = getattr(transport_spec, "credential", None)
         # Notifications, the cache, refreshes, listens, resource subscriptions (changes.py).
         self._changes = ChangeTracker(
@@ -217,10 +234,11 @@ class Connection(HttpOutcomes, HandshakeStates):
                 credential() if callable(credential) else None, heard=self._table.changed_at
             ),
             published=shared,
-            siblings=siblings or _NoSiblings(),
+            siblings=self._siblings,
             config=config,
             telemetry=self._tel,
             client_name=client_name,
+            handler_notes=self._work.notify if notes else None,
         )
         self._changes.replay_consumers(self.actor_ref)
 
@@ -601,6 +619,9 @@ class Connection(HttpOutcomes, HandshakeStates):
         rid = reply.request_id
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
+            if item.pauses:  # paused for the handler: what ran out is max_total_timeout
+                reply.fail(total_timeout_error(item))
+                return
             reply.fail(
                 Error(
                     "timeout",
@@ -610,6 +631,8 @@ class Connection(HttpOutcomes, HandshakeStates):
                 )
             )
             return
+        if type(item) is Call and self._work.deadline(item):
+            return  # between two input rounds
         removed = self.remove_postponed(lambda e: e is item)
         if removed:
             self._queued_done(item)
@@ -646,6 +669,8 @@ class Connection(HttpOutcomes, HandshakeStates):
                 self._cancel_at_server(rid, ev.reason)
                 reply.done = True
                 return
+            if self._work.abandon(rid):
+                return  # between two input rounds: the handler's work for it stops
         removed = self.remove_postponed(lambda e: getattr(e, "reply", None) is reply)
         for item in removed:
             self._queued_done(item)
@@ -718,7 +743,16 @@ class Connection(HttpOutcomes, HandshakeStates):
                     self._unmatched(m)
                 return None
             self.set_timeout(call, None, None)
-            call.reply.ok(m.result)
+            result = m.result
+            # A modern result that is not complete (input_required, or unknown): the reader
+            # left it here (pending.py); serving.py runs the round or fails the call.
+            if (
+                type(result) is dict
+                and "resultType" in result
+                and self._work.on_result(call, m.id, result)
+            ):
+                return None
+            call.reply.ok(result)
             return None
         if t is ErrorResponse:
             call = self._pending.pop(m.id, None)
@@ -746,6 +780,8 @@ class Connection(HttpOutcomes, HandshakeStates):
             return None
         if t is Notification:
             # Progress never gets here: the transport's reader routes it (pending.py).
+            if m.method == "notifications/cancelled" and self._work.server_cancelled(m.params):
+                return None  # a server request of the server's own, stopped
             self._changes.on_notification(m.method, m.params)
             return None
         if t is Request:
@@ -767,13 +803,34 @@ class Connection(HttpOutcomes, HandshakeStates):
 
     def _server_request(self, m: Any) -> None:
         # Answers are bounded by max_answer_backlog: one the server has no room for is
-        # dropped and counted (docs/connection.md, "Floods").
-        if m.method == "ping" and self._era != "modern":
-            self.send_answer({"jsonrpc": "2.0", "id": m.id, "result": {}})
+        # dropped and counted (docs/connection.md, "Floods"). A modern server sends no
+        # requests (it asks through input_required results): refused.
+        if self._era == "modern":
+            self.send_answer(
+                {
+                    "jsonrpc": "2.0",
+                    "id": m.id,
+                    "error": {"code": -32601, "message": "Method not found"},
+                }
+            )
             return
-        self.send_answer(
-            {"jsonrpc": "2.0", "id": m.id, "error": {"code": -32601, "message": "Method not found"}}
-        )
+        self._work.server_request(m, m.related)
+
+    def _common_served(self, kind: str, ev: Served) -> Any:
+        return self._resend(self._work.served(ev))
+
+    def _common_serve_expired(self, kind: str, ev: ServeExpired) -> None:
+        self._work.expired(ev)
+
+    def _common_round_retry(self, kind: str, ev: RoundRetry) -> Any:
+        return self._resend(self._work.retry_due(ev))
+
+    def _resend(self, call: Call | None) -> Any:
+        """Send a call's next input round as a new request: in ``ready`` at once, else
+        postponed like any call (docs/connection.md, "Server-to-client requests")."""
+        if call is None:
+            return None
+        return Step(None, [NextEvent(call, kind="cast")])
 
     # -- the dispatch tables: event type -> handler (see "connecting" above) -----------------
 
@@ -820,6 +877,9 @@ class Connection(HttpOutcomes, HandshakeStates):
         TransportDown: _ignore,
         ReconnectNow: _common_reconnect_now,
         StreamGaveUp: _common_stream_gave_up,
+        Served: _common_served,
+        ServeExpired: _common_serve_expired,
+        RoundRetry: _common_round_retry,
         str: _common_named,
         **dict.fromkeys(_CHANGE_EVENTS, _to_changes),
     }

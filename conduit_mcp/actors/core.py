@@ -32,7 +32,8 @@ from .events import Call
 from .pending import PendingTable
 
 if TYPE_CHECKING:
-    from .changes import ChangeTracker
+    from .changes import ChangeTracker, SiblingsPort
+    from .serving import ServerWork
 
 log = logging.getLogger("conduit_mcp.connection")
 
@@ -99,6 +100,26 @@ class ConnectionCore(Statem):
     _init_id: int | None  # the initialize request awaiting its answer
     _init_offered: str  # the legacy version initialize offers
     _legacy_offer: str | None  # a legacy version a -32022 answer named, for initialize
+    _siblings: SiblingsPort  # the client's other children (the handler, by id)
+    _work: ServerWork  # what the server asks of the client: server requests, input rounds
+
+    # -- the port ServerWork uses (serving.ServingPort) ------------------------------------------
+
+    @property
+    def gen(self) -> int:
+        return self._gen
+
+    def in_flight(self, rid: Any) -> Call | None:
+        try:
+            return self._pending.get(rid)
+        except TypeError:
+            return None
+
+    def calls_in_flight(self) -> list[Call]:
+        return list(self._pending.values())
+
+    def tell_handler(self, message: Any) -> bool:
+        return self._siblings.tell("handler", message)
 
     # -- the port the ChangeTracker uses (changes.ConnectionPort) -------------------------------
 
@@ -197,6 +218,8 @@ class ConnectionCore(Statem):
     # -- requests and status -------------------------------------------------------------------
 
     def _fail_pending(self, error: Error) -> None:
+        # The handler's work for this session stops; calls between input rounds fail alike.
+        self._work.fail_all(error)
         pending = self._pending
         for rid in list(pending):
             call = pending.pop(rid, None)  # the reader may have answered it meanwhile

@@ -17,9 +17,29 @@ from ..replies import Reply
 
 
 class Call:
-    """One request from the API. ``deadline`` is absolute (``time.monotonic()``)."""
+    """One request from the API. ``deadline`` is absolute (``time.monotonic()``).
 
-    __slots__ = ("method", "params", "deadline", "reply", "progress", "retried", "queued")
+    ``total`` (absolute, or None: the client's ``max_total_timeout`` from when it is first
+    paused) bounds the whole call while its deadline is paused for the handler; ``pauses``
+    counts the handler's works for it, ``left`` is the deadline time left when they began,
+    ``rounds`` counts its modern ``input_required`` rounds and ``base`` keeps the params it
+    was made with, from which each round's retry is built (docs/connection.md,
+    "Server-to-client requests")."""
+
+    __slots__ = (
+        "method",
+        "params",
+        "deadline",
+        "reply",
+        "progress",
+        "retried",
+        "queued",
+        "total",
+        "pauses",
+        "left",
+        "rounds",
+        "base",
+    )
 
     def __init__(
         self,
@@ -29,6 +49,7 @@ class Call:
         reply: Reply,
         progress: bool = False,
         retried: bool = False,
+        total: float | None = None,
     ) -> None:
         self.method = method
         self.params = params
@@ -37,6 +58,11 @@ class Call:
         self.progress = progress
         self.retried = retried
         self.queued = False  # counted in max_queued while postponed
+        self.total = total
+        self.pauses = 0
+        self.left = 0.0
+        self.rounds = 0
+        self.base = params
 
     def __repr__(self) -> str:
         # Never the params: they carry tool arguments (README, "Secrets").
@@ -226,3 +252,17 @@ class HandlerNotification(NamedTuple):
 
     def __repr__(self) -> str:
         return f"<HandlerNotification {self.method}>"
+
+
+class ServeExpired(NamedTuple):
+    """The connection's own bound on a :class:`Serve` (``handler_timeout`` and a margin): a
+    handler that crashed or lost the message still gets its server an answer."""
+
+    key: Any
+
+
+class RoundRetry(NamedTuple):
+    """Timer: retry the modern call whose state-only round ``rid`` answered, after a
+    backoff."""
+
+    rid: Any

@@ -103,6 +103,12 @@ class PendingTable:
         for m in messages:
             t = type(m)
             if t is Response:
+                result = m.result
+                if type(result) is dict and result.get("resultType", "complete") != "complete":
+                    # input_required (or unknown): the connection runs the round
+                    # (docs/connection.md, "Server-to-client requests").
+                    forward.append(m)
+                    continue
                 call = _pop(calls, m.id)
                 if call is None:
                     forward.append(m)

@@ -351,11 +351,14 @@ class Notification(NamedTuple):
 
 
 class Request(NamedTuple):
-    """A server-to-client request (legacy era only: sampling, elicitation, roots, ping)."""
+    """A server-to-client request (legacy era only: sampling, elicitation, roots, ping).
+    ``related``: the id of the client's request whose HTTP response stream carried it (None
+    over stdio and on the standalone GET stream, where the wire names no relation)."""
 
     id: int | str | float
     method: str
     params: dict[str, Any] | None
+    related: Any = None
 
 
 class Invalid(NamedTuple):

@@ -20,6 +20,8 @@ GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+#: conduit-mcp's own: the modern ``input_required`` rounds one call went through.
+INPUT_ROUNDS: Final = "conduit_mcp.input_rounds"
 RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
 ERROR_TYPE: Final = "error.type"
 NETWORK_TRANSPORT: Final = "network.transport"

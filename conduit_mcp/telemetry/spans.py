@@ -30,6 +30,7 @@ from .attributes import (
     GEN_AI_OPERATION_NAME,
     GEN_AI_PROMPT_NAME,
     GEN_AI_TOOL_NAME,
+    INPUT_ROUNDS,
     JSONRPC_REQUEST_ID,
     MCP_METHOD_NAME,
     MCP_PROTOCOL_VERSION,
@@ -158,6 +159,7 @@ class Operation:
         request_id: Any,
         *,
         answered: tuple[int, float] | None = None,
+        rounds: int = 0,
     ) -> None:
         """End the span and record the duration. ``result`` is the raw result (a
         ``tools/call`` result with ``isError: true`` is ``error.type="tool_error"``), ``exc``
@@ -198,6 +200,8 @@ class Operation:
                 late: dict[str, Any] = {}
                 if request_id is not None:
                     late[JSONRPC_REQUEST_ID] = str(request_id)
+                if rounds:  # modern input_required rounds: still one call, one span
+                    late[INPUT_ROUNDS] = rounds
                 if version is not None:  # negotiated (or changed) while the request waited
                     late[MCP_PROTOCOL_VERSION] = version
                 if error_type is not None:

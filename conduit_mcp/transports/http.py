@@ -61,7 +61,15 @@ import pykka
 from ..errors import Error
 from ..otp.base import safe_tell
 from ..protocol import http_headers as hh
-from ..protocol.jsonrpc import HEADER_MISMATCH, ErrorResponse, Invalid, Response, decode, encode
+from ..protocol.jsonrpc import (
+    HEADER_MISMATCH,
+    ErrorResponse,
+    Invalid,
+    Request,
+    Response,
+    decode,
+    encode,
+)
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
 from . import loop as io_loop
@@ -652,6 +660,8 @@ class HttpTransport:
                     stream.done = True
                     if isinstance(msg, Response) and sent.modern and sent.method == "tools/list":
                         msg = self._filter_tools(msg)
+                elif type(msg) is Request:
+                    msg = msg._replace(related=rid)  # the call it belongs to (its deadline)
                 messages.append(msg)
             if messages:
                 self.deliver(messages)
