@@ -55,6 +55,14 @@ _LAZY = {
     "ResourceTemplate": ".types",
     "ServerInfo": ".types",
     "Tool": ".types",
+    "Declined": ".handler",
+    "Handler": ".handler",
+    "HandlerContext": ".handler",
+    "ElicitRequest": ".handler_types",
+    "ElicitResult": ".handler_types",
+    "Root": ".handler_types",
+    "SamplingRequest": ".handler_types",
+    "SamplingResult": ".handler_types",
 }
 
 if TYPE_CHECKING:
@@ -63,6 +71,8 @@ if TYPE_CHECKING:
     from .client import Client
     from .config import ClientOptions
     from .futures import FutureClient
+    from .handler import Declined, Handler, HandlerContext
+    from .handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .otp.supervisor import ChildSpec, Supervisor
     from .status import Era, Origin, State, Status
@@ -103,10 +113,15 @@ __all__ = [
     "Client",
     "ClientOptions",
     "CompleteResult",
+    "Declined",
+    "ElicitRequest",
+    "ElicitResult",
     "Era",
     "Error",
     "FutureClient",
     "GetPromptResult",
+    "Handler",
+    "HandlerContext",
     "Http",
     "KINDS",
     "Kind",
@@ -118,6 +133,9 @@ __all__ = [
     "ReadResourceResult",
     "Resource",
     "ResourceTemplate",
+    "Root",
+    "SamplingRequest",
+    "SamplingResult",
     "ServerInfo",
     "ServerNotification",
     "State",

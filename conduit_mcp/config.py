@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from .errors import Error
+from .protocol.client_caps import for_handler
 from .protocol.messages import client_info
 from .protocol.versions import ProtocolChoice, parse_protocol_option
 
@@ -262,8 +263,13 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
                 "config", "client_info", "option 'client_info' needs string 'name' and 'version'"
             )
         values["client_info"] = info
-    if "capabilities" in values:
-        values["capabilities"] = _json_object("capabilities", values["capabilities"])
+    declared = (
+        _json_object("capabilities", values["capabilities"]) if "capabilities" in values else None
+    )
+    if declared is not None or values.get("handler") is not None:
+        # Derived once, here: the connection never looks at the handler's methods
+        # (docs/connection.md, "Server-to-client requests").
+        values["capabilities"] = for_handler(values.get("handler"), declared)
     for name, method in (("tracer_provider", "get_tracer"), ("meter_provider", "get_meter")):
         provider = values.get(name)
         if provider is not None and not callable(getattr(provider, method, None)):

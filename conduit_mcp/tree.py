@@ -27,6 +27,7 @@ from typing import Any
 import pykka
 
 from .actors.connection import Connection
+from .actors.handler import child_spec as handler_spec
 from .actors.listen import child_spec as listen_spec
 from .actors.notifier import child_spec as notifier_spec
 from .actors.refresher import child_spec as refresher_spec
@@ -154,7 +155,7 @@ class ClientTree:
                 siblings=siblings,
             )
 
-        return [
+        specs = [
             ChildSpec(
                 "connection",
                 start_connection,
@@ -173,6 +174,13 @@ class ClientTree:
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),
         ]
+        if cfg.handler is not None:  # started with the client (docs/actor-tree.md)
+            specs.append(
+                handler_spec(
+                    self.name, self.registry, shared, cfg, halt=self.halt, on_dropped=hooks.overflow
+                )
+            )
+        return specs
 
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:
         self.supervised = link is not None

@@ -768,9 +768,7 @@ class Connection(HttpOutcomes, HandshakeStates):
             ):
                 # A ready modern connection re-discovers; the request is retried once
                 # (docs/connection.md, "Era discovery")
-                retry = Call(
-                    call.method, call.params, call.deadline, call.reply, call.progress, retried=True
-                )
+                retry = call.again()
                 call.reply.request_id = None
                 if self.state == "ready":
                     self._leave_ready()

@@ -64,6 +64,16 @@ class Call:
         self.rounds = 0
         self.base = params
 
+    def again(self) -> Call:
+        """The same call, to send once more (``retried``): what it was made with and its
+        rounds so far are kept."""
+        copy = Call(
+            self.method, self.params, self.deadline, self.reply, self.progress, True, self.total
+        )
+        copy.rounds = self.rounds
+        copy.base = self.base
+        return copy
+
     def __repr__(self) -> str:
         # Never the params: they carry tool arguments (README, "Secrets").
         return f"<Call {self.method} id={self.reply.request_id}>"

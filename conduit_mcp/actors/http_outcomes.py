@@ -13,7 +13,6 @@ from ..otp.statem import NextEvent, Step
 from ..protocol.jsonrpc import Response
 from ..transports.base import RequestFailed, StreamBroken
 from .core import ConnectionCore
-from .events import Call
 
 # Requests that cannot have acted: re-issued once when their HTTP stream breaks.
 _READS = frozenset(
@@ -55,9 +54,7 @@ class HttpOutcomes(ConnectionCore):
             return None  # (a listen's stream is the listen actor's: see actors/listen.py)
         self.set_timeout(call, None, None)
         if call.method in _READS and not call.retried:
-            retry = Call(
-                call.method, call.params, call.deadline, call.reply, call.progress, retried=True
-            )
+            retry = call.again()
             call.reply.request_id = None
             return Step(None, [NextEvent(retry, kind="cast")])
         call.reply.fail(

@@ -451,7 +451,7 @@ class ServerWork:
 def wants_notifications(handler: Any) -> bool:
     """Whether ``handler`` takes notifications (``handle_notification`` or ``handle_log``):
     then it is a listen consumer, and every notification is told to it."""
-    implemented = getattr(handler, "implemented", None)
+    implemented = getattr(handler, "implemented_methods", None)
     names = implemented() if callable(implemented) else ()
     return "handle_notification" in names or "handle_log" in names
 

@@ -434,7 +434,7 @@ def decode(line: bytes | bytearray | memoryview | str) -> Inbound:
         return _new(Notification, (method, params))
     if not _id_ok(mid):
         return _new(Invalid, ("bad_id", None))
-    return _new(Request, (mid, method, params))
+    return _new(Request, (mid, method, params, None))
 
 
 def _error_response(mid: Any, error: Any) -> Inbound:

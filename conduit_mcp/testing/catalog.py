@@ -144,6 +144,77 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
         None,
     ),
     ("cpu", "Return the server's CPU time (time.process_time()).", _obj({}), None),
+    (
+        "ask",
+        "Legacy: send server requests (any method and params), one after another or "
+        "concurrently, on the call's stream (via post) or the GET stream (via get); optionally "
+        "cancel one after cancel_after seconds, or send notifications/elicitation/complete "
+        "(complete); answer every reply in order (structuredContent.answers).",
+        _obj(
+            {
+                "requests": {
+                    "type": "array",
+                    "items": _obj(
+                        {
+                            "method": _STR,
+                            "params": {"type": "object"},
+                            "cancel_after": {"type": "number", "minimum": 0},
+                            "complete": {"enum": [True, False, "before"]},
+                        },
+                        ("method",),
+                    ),
+                },
+                "concurrent": {"type": "boolean", "default": False},
+                "via": {"type": "string", "enum": ["post", "get"], "default": "post"},
+                "timeout": {"type": "number", "default": 60},
+                "cancel_grace": {"type": "number", "default": 0.2},
+                "force": {"type": "boolean", "default": False},
+            },
+            ("requests",),
+        ),
+        None,
+    ),
+    (
+        "learned",
+        "Every server request sent so far and what the client answered (late and duplicate "
+        "answers too), plus answers to ids the server never used.",
+        _obj({}),
+        None,
+    ),
+    (
+        "last_roots",
+        "The last answer to a roots/list the server sent, and the roots/list_changed count.",
+        _obj({}),
+        None,
+    ),
+    (
+        "rounds",
+        "Modern: scripted input_required rounds (inputRequests and/or requestState each), "
+        "every retry checked (new id, state echoed, the keys asked); the final result reports "
+        "every request of the conversation.",
+        _obj(
+            {
+                "rounds": {
+                    "type": "array",
+                    "items": _obj({"inputRequests": {"type": "object"}, "requestState": _STR}),
+                },
+                "final_result_type": {"type": ["string", "null"], "default": "complete"},
+                "endless": {"type": "boolean", "default": False},
+                "check_capabilities": {"type": "boolean", "default": True},
+                "strict": {"type": "boolean", "default": False},
+                "tag": {},
+            },
+            ("rounds",),
+        ),
+        None,
+    ),
+    (
+        "rounds_log",
+        "Modern: every rounds conversation, and every request that carried inputResponses or "
+        "requestState (stray: one that was not a rounds or client_request retry).",
+        _obj({}),
+        None,
+    ),
 ]
 
 # Tools whose parameters travel in Mcp-Param-* headers too (--header-tools only, so the

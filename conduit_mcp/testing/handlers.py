@@ -42,6 +42,7 @@ from .protocol import (
     RpcError,
     _Ctx,
 )
+from .rounds import ROUNDS_URI_PREFIX
 from .state import ServerState
 
 __all__ = ["HandlersMixin"]
@@ -101,7 +102,10 @@ class HandlersMixin(ServerState):
         if self._era is None:
             self._era = "modern"
             self._event("era", era="modern", method=method)
-        out = handler(_Ctx(request_id, method, params, meta, "modern"))
+        ctx = _Ctx(request_id, method, params, meta, "modern")
+        if "inputResponses" in params or "requestState" in params:
+            self._note_carrier(ctx)
+        out = handler(ctx)
         if type(out) is dict:
             return self._complete(method, out)
         if out is _NO_RESPONSE:
@@ -128,12 +132,14 @@ class HandlersMixin(ServerState):
     def _complete(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
         if "resultType" not in result:
             result["resultType"] = "complete"
+        elif result["resultType"] is None:  # a scripted result without one (rounds)
+            del result["resultType"]
         meta = result.get("_meta")
         if meta is None:
             result["_meta"] = self._result_meta
         elif SERVER_INFO_KEY not in meta:
             result["_meta"] = {**meta, SERVER_INFO_KEY: self._server_info}
-        if method in _CACHEABLE and result["resultType"] == "complete":
+        if method in _CACHEABLE and result.get("resultType") == "complete":
             if "ttlMs" not in result:
                 result["ttlMs"] = self.config.ttl_ms
             if "cacheScope" not in result:
@@ -267,6 +273,8 @@ class HandlersMixin(ServerState):
             description = "A greeting"
         elif name == "plain":
             text, description = "Say hello.", "A plain prompt"
+        elif name == "rounds":  # not listed: input_required rounds (docs/testing.md)
+            return self._rounds_prompt(ctx, args)
         else:
             raise RpcError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
         return {
@@ -286,6 +294,8 @@ class HandlersMixin(ServerState):
         elif uri.startswith("test://item/") and len(uri) > len("test://item/"):
             item = uri[len("test://item/") :]
             content = {"uri": uri, "mimeType": "text/plain", "text": f"item {item}"}
+        elif uri.startswith(ROUNDS_URI_PREFIX):  # not listed: input_required rounds
+            return self._rounds_resource(ctx, uri)
         elif ctx.era == "modern":
             raise RpcError(INVALID_PARAMS, "Resource not found", {"uri": uri})
         else:

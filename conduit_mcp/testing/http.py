@@ -87,7 +87,13 @@ class HttpFront(ExchangeMixin):
             start_number=self._start,
             rule_hook=self._on_rule,
             fault=self._on_fault,
+            open_stream=self._on_open_stream,
         )
+
+    def _on_open_stream(self) -> None:
+        exchange = current_exchange.get()
+        if exchange is not None and exchange.request_id is not None:
+            exchange.mode = "sse"
 
     def _on_rule(self, rule: Rule) -> None:
         exchange = current_exchange.get()

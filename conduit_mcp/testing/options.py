@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -49,6 +50,8 @@ class Config:
     ignore_sigterm: bool = False
     header_tools: bool = False
     flood_tools: bool = False
+    ask_roots: bool = False
+    on_initialized: list[dict[str, Any]] = field(default_factory=list)
     http: bool = False
     port: int = 0
     port_file: str | None = None
@@ -82,6 +85,25 @@ class Config:
             raise ConfigError("http response must be auto, json or sse")
         if not 0 <= self.port <= 65535 or self.sse_retry_ms < 0:
             raise ConfigError("--port must be 0..65535 and --sse-retry-ms >= 0")
+
+
+def parse_on_initialized(spec: str) -> dict[str, Any]:
+    """``--on-initialized`` value: a method name, or a JSON object ``{"method", "params"?}``."""
+    if not spec.lstrip().startswith("{"):
+        if not spec.strip():
+            raise ValueError("--on-initialized needs a method name or a JSON object")
+        return {"method": spec.strip()}
+    try:
+        value = orjson.loads(spec)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"--on-initialized is not valid JSON: {e}") from None
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("method"), str)
+        or not isinstance(value.get("params", {}), dict)
+    ):
+        raise ValueError('--on-initialized JSON must be {"method": string, "params"?: object}')
+    return {"method": value["method"], **({"params": value["params"]} if "params" in value else {})}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="add the tool flood (server requests, notifications or progress without waiting)",
     )
+    p.add_argument(
+        "--ask-roots",
+        action="store_true",
+        help="legacy: send roots/list after notifications/initialized and after each "
+        "notifications/roots/list_changed, when the client declared roots",
+    )
+    p.add_argument(
+        "--on-initialized",
+        action="append",
+        default=[],
+        metavar="REQUEST",
+        help="legacy: send this server request after notifications/initialized: a method, or "
+        'JSON {"method": ..., "params": {...}} (repeatable, sent in order)',
+    )
     http = p.add_argument_group("Streamable HTTP (instead of stdio)")
     http.add_argument("--http", action="store_true", help="serve http://127.0.0.1:PORT/mcp")
     http.add_argument("--port", type=int, default=0, help="0: pick a free port")
@@ -157,6 +193,10 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         except (OSError, orjson.JSONDecodeError) as e:
             raise ConfigError(f"cannot read script {ns.script}: {e}") from e
         rules = parse_rules(raw)
+    try:
+        on_initialized = [parse_on_initialized(spec) for spec in ns.on_initialized]
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if ns.extra_tools < 0 or ns.stderr_noise < 0 or ns.ttl_ms < 0:
         raise ConfigError("--extra-tools, --stderr-noise and --ttl-ms must be >= 0")
     return Config(
@@ -180,6 +220,8 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         ignore_sigterm=ns.ignore_sigterm,
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
+        ask_roots=ns.ask_roots,
+        on_initialized=on_initialized,
         http=ns.http,
         port=ns.port,
         port_file=ns.port_file,

@@ -22,6 +22,7 @@ Every public name once defined here is still importable from here.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import os
 import time
@@ -30,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from .asking import AskMixin
 from .catalog import _FLOOD_TOOL_SPECS, _HEADER_TOOL_SPECS, _TOOL_SPECS, _obj, _wrong_id
 from .catalog import describe_tools as describe_tools
 from .handlers import HandlersMixin
@@ -58,6 +60,7 @@ from .protocol import MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY
 from .protocol import PV_KEY as PV_KEY
 from .protocol import SUBSCRIPTION_KEY as SUBSCRIPTION_KEY
 from .protocol import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
+from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
 from .rules import HTTP_FAULTS, ConfigError, Rule, parse_rules
 from .tools import ToolsMixin
 
@@ -76,7 +79,7 @@ __all__ = [
 ]
 
 
-class ScriptedMcpServer(HandlersMixin, ToolsMixin):
+class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
     """One connection's worth of MCP server state (one process on stdio).
 
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
@@ -91,7 +94,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
     fires (before its delay), so the front can see modifiers such as ``drop_stream``;
     ``fault(rule, request_id)`` carries out the HTTP-only terminal actions (``http``,
     ``expire_session``) when they are due. Without ``fault`` (stdio) those actions give the
-    default answer.
+    default answer. ``open_stream()`` is called by a tool that is about to send server
+    requests on its call's stream: over HTTP the POST is then answered with SSE.
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         start_number: int = 1,
         rule_hook: Callable[[Rule], None] | None = None,
         fault: Callable[[Rule, Any], None] | None = None,
+        open_stream: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self._rule_hook = rule_hook
@@ -126,6 +131,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self._emit_raw = emit_raw or (lambda line: None)
         self._close_output = close_output or (lambda: None)
         self._stop_input = stop_input or (lambda: None)
+        self._open_stream = open_stream or (lambda: None)
         self._exit_cb = exit
         self.start_number = start_number
         self._rules = [r for r in config.rules if r.process is None or r.process == start_number]
@@ -144,6 +150,12 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         self._listens: dict[Any, dict[str, Any]] = {}
         self._client_requests: dict[Any, asyncio.Future[Any]] = {}
         self._next_client_request = 0
+        self._asked = collections.OrderedDict()
+        self._unexpected = collections.deque(maxlen=1000)
+        self._roots_changed = 0
+        self._conversations = {}
+        self._ended = collections.deque(maxlen=MAX_KEPT)
+        self._carriers = collections.deque(maxlen=MAX_CARRIERS)
         self._server_info = {"name": config.name, "version": config.server_version}
         self._result_meta = {SERVER_INFO_KEY: self._server_info}
         self._tool_fns: dict[str, Callable[[_Ctx, dict[str, Any]], Any]] = {}
@@ -450,6 +462,10 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
             self._cancel(params)
         elif method == "notifications/initialized":
             self._event("initialized")
+            if self._era == "legacy" and self._initialized:
+                self._after_initialized()
+        elif method == "notifications/roots/list_changed":
+            self._roots_list_changed()
 
     def _cancel(self, params: Any) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
@@ -473,7 +489,9 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin):
         future = (
             self._client_requests.pop(request_id, None) if type(request_id) in (int, str) else None
         )
+        known = self._learn(msg)
         if future is None:
-            self._event("unexpected_response", id=request_id)
+            if not known:
+                self._event("unexpected_response", id=request_id)
         elif not future.done():
             future.set_result(msg)

@@ -10,6 +10,7 @@ three methods.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +60,16 @@ class ServerState:
     _emit_raw: Callable[[bytes], None]  # one raw line (possibly not JSON)
     _stop_input: Callable[[], None]  # stop reading the client's messages for good (stdio)
 
+    _open_stream: Callable[[], None]  # HTTP: answer the current POST with SSE (server requests)
+
+    def _send_request(
+        self, method: str, params: Any, origin: str, *, via: str = "post", wait: bool = True
+    ) -> tuple[str, asyncio.Future[Any] | None]:
+        """Send and record a server request (see asking)."""
+        raise NotImplementedError
+
+    _asked: collections.OrderedDict[Any, dict[str, Any]]  # server requests sent, by id
+
     def _notify(self, method: str, params: Any = None) -> None:
         """Send a notification."""
         raise NotImplementedError
@@ -69,4 +80,16 @@ class ServerState:
 
     def _exit(self, code: int, reason: str) -> None:
         """End the process (over HTTP: the server's exit callback)."""
+        raise NotImplementedError
+
+    def _note_carrier(self, ctx: _Ctx) -> None:
+        """Record a modern request carrying inputResponses or requestState (see rounds)."""
+        raise NotImplementedError
+
+    def _rounds_prompt(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+        """The ``rounds`` prompt (see rounds)."""
+        raise NotImplementedError
+
+    def _rounds_resource(self, ctx: _Ctx, uri: str) -> dict[str, Any]:
+        """A ``test://rounds/`` resource (see rounds)."""
         raise NotImplementedError

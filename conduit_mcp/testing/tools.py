@@ -392,15 +392,13 @@ class ToolsMixin(ServerState):
         return self._ask_client(method, req_params)
 
     async def _ask_client(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self._next_client_request += 1
-        request_id = f"s-{self._next_client_request}"
-        future = asyncio.get_running_loop().create_future()
-        self._client_requests[request_id] = future
-        self._emit({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        request_id, future = self._send_request(method, params, "client_request")
+        assert future is not None
         try:
             reply = await future
         except asyncio.CancelledError:
             self._client_requests.pop(request_id, None)
+            self._asked[request_id]["outcome"] = "cancelled"
             self._notify(
                 "notifications/cancelled", {"requestId": request_id, "reason": "cancelled"}
             )
