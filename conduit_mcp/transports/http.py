@@ -441,6 +441,11 @@ class HttpTransport:
 
     async def _request(self, rid: Any, sent: Sent) -> None:
         legacy = self._legacy
+        if not sent.modern and sent.method != "initialize":
+            # After the session's standalone GET stream (http_legacy's module docstring).
+            await legacy.streams_ready()
+            if self._sent.get(rid) is not sent:
+                return  # cancelled or failed meanwhile
         if (
             not sent.modern
             and sent.method != "initialize"

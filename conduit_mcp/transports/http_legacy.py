@@ -14,6 +14,17 @@ of the transport is named by :class:`Host`. Everything runs on the I/O loop exce
 The GET stream is opened (and reopened, after a floor and a backoff) by the listen actor
 (:mod:`conduit_mcp.actors.listen`) through :meth:`HttpTransport.open_stream
 <conduit_mcp.transports.http.HttpTransport.open_stream>`; one GET here is one stream.
+
+A session's requests go out after its first GET stream was answered (:meth:`LegacySession.
+streams_ready`), as the official SDK clients order them (they start the GET on the
+``notifications/initialized`` answer, before the next request). The spec keeps two kinds of
+GET apart: the standalone stream (no ``Last-Event-ID``; "the server MUST NOT send a JSON-RPC
+response on the stream unless resuming a stream associated with a previous client request")
+and the resumption of a broken response stream (``Last-Event-ID``, after ``retry``). The
+listen actor opens the standalone one a few steps after ``ready``, on its own thread: without
+the wait it could reach the server after a call's POST, and a server that tells GETs apart
+only by arrival (the official conformance harness's ``sse-retry`` server does) takes it for
+that call's resumption and answers the call on it.
 """
 
 from __future__ import annotations
@@ -42,6 +53,11 @@ from .http_wire import (
 )
 
 log = logging.getLogger("conduit_mcp.http")
+
+#: The longest a session's request waits for the session's first GET stream to be answered
+#: (:meth:`LegacySession.streams_ready`): the listen actor opens it within milliseconds of
+#: ``ready`` and servers answer a GET's headers at once; this only bounds the odd one out.
+GET_FIRST_WAIT = 2.0
 
 
 class Host(Protocol):
@@ -105,6 +121,9 @@ class LegacySession:
         self._get_tag: str | None = None
         # Set once notifications/initialized was answered: the GET stream waits for it.
         self._usable = asyncio.Event()
+        # Set once the session's first GET stream was answered (any status) or failed; the
+        # session's requests wait for it, at most GET_FIRST_WAIT (streams_ready).
+        self._get_answered = asyncio.Event()
         # True from a lost session until the new one is usable: a request that reaches the
         # loop meanwhile (the connection sent it before it heard of the loss) is parked with
         # the expired ones, not sent without a session (the server would refuse it, 400).
@@ -123,6 +142,21 @@ class LegacySession:
 
     def close(self) -> None:
         self.stop_get_stream()
+        self._get_answered.set()  # nothing waits on a closed transport
+
+    async def streams_ready(self) -> None:
+        """Wait (on the loop) until this session's first GET stream was answered, so that the
+        server sees the session's standalone stream before any of its requests (module
+        docstring). Bounded: a server that holds a GET's headers back, or a GET never opened
+        (the listen actor restarting), delays a request by :data:`GET_FIRST_WAIT` at most."""
+        if self._get_answered.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._get_answered.wait(), GET_FIRST_WAIT)
+        except TimeoutError:
+            # Once: the session's later requests go at once.
+            self._get_answered.set()
+            log.debug("no answer to the GET stream within %.1f s: requests go on", GET_FIRST_WAIT)
 
     # -- broken response streams ------------------------------------------------------------
 
@@ -193,6 +227,7 @@ class LegacySession:
         self.session_id = None
         self.renewing = True
         self._usable.clear()
+        self._get_answered.clear()  # the new session's requests wait for its GET stream
         self.stop_get_stream()
         safe_tell(self._host.owner, SessionExpired(self._host.gen, rid))
         return True
@@ -272,6 +307,7 @@ class LegacySession:
         try:
             headers = await host.headers(False, extra, session_id=session_id)
             async with host.streams().get(host.url, headers=headers) as resp:
+                self._get_answered.set()  # the session's requests may go now
                 if resp.status == 404 and session_id is not None:
                     self.forget_session(session_id, None)  # the connection initializes again
                     end = end._replace(detail="session_expired", final=True)
@@ -284,9 +320,11 @@ class LegacySession:
         except asyncio.CancelledError:
             raise  # closed by the sink, or the transport: nothing to tell
         except aiohttp.ClientConnectorError as exc:
+            self._get_answered.set()
             host.report_down("unreachable", type(exc).__name__)
             end = end._replace(detail="unreachable", final=True)
         except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
+            self._get_answered.set()  # no stream to wait for (the listen actor reopens it)
             log.debug("GET stream broke: %s", type(exc).__name__)
             end = end._replace(detail="failed")
         finally:
