@@ -299,8 +299,6 @@ def test_everything_sampling_returns_our_answer(
     ]
     assert ctx.era == "legacy"
     assert ctx.related_method == "tools/call"
-    assert ctx.server_info is not None
-    assert (ctx.server_info.name, ctx.server_info.version) == EVERYTHING_SERVER_INFO
     assert not ctx.cancelled.is_set()
 
 
@@ -321,7 +319,7 @@ def test_everything_elicitation_accept_decline_cancel(
     assert texts(accepted)[:2] == [
         "✅ User provided the requested information!",
         "User inputs:\n- Name: Ada Lovelace\n- Agreed to terms: true\n"
-        "- Email: ada@example.org\n- Favorite Integer: 7",
+        "- Email: ada@example.org\n- Favorite Integer: 7\n- Favorite Number: 7",
     ]
     [(request, ctx)] = handler.seen.of("elicit")
     assert request.mode == "form"
@@ -537,7 +535,6 @@ def test_mcp_peer_tools_elicit_sample_and_list_roots(
     assert set(request.requested_schema["properties"]) == {"name", "email"}
     assert ctx.era == era
     assert ctx.related_method == "tools/call"
-    assert ctx.server_info is not None and ctx.server_info.name == "conduit-handler-peer"
 
     assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
         "accepted: yes"
@@ -595,3 +592,20 @@ def test_mcp_peer_modern_round_asks_both_questions_at_once(
         "Pick a colour",
         "Pick a number",
     ]
+
+
+@pytest.mark.parametrize("protocol", list(ERAS))
+def test_handler_context_names_the_server(
+    start_client: Callable[..., mcp.Client], handler_peer: Callable[[str], Any], protocol: str
+) -> None:
+    """``ctx.server_info`` is the same ``mcp.ServerInfo`` the client reports."""
+    handler = SyncHandler()
+    client = start_client(handler_peer("stdio"), handler=handler, protocol=protocol)
+    client.await_ready(timeout=READY_TIMEOUT)
+    assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
+        "accepted: yes"
+    )
+    [(_, ctx)] = handler.seen.of("elicit")
+    info = client.server_info()
+    assert info is not None and (info.name, info.version) == ("conduit-handler-peer", "1.0.0")
+    assert ctx.server_info == info
