@@ -80,7 +80,7 @@ class Rig:
         self.registry = Registry()
         self.registry.set("connection", Connection.start(events))
         self.shared = Published()
-        self.shared.server_info = ServerInfo("srv", "1.0")
+        self.shared.server_info = {"name": "srv", "version": "1.0"}  # as the handshake publishes it
         self.shared.status = Status("ready", era="legacy")
         self.config = build_config({"handler": handler, **options})
         self.halt = threading.Event()
