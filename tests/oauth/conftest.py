@@ -31,6 +31,7 @@ class Seen:
     body: bytes
     form: dict[str, str] = field(default_factory=dict)
     json: Any = None
+    request: web.Request | None = field(default=None, repr=False)
 
 
 class FakeServer:
@@ -68,6 +69,7 @@ class FakeServer:
             query=dict(request.query),
             headers=dict(request.headers),
             body=body,
+            request=request,
         )
         ctype = request.headers.get("Content-Type", "")
         if ctype.startswith("application/x-www-form-urlencoded"):
@@ -106,6 +108,7 @@ class FakeServer:
         asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
 
 @pytest.fixture
