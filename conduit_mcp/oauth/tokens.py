@@ -127,11 +127,20 @@ def _authenticate(
         raise Error(
             "auth",
             "token_failed",
-            f"the client's token endpoint auth method {safe_code(method) or '?'} is not supported",
+            f"the client's token endpoint auth method {_shown_method(method)} is not supported",
         )
     auth = ClientAuth(client.client_id, client.client_secret, method)
     _, headers, body = auth.prepare("POST", url, headers, body)
     return headers, body
+
+
+_KNOWN_METHODS = frozenset(
+    {"client_secret_jwt", "tls_client_auth", "self_signed_tls_client_auth", "private_key_jwt"}
+)
+
+
+def _shown_method(method: str) -> str:
+    return repr(method) if method in _KNOWN_METHODS else "(unregistered)"
 
 
 def _append(body: str, params: list[tuple[str, str]]) -> str:
