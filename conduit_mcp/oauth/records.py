@@ -6,10 +6,13 @@ Pure: no I/O, no authlib, so a store can load them without the ``oauth`` extra.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from ..errors import Error
 
@@ -21,6 +24,23 @@ REFRESH_LEEWAY = 60.0
 MAX_LIFETIME = 10 * 365 * 86400.0
 
 Registration = Literal["pre-registered", "cimd", "dcr"]
+
+
+def identity(principal: str, issuer: str, resource: str) -> str:
+    """The cache identity of OAuth credentials (README, "Cache and notifications"): a
+    SHA-256 over principal, issuer and resource, so a refresh keeps it and another
+    principal, another authorization server or another resource changes it.
+
+    >>> identity("alice", "https://as", "https://mcp/x") == identity("alice", "https://as", "https://mcp/x")
+    True
+    >>> identity("alice", "https://as", "https://mcp/x") == identity("bob", "https://as", "https://mcp/x")
+    False
+    >>> len(identity("a", "b", "c"))
+    64
+    """
+    # JSON: unambiguous, whatever the parts contain.
+    return hashlib.sha256(orjson.dumps(["oauth", principal, issuer, resource])).hexdigest()
+
 
 #: The registered OAuth error codes (RFC 6749, 6750, 7591, 8707, 9449 and OpenID Connect):
 #: only these are ever repeated in an exception message. Anything else a server puts in

@@ -46,6 +46,13 @@ def test_the_challenges_resource_metadata_comes_first(server):
     assert not found.legacy
 
 
+def test_an_insecure_resource_metadata_url_from_another_origin_is_ignored(server):
+    server.json(f"{PRM_ROOT}/mcp", prm(server))
+    server.json(AS_ROOT, as_metadata(server.url))
+    found = run(discover, f"{server.url}/mcp", Challenge("bearer", "http://evil.example.com/prm"))
+    assert server.paths() == [f"{PRM_ROOT}/mcp", AS_ROOT] and not found.legacy
+
+
 def test_path_aware_prm_then_root(server):
     server.json(PRM_ROOT, prm(server, resource=server.url))
     server.json(AS_ROOT, as_metadata(server.url))

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from conduit_mcp import Error, TokenSet
-from conduit_mcp.oauth.records import MAX_LIFETIME, REFRESH_LEEWAY, ClientCredentials
+from conduit_mcp.oauth.records import (
+    MAX_LIFETIME,
+    REFRESH_LEEWAY,
+    ClientCredentials,
+    identity,
+)
 
 
 def test_a_token_response_becomes_a_token_set():
@@ -121,3 +126,16 @@ def test_a_kept_registration_serves_only_its_issuer_redirect_and_lifetime():
     assert not c.usable("https://other-as", "http://127.0.0.1:1/cb", 0.0)
     never = ClientCredentials("id", issuer="https://as", registration="cimd")
     assert never.usable("https://as", "http://anything/cb", 1e12)
+
+
+def test_the_cache_identity_depends_on_principal_issuer_and_resource_only():
+    base = identity("alice", "https://as", "https://mcp/x")
+    assert base == identity("alice", "https://as", "https://mcp/x")
+    others = {
+        identity("bob", "https://as", "https://mcp/x"),
+        identity("alice", "https://as2", "https://mcp/x"),
+        identity("alice", "https://as", "https://mcp/y"),
+        identity("alice\nhttps://as", "", "https://mcp/x"),
+        identity("a", "lice", "https://as"),
+    }
+    assert base not in others and len(others) == 5
