@@ -293,3 +293,27 @@ def test_choose_auth_method():
         choose_auth_method(None, has_secret=True, has_key=False, supported=["private_key_jwt"])
         == "client_secret_basic"
     )
+
+
+def test_a_sessions_middleware_never_touches_a_token_request(server):
+    import asyncio
+
+    import aiohttp
+
+    async def stamp(request, handler):
+        request.headers["Authorization"] = "Bearer mcp-server-token"
+        return await handler(request)
+
+    token_answer(server)
+    client = ClientCredentials("pub", None, "none", server.url)
+    d = discovered(server)
+    pending = begin_authorization(d, client, REDIRECT, ())
+
+    async def main():
+        async with aiohttp.ClientSession(middlewares=(stamp,)) as session:
+            return await exchange_code(
+                session, d, client, OAuth(redirect_uri=REDIRECT), pending, "c"
+            )
+
+    assert asyncio.run(main()).access_token == "AT-1"
+    assert "Authorization" not in server.requests("POST", "/token")[0].headers
