@@ -152,6 +152,24 @@ def test_2025_03_26_metadata_at_the_servers_origin(server):
     assert found.authorization_endpoint == f"{server.url}/oauth/authorize"
 
 
+def test_2025_03_26_metadata_at_the_origin_may_name_an_issuer_on_that_origin(server):
+    # 2025-03-26 servers named their endpoints' path in it: no issuer was asked for there
+    server.json(AS_ROOT, as_metadata(server.url, issuer=f"{server.url}/oauth"))
+    found = run(discover, f"{server.url}/mcp", None)
+    assert found.legacy and found.issuer == f"{server.url}/oauth"
+
+
+def test_2025_03_26_metadata_naming_another_origin_is_never_used(server):
+    server.json(AS_ROOT, as_metadata(server.url, issuer="https://as.example.com"))
+    assert failure(discover, f"{server.url}/mcp", None).reason == "issuer_mismatch"
+
+
+def test_the_prms_resource_is_sent_as_it_names_it(server):
+    server.json(f"{PRM_ROOT}/mcp", prm(server, resource=f"{server.url}/"))
+    server.json(AS_ROOT, as_metadata(server.url))
+    assert run(discover, f"{server.url}/mcp", None).resource == f"{server.url}/"
+
+
 def test_2025_03_26_default_endpoints_when_nothing_is_published(server):
     found = run(discover, f"{server.url}/mcp", None)
     assert found.legacy
