@@ -428,7 +428,7 @@ class HttpTransport:
         """The user's headers first (static, then the auth callable's), then the protocol's,
         which they can never override (Accept, Content-Type, the Mcp-* and session headers)."""
         headers = dict(self._static)
-        auth = self._spec.auth
+        auth = self._spec.callback  # an OAuth is stamped by the OAuth actor, not called
         if auth is not None:
             headers.update(await call_auth(auth, self._spec.auth_timeout))
         headers.update(ACCEPT)
