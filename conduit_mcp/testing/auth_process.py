@@ -57,7 +57,10 @@ class AuthServerProcess:
         self.issuer = ""
         self.startup_timeout = startup_timeout
         self._extra = option_args(options)
-        self._env = {**os.environ, **dict(env or {})}
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        existing = os.environ.get("PYTHONPATH")
+        path = root if not existing else root + os.pathsep + existing
+        self._env = {**os.environ, "PYTHONPATH": path, **dict(env or {})}
         self._runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_path: Path | None = None
