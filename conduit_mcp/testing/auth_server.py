@@ -352,6 +352,14 @@ class AuthServer(ClientsMixin):
                 answer["revoked"] = sum(
                     self.state.revoke_family(f) for f in list(self.state.families)
                 )
+            elif body.get("client_id") is not None or body.get("sub") is not None:
+                families = {
+                    t.family
+                    for t in self.state.tokens.values()
+                    if body.get("client_id") in (None, t.client_id)
+                    and body.get("sub") in (None, t.sub)
+                }
+                answer["revoked"] = sum(self.state.revoke_family(f) for f in families)
             else:
                 answer["revoked"] = self.state.revoke(str(body.get("token", "")))
         elif action == "expire":
