@@ -306,9 +306,11 @@ class AuthServerProcess:
         return result
 
     def host_client_document(self, name: str, metadata: Mapping[str, Any]) -> str:
-        """Serve a client ID metadata document at ``<base>/client-docs/<name>``; its URL.
+        """Serve a client ID metadata document at ``<base>/client-docs/<name>``; returns its
+        ``client_id``, which defaults to that URL (as a valid document's must be).
 
-        ``client_id`` defaults to that URL (as a valid document's must be).
+        Give an ``https`` ``client_id`` (``https://app.example/client.json``) to use that
+        as the client id: the server reads the document it hosts instead of fetching the URL.
         """
         url = f"{self.base}/client-docs/{name}"
         doc = {"client_id": url, **metadata}
@@ -316,7 +318,7 @@ class AuthServerProcess:
             "PUT", f"{self.base}/admin/client-docs/{name}", orjson.dumps(doc)
         )
         assert status == 200, data
-        return url
+        return str(doc["client_id"])
 
     # ---- the log ------------------------------------------------------------------------------
 

@@ -111,9 +111,13 @@ def client_from_metadata(meta: dict[str, Any], kind: str, client_id: str) -> Cli
         raise OAuthFailure("invalid_client_metadata", 'jwks must be {"keys": [...]}')
     public_key = meta.get("public_key")  # a convenience of --client: one PEM public key
     if isinstance(public_key, str):
-        from joserfc.jwk import import_key
+        from joserfc.jwk import ECKey, RSAKey
 
-        jwks = {"keys": [import_key(public_key).as_dict(private=False)]}
+        try:
+            key: RSAKey | ECKey = RSAKey.import_key(public_key)
+        except (ValueError, TypeError):
+            key = ECKey.import_key(public_key)
+        jwks = {"keys": [key.as_dict(private=False)]}
     app_type = meta.get("application_type")
     if app_type is not None and app_type not in ("native", "web"):
         raise OAuthFailure("invalid_client_metadata", "application_type must be native or web")

@@ -502,12 +502,23 @@ def test_client_id_metadata_document(auth):
     assert introspect(auth, tokens["access_token"])["client_id"] == url
     fetched = auth.events("cimd_fetched")[-1]
     assert fetched["url"] == url and fetched["ok"]
-    bad = auth.host_client_document(
+    auth.host_client_document(
         "liar", {"client_id": "http://127.0.0.1:1/other", "redirect_uris": [REDIRECT]}
     )
+    bad = f"{auth.base}/client-docs/liar"  # its document names another client id
     status, _, _ = auth.request("GET", authorize_url(auth, bad, pkce()[1]))
     assert status == 400
     assert auth.events("cimd_fetched")[-1]["reason"] == "its client_id is not its URL"
+    # an https client id whose document this server hosts: read from memory
+    https_id = "https://app.example.com/oauth/client.json"
+    assert (
+        auth.host_client_document("https-app", {"client_id": https_id, "redirect_uris": [REDIRECT]})
+        == https_id
+    )
+    tokens = code_flow(auth, https_id)
+    assert introspect(auth, tokens["access_token"])["client_id"] == https_id
+    fetched = auth.events("cimd_fetched")[-1]
+    assert fetched["url"] == https_id and fetched["ok"] and fetched["local"]
 
 
 # ---- a person --------------------------------------------------------------------------------
