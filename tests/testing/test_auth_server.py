@@ -693,3 +693,31 @@ def test_protected_mcp_server_metadata_only_at_the_root_and_a_bare_challenge(aut
                 return await peer.modern("tools/list")
 
         assert run(call()).headers["WWW-Authenticate"] == 'Bearer scope="mcp"'
+
+
+def test_protected_mcp_server_guards_every_verb_of_a_legacy_session(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    with server.http_server(require_oauth=auth.issuer, era="legacy") as srv:
+        client = register(auth)["client_id"]
+        token = code_flow(auth, client, scope="mcp", resource=srv.url)["access_token"]
+
+        async def body():
+            async with RawHttpPeer(srv.url, headers={"Authorization": f"Bearer {token}"}) as peer:
+                init = await peer.initialize()
+                listed = await peer.legacy("tools/list")
+                async with peer.http.get(
+                    srv.url,
+                    headers={"Accept": "text/event-stream", "Mcp-Session-Id": peer.session_id},
+                ) as bare_get:
+                    bare = bare_get.status
+                async with peer.http.delete(
+                    srv.url, headers={"Mcp-Session-Id": peer.session_id}
+                ) as d:
+                    bare_delete = d.status
+                return init.status, listed.status, bare, bare_delete, (await peer.delete()).status
+
+        assert run(body()) == (200, 200, 401, 401, 200)
+        subjects = [
+            e.get("oauth", {}).get("sub") for e in server.events("http") if e["path"] == "/mcp"
+        ]
+        assert subjects == ["alice", "alice", "alice", None, None, "alice"]
