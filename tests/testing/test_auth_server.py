@@ -721,3 +721,61 @@ def test_protected_mcp_server_guards_every_verb_of_a_legacy_session(auth, tmp_pa
             e.get("oauth", {}).get("sub") for e in server.events("http") if e["path"] == "/mcp"
         ]
         assert subjects == ["alice", "alice", "alice", None, None, "alice"]
+
+
+def test_introspection_cache_keeps_a_revoked_token_until_the_server_moves(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    with server.http_server(require_oauth=auth.issuer, introspection_cache=60) as srv:
+        client = register(auth)["client_id"]
+        token = code_flow(auth, client, scope="mcp", resource=srv.url)["access_token"]
+
+        async def status():
+            async with RawHttpPeer(srv.url, headers={"Authorization": f"Bearer {token}"}) as peer:
+                return (await peer.modern("tools/list")).status
+
+        assert run(status()) == 200
+        auth.revoke(token)
+        assert run(status()) == 200  # the cached answer
+        srv.set_oauth(authorization_server=auth.issuer)  # clears the cache
+        assert run(status()) == 401
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--require-oauth", "http://127.0.0.1:1"],
+        ["--http", "--tool-scope", "add=write"],
+        ["--http", "--require-oauth", "http://127.0.0.1:1", "--tool-scope", "add"],
+        ["--http", "--require-oauth", "http://127.0.0.1:1", "--introspection-cache", "-1"],
+    ],
+)
+def test_bad_oauth_options_are_refused_at_start(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "conduit_mcp.testing", *args], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 2 and proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--issuer-path", "tenant"],
+        ["--auth-methods", "none,magic"],
+        ["--token-ttl", "0"],
+        ["--client", '{"client_secret": "x"}'],
+        ["--client", "not json"],
+    ],
+)
+def test_bad_auth_server_options_are_refused_at_start(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "conduit_mcp.testing.auth_server", *args],
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and proc.stderr
