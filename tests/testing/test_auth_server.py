@@ -370,7 +370,11 @@ def test_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(auth):
         },
     )
     assert (status, err["error"]) == (400, "invalid_grant")
-    assert auth.events("refresh_reuse")[-1]["client_id"] == client
+    assert auth.wait_for({"event": "refresh_reuse", "client_id": client}, timeout=1)
+    refreshes = auth.find(lambda r: r.get("grant") == "refresh_token" and r["client_id"] == client)
+    assert len(refreshes) == 1  # the one that succeeded
+    with pytest.raises(TimeoutError, match="0 match"):
+        auth.wait_for({"event": "token", "client_id": "nobody"}, timeout=0.05)
 
 
 def test_revocation_endpoint_and_admin_revocation(auth):
