@@ -17,10 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from authlib.oauth2.rfc7636 import (  # type: ignore[import-untyped, unused-ignore]
-    create_s256_code_challenge,
-)
-
 __all__ = [
     "AuthState",
     "Client",
@@ -235,6 +231,11 @@ class AuthState:
         if redirect_uri != entry.redirect_uri:
             raise OAuthFailure("invalid_grant", "redirect_uri differs from the authorization's")
         if entry.challenge is not None:
+            # authlib (the oauth extra) is imported here, so the package imports without it
+            from authlib.oauth2.rfc7636 import (  # type: ignore[import-untyped, unused-ignore]
+                create_s256_code_challenge,
+            )
+
             if not verifier:
                 raise OAuthFailure("invalid_grant", "code_verifier is missing")
             computed = create_s256_code_challenge(verifier) if entry.method == "S256" else verifier
