@@ -41,7 +41,8 @@ from .published import Published
 from .telemetry import Telemetry
 from .telemetry.attributes import PIPE, TCP
 from .transports.http import HttpTransport
-from .transports.http_spec import Http
+from .transports.http_spec import Http, is_oauth
+from .transports.http_token import TokenCell
 from .transports.stdio import StdioTransport
 from .transports.stdio_spec import Stdio
 
@@ -62,9 +63,11 @@ def make_transport(
     *,
     pending: Any = None,
     memory: dict[str, Any] | None = None,
+    token: TokenCell | None = None,
 ) -> Any:
     """The transport for one connection attempt (a reconnect builds a new one; ``memory``
-    is the connection's, kept across attempts)."""
+    is the connection's, kept across attempts; ``token`` the OAuth actor's published token,
+    stamped on every request when the spec carries an ``OAuth``)."""
     if isinstance(spec, Stdio):
         return StdioTransport(
             spec,
@@ -84,6 +87,7 @@ def make_transport(
             pending=pending,
             memory=memory,
             max_answer_backlog=cfg.max_answer_backlog,
+            token=token if is_oauth(spec.auth) else None,
         )
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
