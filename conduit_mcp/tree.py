@@ -30,6 +30,7 @@ from .actors.connection import Connection
 from .actors.handler import child_spec as handler_spec
 from .actors.listen import child_spec as listen_spec
 from .actors.notifier import child_spec as notifier_spec
+from .actors.oauth import child_spec as oauth_spec
 from .actors.refresher import child_spec as refresher_spec
 from .config import Config
 from .errors import Error
@@ -178,6 +179,9 @@ class ClientTree:
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),
         ]
+        if isinstance(self.spec, Http) and is_oauth(self.spec.auth):
+            # started with the client: the first 401 needs it (docs/actor-tree.md)
+            specs.append(oauth_spec(self.name, self.registry, shared, self.spec, cfg))
         if cfg.handler is not None:  # started with the client (docs/actor-tree.md)
             specs.append(
                 handler_spec(

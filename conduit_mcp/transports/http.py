@@ -443,7 +443,7 @@ class HttpTransport:
                 if sent is not None:
                     sent.token = snap.version
         else:
-            auth = self._spec.auth
+            auth = self._spec.callback  # an OAuth is stamped from the cell above, not called
             if auth is not None:
                 headers.update(await call_auth(auth, self._spec.auth_timeout))
         headers.update(ACCEPT)

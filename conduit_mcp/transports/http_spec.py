@@ -9,6 +9,8 @@ repr, a log, an exception or a span:
   code, so it runs on a small worker pool, never on an actor thread or the I/O loop, and is
   bounded by ``auth_timeout``. ``credential_id`` names whose credentials it returns, so that
   private cached lists can be kept (seed 003); without it nothing private is ever cached.
+  Or ``auth`` is an :class:`~conduit_mcp.oauth.config.OAuth`: the client authorizes itself
+  (README, "OAuth"); ``spec.oauth`` gives it to the transport.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import Error
+from ..oauth.config import OAuth
 
 AuthCallable = Callable[[], Mapping[str, str]]
 
@@ -56,7 +59,7 @@ class Http:
     url: str = field(repr=False)
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     bearer: str | None = field(default=None, repr=False)
-    auth: AuthCallable | None = field(default=None, repr=False)
+    auth: AuthCallable | OAuth | None = field(default=None, repr=False)
     credential_id: str | None = None
     auth_timeout: float = field(default=5.0, repr=False)
     max_response: int | None = field(default=None, repr=False)
@@ -100,11 +103,25 @@ class Http:
                     "the Http url carries credentials (user:password@) and so do bearer, auth "
                     "or an Authorization header; give them one way only",
                 )
-        if self.auth is not None:
-            if not callable(self.auth) and not is_oauth(self.auth):
+        if isinstance(self.auth, OAuth):
+            sent = {k.lower() for k in self.headers or {}}
+            if self.bearer is not None or "authorization" in sent:
                 raise Error(
-                    "config", "http.auth", "Http auth must be a callable or a conduit_mcp.OAuth"
+                    "config",
+                    "http.auth",
+                    "an OAuth auth sets the Authorization header itself: drop bearer and the "
+                    "Authorization header",
                 )
+            if self.credential_id is not None:
+                raise Error(
+                    "config",
+                    "http.credential_id",
+                    "an OAuth auth has its own identity (principal, issuer, resource): "
+                    "drop credential_id",
+                )
+        elif self.auth is not None:
+            if not callable(self.auth):
+                raise Error("config", "http.auth", "Http auth must be a callable")
             if self.bearer is not None:
                 raise Error("config", "http.auth", "give Http either bearer or auth, not both")
         if self.credential_id is not None and (
@@ -126,6 +143,21 @@ class Http:
                 not isinstance(value, int) or isinstance(value, bool) or value < 1
             ):
                 raise Error("config", f"http.{name}", f"{name} must be an int >= 1 or None")
+
+    @property
+    def oauth(self) -> OAuth | None:
+        """The OAuth configuration when ``auth`` is one (the client then runs the OAuth
+        actor and stamps its tokens), else None.
+
+        >>> Http("http://h/mcp").oauth is None
+        True
+        """
+        return self.auth if isinstance(self.auth, OAuth) else None
+
+    @property
+    def callback(self) -> AuthCallable | None:
+        """The ``auth`` callable when ``auth`` is one (not an OAuth), else None."""
+        return None if self.auth is None or isinstance(self.auth, OAuth) else self.auth
 
     @property
     def host(self) -> str:
@@ -186,10 +218,6 @@ UNIDENTIFIED = "unidentified"
 def is_oauth(auth: Any) -> bool:
     """Whether ``auth`` is an OAuth configuration (``conduit_mcp.OAuth``) rather than a
     callable: the client then starts an OAuth actor and the transport stamps its token."""
-    try:
-        from ..oauth.config import OAuth  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - the oauth package is part of the library
-        return False
     return isinstance(auth, OAuth)
 
 
