@@ -69,6 +69,17 @@ def authorization_required() -> Error:
     )
 
 
+def step_up_limit(operation: str, refusal: Error) -> Error:
+    """A request the server still refuses for its scope after every step-up it got."""
+    return Error(
+        "auth",
+        "step_up_limit",
+        f"{operation}: the server still asks for more scope after {MAX_AUTH_RESENDS} step-ups; "
+        "the scopes granted to this client do not allow it",
+        data=refusal.data,
+    )
+
+
 def bearer_challenge(data: Any) -> dict[str, str]:
     """The parameters of the Bearer challenge in a refusal's ``data`` (empty if none)."""
     challenges = data.get("challenges") if type(data) is dict else None
@@ -107,7 +118,7 @@ class AuthorizingStates(ConnectionCore):
             return None
         self.set_timeout(call, None, None)
         if call.auth_tries >= MAX_AUTH_RESENDS:
-            call.reply.fail(ev.error)
+            call.reply.fail(step_up_limit(_operation(call), ev.error) if step_up else ev.error)
             return None
         retry = call.resend()
         call.reply.request_id = None

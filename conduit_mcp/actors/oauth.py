@@ -140,11 +140,20 @@ class _ListenerTimeout:
 # -- single-flight refreshes, on the I/O loop ----------------------------------------------------
 
 _flights: dict[Any, asyncio.Future[Any]] = {}
+# The last refresh of each principal, issuer, resource and store: (the refresh token it
+# spent, what it got). A client that read the store just before another one's refresh
+# landed asks to spend that token again: it gets the outcome instead.
+_spent: dict[Any, tuple[str, Any]] = {}
 
 
-async def single_flight(key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``make()`` unless a run for ``key`` is in flight, then share its outcome. Only
-    the I/O loop touches ``_flights``: no lock."""
+async def single_flight(key: Any, spend: str, make: Callable[[], Awaitable[Any]]) -> Any:
+    """Spend the refresh token ``spend`` with ``make()`` once: a second asker while it runs
+    shares the running refresh, and one after it gets the same outcome, so a rotating
+    refresh token is never spent twice in this process. Only the I/O loop touches
+    ``_flights`` and ``_spent``: no lock, and nothing held while the request is in flight."""
+    done = _spent.get(key)
+    if done is not None and done[0] == spend:
+        return done[1]
     running = _flights.get(key)
     if running is not None:
         return await asyncio.shield(running)
@@ -159,6 +168,7 @@ async def single_flight(key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
     finally:
         if _flights.get(key) is fut:
             del _flights[key]
+    _spent[key] = (spend, result)
     fut.set_result(result)
     return result
 
@@ -524,6 +534,26 @@ class OAuthActor(SafeActor):
         }
         error = _as_auth_error(exc, reasons.get(step, "token_failed"))
         log.info("OAuth %s failed: %s", step, error.reason)
+        operation, self._operation = self._operation, None
+        if operation is not None and step in ("credentials", "exchange"):
+            # A step-up the authorization server refused (a scope it does not grant): only
+            # the request that asked for it fails; the token held still serves the others.
+            for reply in self._waiters:
+                reply.fail(error)
+            self._waiters = []
+            self._answer(
+                AuthFailed(
+                    self._seq,
+                    Error(
+                        "auth",
+                        "insufficient_scope",
+                        f"{operation}: the server asks for more scope and the authorization "
+                        f"server refused it ({error.reason})",
+                    ),
+                    fatal=False,
+                )
+            )
+            return
         if step == "refresh":
             # Refused (revoked, rotated away, expired) or unreachable: never spent again.
             self._forget_tokens()
@@ -595,7 +625,9 @@ class OAuthActor(SafeActor):
         self._answer(AuthFailed(self._seq, error, fatal=True))
 
     def _answer(self, message: Any) -> None:
-        if type(message) is not TokenReady or message.seq >= 0:
+        # AwaitingUser is not the end: the connection waits on for the token or the failure.
+        t = type(message)
+        if t is AuthFailed or (t is TokenReady and message.seq >= 0):
             self._asked = False
         self._tell_connection(message)
 
@@ -652,9 +684,10 @@ class OAuthActor(SafeActor):
         from ..oauth.tokens import refresh
 
         tokens, d, client, oauth = self._tokens, self._discovered, self._client, self._oauth
-        key = (id(oauth.store), oauth.principal, d.issuer, d.resource, tokens.refresh_token)
+        key = (id(self._store), oauth.principal, d.issuer, d.resource)
         return await single_flight(
             key,
+            tokens.refresh_token,
             lambda: refresh(session, d, client, oauth, tokens, timeout=self._timeout),
         )
 
