@@ -222,6 +222,7 @@ class OAuthActor(SafeActor):
         self._asked = False  # the connection waits for an answer to it
         self._challenge: dict[str, str] = {}
         self._operation: str | None = None
+        self._refused = False  # the ask being answered refused the token held
         self._step_ups: dict[str, int] = {}
         self._op = 0
         self._busy: str | None = None
@@ -303,7 +304,12 @@ class OAuthActor(SafeActor):
         if self._pending is not None:
             self._answer(AwaitingUser(ask.seq))
             return
-        self._obtain(refused=ask.stale > 0)
+        if ask.stale > 0:
+            # A token refused: the server may have moved to another authorization server
+            # (two GETs to find out; a new issuer means a new registration and new tokens).
+            self._discovered = None
+        self._refused = ask.stale > 0
+        self._obtain(refused=self._refused)
 
     def _step_up(self, operation: str) -> None:
         resource = self._discovered.resource if self._discovered is not None else self._url
@@ -503,9 +509,16 @@ class OAuthActor(SafeActor):
             return
         value = future.result()
         if step == "discover":
+            identity = identity_of(self._oauth.principal, value.issuer, value.resource)
+            if self._identity is not None and identity != self._identity:
+                # Another authorization server (or resource): nothing of the old one is used
+                # there, neither the registration nor the tokens.
+                log.info("the server's authorization server changed; authorizing there")
+                self._tokens = None
+                self._client = None
             self._discovered = value
-            self._identity = identity_of(self._oauth.principal, value.issuer, value.resource)
-            self._obtain(refused=False)
+            self._identity = identity
+            self._obtain(refused=self._refused)
         elif step == "register":
             self._client = value
             from ..oauth.store import save_client
