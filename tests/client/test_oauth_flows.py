@@ -386,3 +386,67 @@ def test_step_up_stops_at_its_limit(auth_server, make_server, start_client):
         scopes = [e["scope"] for e in tokens_issued(auth)]
         assert scopes == [["mcp"], ["mcp", "write"], ["mcp", "write"]]
         assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+
+
+def test_the_loopback_listener_gives_up_after_its_timeout(
+    auth_server, make_server, start_client, monkeypatch
+):
+    from urllib.parse import parse_qs, urlsplit
+
+    from conduit_mcp.actors import oauth as oauth_actor
+
+    monkeypatch.setattr(oauth_actor, "LOOPBACK_TIMEOUT", 0.5)
+    auth = auth_server()
+    server = make_server()
+    person = Person()  # who never opens the URL
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        oauth = mcp.OAuth(loopback=True, on_authorize=person)
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+        url = person.next_url()
+        redirect = parse_qs(urlsplit(url).query)["redirect_uri"][0]
+        assert client.wait_for_state("closed", timeout=10).state == "closed"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "authorization_required")
+        assert "reconnect" in err.value.message
+        with pytest.raises(OSError):
+            urllib.request.urlopen(redirect + "?code=x&state=y", timeout=2)  # closed
+        client.reconnect()
+        client.authorize(auth.approve(person.next_url()))  # a new URL, and paste-back works too
+        assert client.call_tool("add", ADD).text == "3"
+
+
+def test_on_authorize_that_raises_is_logged_by_class_only(
+    auth_server, make_server, start_client, caplog
+):
+    auth = auth_server()
+    server = make_server()
+    urls: list[str] = []
+
+    def broken(url: str) -> None:
+        urls.append(url)
+        raise RuntimeError(f"cannot open {url}")
+
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        oauth = mcp.OAuth(on_authorize=broken, redirect_uri="http://127.0.0.1:9/callback")
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert err.value.reason == "authorization_required"
+        wait_until(lambda: "on_authorize raised RuntimeError" in caplog.text)
+        assert urls and urls[0] not in caplog.text
+        client.authorize(auth.approve(urls[0]))  # the app can still complete it
+        assert client.call_tool("add", ADD).text == "3"
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_401_in_the_handshake_of_either_era(auth_server, make_server, start_client, era):
+    auth = auth_server()
+    server = make_server(era=era)
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        status = client.await_ready(timeout=10)
+        assert (status.state, status.era) == ("ready", era)
+        assert client.call_tool("add", ADD).text == "3"
+        first = mcp_posts(server)[0]
+        assert first["status"] == 401
