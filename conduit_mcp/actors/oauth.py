@@ -43,7 +43,6 @@ by reason and exception class only.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -56,6 +55,7 @@ import pykka
 
 from ..config import Config
 from ..errors import Error
+from ..oauth.records import identity as identity_of
 from ..otp.base import Link, SafeActor, safe_tell
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
@@ -171,13 +171,6 @@ async def single_flight(key: Any, spend: str, make: Callable[[], Awaitable[Any]]
     _spent[key] = (spend, result)
     fut.set_result(result)
     return result
-
-
-def identity_of(principal: str, issuer: str, resource: str) -> str:
-    """The cache identity of OAuth credentials: a hash of principal, issuer and resource
-    (docs/cache.md, "Private results"), never a secret."""
-    text = "\0".join(("oauth", principal, issuer, resource))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _as_auth_error(exc: BaseException, reason: str) -> Error:
