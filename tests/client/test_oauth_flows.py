@@ -450,3 +450,37 @@ def test_a_401_in_the_handshake_of_either_era(auth_server, make_server, start_cl
         assert client.call_tool("add", ADD).text == "3"
         first = mcp_posts(server)[0]
         assert first["status"] == 401
+
+
+def test_set_auth_never_changes_an_oauth_clients_credentials(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        with pytest.raises(mcp.Error) as err:
+            client.set_auth(bearer="someone-else")
+        assert (err.value.kind, err.value.reason) == ("argument", "oauth")
+        assert client.call_tool("add", ADD).text == "3"
+
+
+def test_authorize_needs_an_oauth_client_and_a_waiting_authorization(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        plain = start_client(mcp.Http(srv.url, bearer="whatever"), request_timeout=5)
+        with pytest.raises(mcp.Error) as err:
+            plain.authorize("http://127.0.0.1:9/callback?code=c&state=s")
+        assert (err.value.kind, err.value.reason) == ("argument", "no_oauth")
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        with pytest.raises(mcp.Error) as none:
+            client.authorize("http://127.0.0.1:9/callback?code=c&state=s")
+        assert (none.value.kind, none.value.reason) == ("argument", "no_authorization")
+        with pytest.raises(mcp.Error) as bad:
+            client.authorize("")
+        assert (bad.value.kind, bad.value.reason) == ("argument", "redirect_url")
