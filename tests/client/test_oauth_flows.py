@@ -484,3 +484,73 @@ def test_authorize_needs_an_oauth_client_and_a_waiting_authorization(
         with pytest.raises(mcp.Error) as bad:
             client.authorize("")
         assert (bad.value.kind, bad.value.reason) == ("argument", "redirect_url")
+
+
+def test_a_server_refusing_every_token_fails_the_call_after_two_resends(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    server = make_server(
+        rules=[
+            {"match": {"tool": "add"}, "action": {"http": {"status": 401, "headers": challenge}}}
+        ]
+    )
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.await_ready(timeout=10).state == "ready"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "unauthorized")
+        adds = [p for p in mcp_posts(server) if p["headers"].get("mcp-name") == "add"]
+        assert len(adds) == 3  # sent, then sent again with each of two new tokens
+        assert len(tokens_issued(auth)) == 3
+        assert client.call_tool("echo", {"text": "hi"}).text == "hi"
+        assert client.status().state == "ready"
+
+
+def test_client_credentials_are_renewed_before_they_expire(auth_server, make_server, start_client):
+    auth = auth_server(token_ttl=2.0)
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        wait_until(lambda: len(tokens_issued(auth)) >= 3, timeout=15)
+        assert client.call_tool("add", ADD).text == "3"
+        assert [p["status"] for p in mcp_posts(server)].count(401) == 1  # the first only
+
+
+class _Boom:
+    """Crashes the OAuth actor (fault injection)."""
+
+
+def test_a_crashed_oauth_actor_is_asked_again_by_the_authorizing_connection(
+    auth_server, make_server, start_client, monkeypatch
+):
+    from conduit_mcp.actors import oauth as oauth_actor
+
+    original = oauth_actor.OAuthActor.receive
+
+    def receive(self: Any, message: Any) -> Any:
+        if isinstance(message, _Boom):
+            raise RuntimeError("injected OAuth actor crash")
+        return original(self, message)
+
+    monkeypatch.setattr(oauth_actor.OAuthActor, "receive", receive)
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        lost = person.next_url()  # the pending authorization dies with the actor
+        registry = client._handle.tree().registry
+        before = registry.get("oauth")
+        before.tell(_Boom())
+        url = person.next_url()  # the new incarnation was asked again: a new URL
+        assert registry.get("oauth") is not before
+        assert client.status().reason == "authorization_required"
+        with pytest.raises(mcp.Error) as err:
+            client.authorize(auth.approve(lost))
+        assert err.value.reason == "state_mismatch"
+        client.authorize(auth.approve(url))
+        assert client.call_tool("add", ADD).text == "3"
