@@ -272,7 +272,12 @@ class OAuthActor(SafeActor):
                 self._on_authorize(message.url, None)
             return None
         if t is _RefreshDue:
-            if message.gen == self._refresh_gen and self._busy is None and self._tokens:
+            if (
+                message.gen == self._refresh_gen
+                and self._busy is None
+                and self._tokens is not None
+                and self._discovered is not None
+            ):
                 self._renew()
             return None
         if t is _ListenerTimeout:
@@ -398,7 +403,9 @@ class OAuthActor(SafeActor):
             )
             return
         if oauth.loopback and self._listener_port is None:
-            self._run("listener", self._start_listener)
+            self._listener += 1
+            listener = self._listener
+            self._run("listener", lambda _session: self._start_listener(listener))
             return
         self._with_client(self._redirect_uri(), "authorize")
 
@@ -536,9 +543,17 @@ class OAuthActor(SafeActor):
             "discover": "discovery_failed",
             "register": "registration_failed",
             "refresh": "refresh_failed",
-            "listener": "authorization_required",
         }
-        error = _as_auth_error(exc, reasons.get(step, "token_failed"))
+        if step == "listener":
+            error = Error(
+                "auth",
+                "loopback_failed",
+                f"the loopback redirect listener could not start on 127.0.0.1 "
+                f"({type(exc).__name__}); free its port, or use redirect_uri and "
+                "client.authorize(...)",
+            )
+        else:
+            error = _as_auth_error(exc, reasons.get(step, "token_failed"))
         log.info("OAuth %s failed: %s", step, error.reason)
         operation, self._operation = self._operation, None
         if operation is not None and step in ("credentials", "exchange"):
@@ -722,13 +737,14 @@ class OAuthActor(SafeActor):
             timeout=self._timeout,
         )
 
-    async def _start_listener(self, session: aiohttp.ClientSession) -> int:
-        self._listener += 1
+    async def _start_listener(self, listener: int) -> int:
+        """The loopback listener (I/O loop): ``redirect_uri``'s port and path, or any port
+        and ``/callback``; only immutable fields of the actor are read here."""
         uri = self._oauth.redirect_uri
         parts = urlsplit(uri) if uri is not None else None
         port = parts.port if parts is not None and parts.port else 0
         path = parts.path if parts is not None and parts.path else "/callback"
-        listener, ref = self._listener, self.actor_ref
+        ref = self.actor_ref
 
         def got(url: str) -> None:
             safe_tell(ref, _Redirect(url, listener))

@@ -554,3 +554,32 @@ def test_a_crashed_oauth_actor_is_asked_again_by_the_authorizing_connection(
         assert err.value.reason == "state_mismatch"
         client.authorize(auth.approve(url))
         assert client.call_tool("add", ADD).text == "3"
+
+
+def test_a_loopback_port_in_use_closes_with_loopback_failed(
+    auth_server, make_server, start_client
+):
+    import socket
+
+    auth = auth_server()
+    server = make_server()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        with server.http_server(require_oauth=auth.issuer) as srv:
+            person = Person()
+            oauth = mcp.OAuth(
+                loopback=True,
+                redirect_uri=f"http://127.0.0.1:{port}/callback",
+                on_authorize=person,
+            )
+            client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+            with pytest.raises(mcp.Error) as err:
+                client.call_tool("add", ADD)
+            assert (err.value.kind, err.value.reason) == ("auth", "loopback_failed")
+            assert "redirect_uri" in err.value.message
+            assert client.status().state == "closed" and person.count == 0
+    finally:
+        busy.close()
