@@ -53,6 +53,11 @@ log = logging.getLogger("conduit_mcp.connection")
 #: the refusal: a server that refuses every new token must not loop.
 MAX_AUTH_RESENDS = 2
 
+#: How many step-ups (403 ``insufficient_scope``) one request gets before it fails
+#: ``step_up_limit``: with the first authorization, at most three per request. The OAuth
+#: actor also allows this many per resource and operation (``oauth.STEP_UP_LIMIT``).
+MAX_STEP_UPS = 2
+
 #: ``_auth_refused`` returns this for a refusal that is not OAuth's to handle.
 NOT_MINE: Any = object()
 
@@ -74,7 +79,7 @@ def step_up_limit(operation: str, refusal: Error) -> Error:
     return Error(
         "auth",
         "step_up_limit",
-        f"{operation}: the server still asks for more scope after {MAX_AUTH_RESENDS} step-ups; "
+        f"{operation}: the server still asks for more scope after {MAX_STEP_UPS} step-ups; "
         "the scopes granted to this client do not allow it",
         data=refusal.data,
     )
@@ -117,10 +122,13 @@ class AuthorizingStates(ConnectionCore):
             self._tel.dropped()
             return None
         self.set_timeout(call, None, None)
-        if call.auth_tries >= MAX_AUTH_RESENDS:
-            call.reply.fail(step_up_limit(_operation(call), ev.error) if step_up else ev.error)
+        if step_up and call.step_ups >= MAX_STEP_UPS:
+            call.reply.fail(step_up_limit(_operation(call), ev.error))
             return None
-        retry = call.resend()
+        if not step_up and call.auth_tries >= MAX_AUTH_RESENDS:
+            call.reply.fail(ev.error)
+            return None
+        retry = call.resend(step_up)
         call.reply.request_id = None
         again = NextEvent(retry, kind="cast")
         stale = data.get("token", 0)
@@ -271,4 +279,10 @@ class AuthorizingStates(ConnectionCore):
     }
 
 
-__all__ = ["MAX_AUTH_RESENDS", "AuthorizingStates", "authorization_required", "bearer_challenge"]
+__all__ = [
+    "MAX_AUTH_RESENDS",
+    "MAX_STEP_UPS",
+    "AuthorizingStates",
+    "authorization_required",
+    "bearer_challenge",
+]

@@ -556,9 +556,7 @@ def test_a_crashed_oauth_actor_is_asked_again_by_the_authorizing_connection(
         assert client.call_tool("add", ADD).text == "3"
 
 
-def test_a_loopback_port_in_use_closes_with_loopback_failed(
-    auth_server, make_server, start_client
-):
+def test_a_loopback_port_in_use_closes_with_loopback_failed(auth_server, make_server, start_client):
     import socket
 
     auth = auth_server()
