@@ -154,7 +154,14 @@ class AuthorizingStates(ConnectionCore):
         step_up = status == 403 and challenge.get("error") == "insufficient_scope"
         if not self._oauth or not (status == 401 or step_up):
             return None
-        self._ask_token(status, challenge, data.get("token", 0), None)
+        # A step-up of the handshake itself is limited like any operation's (the OAuth actor
+        # counts them per resource and operation).
+        operation = (
+            ("initialize" if self.state == "initializing" else "server/discover")
+            if step_up
+            else None
+        )
+        self._ask_token(status, challenge, data.get("token", 0), operation)
         self._auth_resume = self.state
         return "authorizing"
 
@@ -221,8 +228,9 @@ class AuthorizingStates(ConnectionCore):
             return None
         self._auth_ask = None
         call, self._auth_call = self._auth_call, None
-        if not ev.fatal:
+        if not ev.fatal and self._auth_resume == "ready":
             # Only the refused request fails (a step-up past its limit); the others go on.
+            # (In the handshake nothing can go on without it: that closes, below.)
             if call is not None:
                 for item in self.remove_postponed(lambda e: e is call):
                     self._queued_done(item)

@@ -43,12 +43,13 @@ by reason and exception class only.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pykka
@@ -476,9 +477,15 @@ class OAuthActor(SafeActor):
         try:
             code = finish_authorization(pending, redirect_url)
         except Error as exc:
-            # A forged or stale redirect: the real one may still come.
             if reply is not None:
                 reply.fail(exc)
+            if exc.kind == "auth" and _same_state(pending.state, redirect_url):
+                # The authorization's own answer, refused (a wrong or missing iss, the
+                # person said no): no later redirect can come for it.
+                self._pending = None
+                self._close_listener()
+                self._fail(exc)
+            # Otherwise a forged or stale redirect: the real one may still come.
             return
         self._pending = None
         self._close_listener()
@@ -811,6 +818,13 @@ class _LoopState:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _same_state(state: str, redirect_url: str) -> bool:
+    """Whether ``redirect_url`` carries ``state`` (compared in constant time)."""
+    query = urlsplit(redirect_url).query if "?" in redirect_url else redirect_url
+    given = parse_qs(query).get("state") or [""]
+    return hmac.compare_digest(given[0].encode(), state.encode())
 
 
 async def _call_user(on_authorize: Callable[[str], object], url: str) -> None:

@@ -581,3 +581,41 @@ def test_a_loopback_port_in_use_closes_with_loopback_failed(auth_server, make_se
             assert client.status().state == "closed" and person.count == 0
     finally:
         busy.close()
+
+
+def test_a_redirect_with_the_wrong_issuer_closes_the_client(auth_server, make_server, start_client):
+    auth = auth_server()
+    auth.admin("iss", mode="wrong")  # RFC 9207: a mix-up; the code is never used
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        with pytest.raises(mcp.Error) as err:
+            client.authorize(auth.approve(person.next_url()))
+        assert (err.value.kind, err.value.reason) == ("auth", "issuer_mismatch")
+        assert client.wait_for_state("closed", timeout=10).state == "closed"
+        with pytest.raises(mcp.Error) as call:
+            client.call_tool("add", ADD)
+        assert (call.value.kind, call.value.reason) == ("auth", "issuer_mismatch")
+        assert tokens_issued(auth) == []
+
+
+def test_a_step_up_in_the_handshake_is_limited_too(auth_server, make_server, start_client):
+    auth = auth_server()
+    challenge = {"WWW-Authenticate": 'Bearer error="insufficient_scope", scope="write"'}
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "server/discover"},
+                "action": {"http": {"status": 403, "headers": challenge}},
+            }
+        ]
+    )
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5, protocol="modern"
+        )
+        with pytest.raises(mcp.Error) as err:
+            client.await_ready(timeout=15)
+        assert (err.value.kind, err.value.reason) == ("auth", "step_up_limit")
+        assert len(tokens_issued(auth)) == 3  # the first token and two step-ups
