@@ -113,6 +113,7 @@ def test_a_new_token_for_the_same_principal_keeps_the_private_lists_another_issu
             tools = client.list_all_tools()
             client.list_all_tools()
             assert lists(server) == 1 and client.cached_tools() == tools  # stored under the token
+            client.await_listening(timeout=10)  # the listen is open before the token expires
 
             first.admin("expire")  # a 401, a new token for the same principal
             assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
