@@ -128,16 +128,17 @@ class AuthorizingStates(ConnectionCore):
         if not step_up and call.auth_tries >= MAX_AUTH_RESENDS:
             call.reply.fail(ev.error)
             return None
-        retry = call.resend(step_up)
+        stale = data.get("token", 0)
+        # Refused an older token (the current one may do), or a token is being asked for
+        # already, or the handshake runs: sent again once there is one. A step-up is counted
+        # only when this request asks for one (below).
+        asks = self.state == "ready" and stale >= self._shared.token.version
+        retry = call.resend(step_up) if asks or not step_up else call.again()
+        retry.retried = call.retried
         call.reply.request_id = None
         again = NextEvent(retry, kind="cast")
-        stale = data.get("token", 0)
-        if not step_up and stale < self._shared.token.version:
-            return Step(None, [again])  # refused an older token: the current one may do
-        if self.state == "authorizing":
-            return Step(None, [again])  # already asking; it waits with the others
-        if self.state != "ready":
-            return Step(None, [again])  # sent once the handshake is done
+        if not asks:
+            return Step(None, [again])
         self._pause_ready()
         self._ask_token(status, challenge, stale, _operation(call) if step_up else None)
         if step_up:
