@@ -119,6 +119,8 @@ class AuthorizingStates(ConnectionCore):
             return NOT_MINE
         call = self._pending.pop(ev.rid, None)
         if call is None:
+            if type(ev.rid) is str and status == 401:
+                return self._listen_refused(data, challenge)
             self._tel.dropped()
             return None
         self.set_timeout(call, None, None)
@@ -145,6 +147,18 @@ class AuthorizingStates(ConnectionCore):
             self._auth_call = retry
         self._auth_resume = "ready"
         return Step("authorizing", [again])
+
+    def _listen_refused(self, data: dict[str, Any], challenge: dict[str, str]) -> Any:
+        """A listen stream refused its token (the listen actor reopens it after its backoff):
+        in ``ready``, with no newer token, authorize as for a request, with no request to
+        send again."""
+        stale = data.get("token", 0)
+        if self.state != "ready" or stale < self._shared.token.version:
+            return None
+        self._pause_ready()
+        self._ask_token(401, challenge, stale, None)
+        self._auth_resume = "ready"
+        return "authorizing"
 
     def _handshake_refused(self, ev: RequestFailed) -> Any:
         """The handshake's own request refused under OAuth: authorize, then run that

@@ -619,3 +619,27 @@ def test_a_step_up_in_the_handshake_is_limited_too(auth_server, make_server, sta
             client.await_ready(timeout=15)
         assert (err.value.kind, err.value.reason) == ("auth", "step_up_limit")
         assert len(tokens_issued(auth)) == 3  # the first token and two step-ups
+
+
+def test_a_listen_refusing_its_token_renews_it(auth_server, make_server, start_client):
+    auth = auth_server()
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "subscriptions/listen"},
+                "action": {"http": {"status": 401, "headers": challenge}},
+                "times": 1,
+            }
+        ]
+    )
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        client.list_all_tools()  # a cached list: the client listens for its changes
+        assert client.await_listening(timeout=15) is not None  # reopened with the new token
+        assert len(tokens_issued(auth)) == 2  # the listen's 401 renewed the token
+        listens = [
+            p for p in mcp_posts(server) if p["headers"].get("mcp-method") == "subscriptions/listen"
+        ]
+        assert [p["status"] for p in listens][:1] == [401]
+        assert client.call_tool("add", ADD).text == "3"
