@@ -236,7 +236,7 @@ def test_expiry_is_refreshed_before_it_happens_with_no_person(
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
         authorized(client, auth, person)
-        wait_until(lambda: len(tokens_issued(auth, "refresh_token")) >= 2, timeout=15)
+        auth.wait_for({"event": "token", "grant": "refresh_token"}, timeout=15, count=2)
         assert client.call_tool("add", ADD).text == "3"
         assert person.count == 1  # nobody was asked again
         assert [p["status"] for p in mcp_posts(server)].count(401) == 1  # the first only
@@ -515,7 +515,7 @@ def test_client_credentials_are_renewed_before_they_expire(auth_server, make_ser
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
         assert client.call_tool("add", ADD).text == "3"
-        wait_until(lambda: len(tokens_issued(auth)) >= 3, timeout=15)
+        auth.wait_for("token", timeout=15, count=3)
         assert client.call_tool("add", ADD).text == "3"
         assert [p["status"] for p in mcp_posts(server)].count(401) == 1  # the first only
 
