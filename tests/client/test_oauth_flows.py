@@ -643,3 +643,30 @@ def test_a_listen_refusing_its_token_renews_it(auth_server, make_server, start_c
         ]
         assert [p["status"] for p in listens][:1] == [401]
         assert client.call_tool("add", ADD).text == "3"
+
+
+def test_a_persons_step_up_asks_them_again_with_the_union_of_scopes(
+    auth_server, make_server, start_client
+):
+    from urllib.parse import parse_qs, urlsplit
+
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer, tool_scope=["add=write"]) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        with pytest.raises(mcp.Error):
+            client.list_all_tools()
+        first = person.next_url()
+        client.authorize(auth.approve(first))
+        assert {t.name for t in client.list_all_tools()} >= {"add"}
+        with pytest.raises(mcp.Error) as err:  # 403 insufficient_scope: a person again
+            client.call_tool("add", ADD)
+        assert err.value.reason == "authorization_required"
+        second = person.next_url()
+        asked = parse_qs(urlsplit(second).query)["scope"][0].split()
+        held = parse_qs(urlsplit(first).query)["scope"][0].split()
+        assert set(held) < set(asked) and "write" in asked  # the union, never fewer
+        client.authorize(auth.approve(second))
+        assert client.call_tool("add", ADD).text == "3"
+        assert person.count == 2
