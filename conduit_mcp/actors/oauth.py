@@ -804,9 +804,8 @@ class _LoopState:
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
         self._runner = runner
-        server = site._server
-        sockets = getattr(server, "sockets", None) or ()
-        return int(sockets[0].getsockname()[1]) if sockets else port
+        addresses = runner.addresses  # (host, port) of each bound socket
+        return int(addresses[0][1]) if addresses else port
 
     async def stop_listening(self) -> None:
         runner, self._runner = self._runner, None
