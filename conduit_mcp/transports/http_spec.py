@@ -125,12 +125,13 @@ class Http:
             if self.bearer is not None:
                 raise Error("config", "http.auth", "give Http either bearer or auth, not both")
         if self.credential_id is not None and (
-            not isinstance(self.credential_id, str) or self.auth is None
+            not isinstance(self.credential_id, str) or self.auth is None or is_oauth(self.auth)
         ):
             raise Error(
                 "config",
                 "http.credential_id",
-                "credential_id is a string, given with an auth callable",
+                "credential_id is a string, given with an auth callable (an OAuth "
+                "client's identity is its principal, issuer and resource)",
             )
         for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
             value = getattr(self, name)
@@ -170,22 +171,37 @@ class Http:
     def credential(self) -> str | None:
         """The identity of these credentials for the cache (seed 003), never a secret.
 
-        None without credentials, the SHA-256 of a static bearer token, the SHA-256 of an
-        auth callable's declared ``credential_id``. An auth callable without one gives
-        ``"unidentified"``: its private results are never stored.
+        None without credentials; the SHA-256 of a static bearer token and of the static
+        headers (any header may carry a credential, an API key under any name, so every one
+        counts: another value is another identity); the SHA-256 of an auth callable's
+        declared ``credential_id``. An auth callable without one gives ``"unidentified"``: its
+        private results are never stored. With OAuth the identity is the token's (a hash of
+        principal, issuer and resource), set when the OAuth actor publishes one; until then
+        only the static headers count.
 
         >>> Http("http://h/mcp").credential() is None
         True
         >>> len(Http("http://h/mcp", bearer="t").credential())
         64
+        >>> a = Http("http://h/mcp", headers={"X-Api-Key": "alice"}).credential()
+        >>> b = Http("http://h/mcp", headers={"X-Api-Key": "bob"}).credential()
+        >>> a != b and None not in (a, b)
+        True
         """
-        if self.bearer is not None:
-            return hashlib.sha256(self.bearer.encode()).hexdigest()
-        if self.auth is not None:
+        if self.auth is not None and not is_oauth(self.auth):
             if self.credential_id is None:
                 return UNIDENTIFIED
             return hashlib.sha256(self.credential_id.encode()).hexdigest()
-        return None
+        if self.bearer is not None and not self.headers:
+            return hashlib.sha256(self.bearer.encode()).hexdigest()
+        if self.bearer is None and not self.headers:
+            return None
+        digest = hashlib.sha256()
+        if self.bearer is not None:
+            digest.update(b"bearer\0" + self.bearer.encode() + b"\0")
+        for name, value in sorted((k.lower(), v) for k, v in (self.headers or {}).items()):
+            digest.update(name.encode() + b"\0" + value.encode() + b"\0")
+        return digest.hexdigest()
 
     def static_headers(self) -> dict[str, str]:
         """The headers every request carries (the bearer included); not the auth callable's."""
@@ -197,6 +213,12 @@ class Http:
 
 # The identity of an auth callable that declared none: private results are never stored.
 UNIDENTIFIED = "unidentified"
+
+
+def is_oauth(auth: Any) -> bool:
+    """Whether ``auth`` is an OAuth configuration (``conduit_mcp.OAuth``) rather than a
+    callable: the client then starts an OAuth actor and the transport stamps its token."""
+    return isinstance(auth, OAuth)
 
 
 def safe_url(url: str) -> str:
