@@ -217,8 +217,8 @@ def options(scenario: str) -> dict[str, Any]:
 # -- the auth scenarios ----------------------------------------------------------------------
 
 #: The client ID metadata document URL the harness expects (``auth/basic-cimd``); it is never
-#: fetched. Given in every scenario: the library uses it only where the authorization server
-#: says it supports such documents, and registers dynamically elsewhere.
+#: fetched. Given wherever no client is pre-registered: the library uses it only where the
+#: authorization server says it supports such documents, and registers dynamically elsewhere.
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 #: Where the authorization server sends the person back. Nothing listens there: the harness
 #: answers ``/authorize`` with a 302 at once, and the ``Location`` is pasted back.
@@ -345,12 +345,15 @@ def make_oauth(scenario: str, context: dict[str, Any], person: Person | None) ->
             client_secret=context["client_secret"],
         )
     assert person is not None
+    if context.get("client_id"):
+        registered: dict[str, Any] = {
+            "client_id": context["client_id"],
+            "client_secret": context.get("client_secret"),
+        }
+    else:
+        registered = {"client_metadata_url": CIMD_URL}
     return mcp.OAuth(  # type: ignore[attr-defined]
-        client_id=context.get("client_id"),
-        client_secret=context.get("client_secret"),
-        client_metadata_url=CIMD_URL,
-        redirect_uri=REDIRECT_URI,
-        on_authorize=person.on_authorize,
+        **registered, redirect_uri=REDIRECT_URI, on_authorize=person.on_authorize
     )
 
 
