@@ -44,6 +44,11 @@ _LAZY = {
     "TOOL_DEFINITION_CHANGED": ".notifications",
     "Stdio": ".transports.stdio_spec",
     "Http": ".transports.http_spec",
+    "OAuth": ".oauth.config",
+    "TokenStore": ".oauth.store",
+    "MemoryTokenStore": ".oauth.store",
+    "FileTokenStore": ".oauth.store",
+    "TokenSet": ".oauth.records",
     "CallToolResult": ".types",
     "CompleteResult": ".types",
     "GetPromptResult": ".types",
@@ -74,6 +79,9 @@ if TYPE_CHECKING:
     from .handler import Declined, Handler, HandlerContext
     from .handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
+    from .oauth.config import OAuth
+    from .oauth.records import TokenSet
+    from .oauth.store import FileTokenStore, MemoryTokenStore, TokenStore
     from .otp.supervisor import ChildSpec, Supervisor
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
@@ -126,6 +134,11 @@ __all__ = [
     "KINDS",
     "Kind",
     "LIST_REFRESHED",
+    "MemoryTokenStore",
+    "FileTokenStore",
+    "OAuth",
+    "TokenSet",
+    "TokenStore",
     "Origin",
     "Page",
     "Progress",

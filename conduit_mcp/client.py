@@ -16,6 +16,7 @@ span (a child of its current context), puts its trace context into a copy of
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast
@@ -25,6 +26,7 @@ import pykka
 from . import request as rq
 from . import subscriptions, tree
 from .actors.events import Call, ReconnectNow
+from .actors.oauth import Authorize
 from .aio import AsyncClient
 from .config import ClientOptions, build_config
 from .errors import Error
@@ -640,6 +642,46 @@ class Client:
             timeout=timeout,
         )
 
+    def authorize(self, redirect_url: str, timeout: float = 30.0) -> None:
+        """Complete a person's OAuth authorization (``Http(auth=OAuth(...))``): pass the URL
+        the authorization server redirected their browser to (the paste-back of a headless
+        or remote app; with ``OAuth(loopback=True)`` the client receives it itself). Returns
+        once the tokens exist; the requests that failed ``authorization_required`` then
+        succeed. ``state`` is checked; the URL never appears in a log or an error
+        (docs/connection.md, "Authorizing").
+
+        Raises:
+            Error: ``argument``/``no_oauth`` for a client without OAuth,
+                ``argument``/``no_authorization`` when no authorization waits for a redirect,
+                ``argument``/``redirect_url`` for text that is not a redirect; ``auth``
+                (``state_mismatch``, ``issuer_mismatch``, ``authorization_denied``,
+                ``token_failed``); ``timeout`` if the tokens did not come in time; ``closed``.
+        """
+        if not isinstance(redirect_url, str) or not redirect_url:
+            raise Error("argument", "redirect_url", "redirect_url must be the redirect's URL")
+        seconds = rq.check_timeout(timeout, timeout)
+        runtime = self._handle.tree()
+        oauth = runtime.registry.get("oauth")
+        if oauth is None:
+            raise Error(
+                "argument",
+                "no_oauth",
+                "authorize needs a client started with Http(auth=OAuth(...))",
+            )
+        reply = SyncReply()
+        try:
+            oauth.tell(Authorize(redirect_url, reply))
+        except pykka.ActorDeadError:
+            raise Error("closed", "stopped", "the client's OAuth actor is not running") from None
+        try:
+            _tag, value = reply.queue.get(timeout=seconds)
+        except queue.Empty:
+            raise Error(
+                "timeout", "deadline", f"no tokens within {seconds} s of the redirect"
+            ) from None
+        if isinstance(value, Error):
+            raise value
+
     # -- how a blocked caller waits -----------------------------------------------------------
 
     def _list_all(self, kind: ListKind, timeout: float | None, refresh: bool) -> tuple[Any, ...]:
@@ -701,6 +743,7 @@ CLIENT_ONLY: frozenset[str] = frozenset(
         "stderr",
         "wait_for_state",
         "reconnect",
+        "authorize",
         "cached_tools",
         "cached_prompts",
         "cached_resources",

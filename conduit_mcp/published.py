@@ -16,6 +16,7 @@ from typing import Any
 
 from .protocol.failures import Failure
 from .status import Status
+from .transports.http_token import TokenCell
 
 
 class Published:
@@ -38,6 +39,7 @@ class Published:
         "once_modern",
         "last_failure",
         "deliveries",
+        "token",
     )
 
     def __init__(self) -> None:
@@ -73,6 +75,9 @@ class Published:
         # connection drops (and counts) one more past max_subscriber_backlog
         # (docs/connection.md, "Floods").
         self.deliveries = Deliveries()
+        # The OAuth access token the HTTP transport stamps on every request (written by the
+        # OAuth actor only; docs/connection.md, "Authorizing").
+        self.token = TokenCell()
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

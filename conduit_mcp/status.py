@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
 #: The connection's states (docs/connection.md, "States").
-State = Literal["connecting", "discovering", "initializing", "ready", "reconnecting", "closed"]
+State = Literal[
+    "connecting", "discovering", "initializing", "ready", "authorizing", "reconnecting", "closed"
+]
 #: The protocol eras: ``modern`` (``server/discover``, 2026-07-28 and later) or ``legacy``
 #: (the ``initialize`` handshake).
 Era = Literal["modern", "legacy"]
@@ -28,7 +30,9 @@ class Status:
     """The connection's state, as ``Client.status()`` returns it."""
 
     state: State
-    """connecting | discovering | initializing | ready | reconnecting | closed."""
+    """connecting | discovering | initializing | ready | authorizing | reconnecting | closed
+    (``authorizing``: OAuth only, a token is being found or renewed, or a person must
+    authorize: ``reason`` is then ``"authorization_required"``)."""
     era: Era | None = None
     """What was negotiated (None until then; kept while reconnecting)."""
     version: str | None = None

@@ -30,6 +30,7 @@ from .actors.connection import Connection
 from .actors.handler import child_spec as handler_spec
 from .actors.listen import child_spec as listen_spec
 from .actors.notifier import child_spec as notifier_spec
+from .actors.oauth import child_spec as oauth_spec
 from .actors.refresher import child_spec as refresher_spec
 from .config import Config
 from .errors import Error
@@ -41,7 +42,8 @@ from .published import Published
 from .telemetry import Telemetry
 from .telemetry.attributes import PIPE, TCP
 from .transports.http import HttpTransport
-from .transports.http_spec import Http
+from .transports.http_spec import Http, is_oauth
+from .transports.http_token import TokenCell
 from .transports.stdio import StdioTransport
 from .transports.stdio_spec import Stdio
 
@@ -62,9 +64,11 @@ def make_transport(
     *,
     pending: Any = None,
     memory: dict[str, Any] | None = None,
+    token: TokenCell | None = None,
 ) -> Any:
     """The transport for one connection attempt (a reconnect builds a new one; ``memory``
-    is the connection's, kept across attempts)."""
+    is the connection's, kept across attempts; ``token`` the OAuth actor's published token,
+    stamped on every request when the spec carries an ``OAuth``)."""
     if isinstance(spec, Stdio):
         return StdioTransport(
             spec,
@@ -84,6 +88,7 @@ def make_transport(
             pending=pending,
             memory=memory,
             max_answer_backlog=cfg.max_answer_backlog,
+            token=token if is_oauth(spec.auth) else None,
         )
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
@@ -174,6 +179,9 @@ class ClientTree:
             refresher_spec(self.registry),
             listen_spec(self.name, self.registry, shared, cfg),
         ]
+        if isinstance(self.spec, Http) and is_oauth(self.spec.auth):
+            # started with the client: the first 401 needs it (docs/actor-tree.md)
+            specs.append(oauth_spec(self.name, self.registry, shared, self.spec, cfg))
         if cfg.handler is not None:  # started with the client (docs/actor-tree.md)
             specs.append(
                 handler_spec(

@@ -252,6 +252,11 @@ class ChangeTracker:
         if ev.reply is not None:
             ev.reply.ok(None)
 
+    def set_identity(self, identity: str | None) -> None:
+        """An OAuth token's identity (principal, issuer, resource): the same one keeps the
+        private lists, another deletes them at once (docs/cache.md, "Private results")."""
+        self._cache.set_credential(identity)
+
     # -- server notifications ------------------------------------------------------------------
 
     def on_notification(self, method: str, params: Any, *, routed: bool = False) -> None:

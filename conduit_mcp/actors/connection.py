@@ -14,14 +14,19 @@ and the only user function it calls is the guarded ``backoff``.
 |                |                                                   | reconnecting, closed          |
 | initializing   | legacy ``initialize`` + ``notifications/initialized`` | ready, reconnecting, closed |
 | ready          | sends requests; ``stable_after`` resets attempts; | reconnecting, discovering     |
-|                | the optional health check                         | (-32022 re-negotiation)       |
+|                | the optional health check                         | (-32022 re-negotiation),      |
+|                |                                                   | authorizing (OAuth, 401/403)  |
+| authorizing    | OAuth only: the OAuth actor finds or renews a     | ready or the handshake state; |
+|                | token; requests wait (fail at once while a person | closed (OAuth failure),       |
+|                | must act: ``authorization_required``)             | reconnecting                  |
 | reconnecting   | waits ``backoff(attempt)``                        | connecting, closed            |
 |                |                                                   | (max_reconnects)              |
 | closed         | answers every request ``closed`` at once          | connecting (``reconnect()``)  |
 
 The states are a closed set (``Connection.STATES``, checked when the class is created). The
 handshake states (``discovering``, ``initializing``) are in :mod:`.handshake`, what HTTP
-refusals and broken streams mean in :mod:`.http_outcomes`; every attribute these share is
+refusals and broken streams mean in :mod:`.http_outcomes`, ``authorizing`` in
+:mod:`.authorizing`; every attribute these share is
 declared in :class:`~.core.ConnectionCore`; the messages and events are in :mod:`.events`.
 Each state dispatches an event by its exact type through a class-level table (the
 ``_IN_<STATE>`` tables at the end of the class, and ``_COMMON`` for what every state handles
@@ -84,6 +89,8 @@ from ..transports.base import (
     TransportDown,
     TransportUp,
 )
+from ..transports.http_spec import is_oauth
+from .authorizing import NOT_MINE, AuthorizingStates
 from .changes import ChangeTracker, SiblingsPort
 from .core import Handlers, TransportFactory
 from .events import (
@@ -93,16 +100,20 @@ from .events import (
     STABLE,
     STATE_TIMEOUT,
     Abandon,
+    AuthFailed,
+    AwaitingUser,
     AwaitReady,
     CacheStore,
     Call,
     Consumers,
     Deadline,
+    OAuthBack,
     ReconnectNow,
     RoundRetry,
     Served,
     ServeExpired,
     SetAuth,
+    TokenReady,
     transport_error,
 )
 from .handshake import HandshakeStates
@@ -144,7 +155,7 @@ class _NoSiblings:
         return None
 
 
-class Connection(HttpOutcomes, HandshakeStates):
+class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
     """See the module docstring for the state table."""
 
     #: The connection's states, a closed set (checked by Statem when the class is created);
@@ -154,6 +165,7 @@ class Connection(HttpOutcomes, HandshakeStates):
         "discovering",
         "initializing",
         "ready",
+        "authorizing",
         "reconnecting",
         "closed",
     )
@@ -207,6 +219,12 @@ class Connection(HttpOutcomes, HandshakeStates):
         self._init_id = None
         self._init_offered = LATEST_LEGACY
         self._legacy_offer = None
+        self._oauth = is_oauth(getattr(transport_spec, "auth", None))
+        self._auth_seq = 0
+        self._auth_ask = None
+        self._auth_resume = "ready"
+        self._auth_user = False
+        self._auth_call = None
         choice = config.protocol
         self._mode = choice.mode
         self._pinned = choice.version
@@ -320,7 +338,8 @@ class Connection(HttpOutcomes, HandshakeStates):
         self.set_timeout(STABLE, cfg.stable_after, STABLE)
         if cfg.health_check is not None:
             self.set_timeout(HEALTH, cfg.health_check, HEALTH)
-        self._changes.ready()
+        if old != "authorizing":  # back from a token: the same session, listening already
+            self._changes.ready()
         return []
 
     def on_ready(self, kind: str, ev: Any) -> Any:
@@ -390,6 +409,9 @@ class Connection(HttpOutcomes, HandshakeStates):
     def _leave_ready(self) -> None:
         self._degraded = None
         self._changes.lost()
+        self._stop_ready_timers()
+
+    def _stop_ready_timers(self) -> None:
         self.set_timeout(STABLE, None, None)
         self.set_timeout(HEALTH, None, None)
         self.set_timeout(HEALTH_TIMEOUT, None, None)
@@ -475,6 +497,9 @@ class Connection(HttpOutcomes, HandshakeStates):
                 f"the server refused the credentials; the client is closed ({reason})",
                 data=auth.data,
             )
+        if reason == "auth_failed" and auth is not None:
+            # OAuth could not get a token (docs/connection.md, "Authorizing").
+            return Error("auth", auth.reason, f"{auth.message}; the client is closed ({reason})")
         last = self._last_failure
         message = closed_message(
             reason, attempts=self._attempt, limit=self._cfg.max_reconnects, last=last
@@ -572,9 +597,15 @@ class Connection(HttpOutcomes, HandshakeStates):
     def _common_inbound(self, kind: str, ev: Inbound) -> Any:
         return self._route_batch(ev, self._route)
 
-    def _common_request_failed(self, kind: str, ev: RequestFailed) -> None:
-        if ev.gen == self._gen:
-            self._request_failed(ev)
+    def _common_request_failed(self, kind: str, ev: RequestFailed) -> Any:
+        if ev.gen != self._gen:
+            return None
+        if self._oauth and ev.error.kind == "auth":
+            step = self._auth_refused(ev)
+            if step is not NOT_MINE:
+                return step
+        self._request_failed(ev)
+        return None
 
     def _common_stream_broken(self, kind: str, ev: StreamBroken) -> Any:
         if ev.gen == self._gen:
@@ -878,6 +909,10 @@ class Connection(HttpOutcomes, HandshakeStates):
         Served: _common_served,
         ServeExpired: _common_serve_expired,
         RoundRetry: _common_round_retry,
+        TokenReady: AuthorizingStates._common_token,
+        AwaitingUser: _ignore,  # answers to an ask the state left behind
+        AuthFailed: _ignore,
+        OAuthBack: _ignore,
         str: _common_named,
         **dict.fromkeys(_CHANGE_EVENTS, _to_changes),
     }

@@ -28,7 +28,7 @@ from ..published import Published
 from ..status import Era, Origin, State, Status
 from ..telemetry import ConnectionTelemetry
 from ..transports.base import Inbound, Transport
-from .events import Call
+from .events import Call, NeedToken
 from .pending import PendingTable
 
 if TYPE_CHECKING:
@@ -102,6 +102,14 @@ class ConnectionCore(Statem):
     _legacy_offer: str | None  # a legacy version a -32022 answer named, for initialize
     _siblings: SiblingsPort  # the client's other children (the handler, by id)
     _work: ServerWork  # what the server asks of the client: server requests, input rounds
+
+    # -- authorizing (OAuth only; authorizing.py) ------------------------------------------------
+    _oauth: bool  # the spec carries an OAuth: a 401 authorizes instead of failing
+    _auth_seq: int  # numbers the NeedToken asks; an answer to an older one is ignored
+    _auth_ask: NeedToken | None  # the ask awaiting its answer (told again to a restarted actor)
+    _auth_resume: str  # the state a token leads back to: ready, discovering or initializing
+    _auth_user: bool  # a person must authorize: requests fail at once
+    _auth_call: Call | None  # the request a step-up is for (fails alone past its limit)
 
     # -- the port ServerWork uses (serving.ServingPort) ------------------------------------------
 
@@ -192,6 +200,7 @@ class ConnectionCore(Statem):
             self._cfg,
             pending=self._table,
             memory=self._memory,
+            token=self._shared.token,
         )
         self._transport = transport
         self._shared.transport = transport
@@ -276,4 +285,20 @@ class ConnectionCore(Statem):
 
     def _common(self, kind: str, ev: Any) -> Any:
         """The events every state handles alike."""
+        raise NotImplementedError
+
+    def _postpone(self, kind: str, ev: Any) -> Any:
+        """Postpone a request (or ``await_ready``) until the next state, bounded."""
+        raise NotImplementedError
+
+    def _queued_done(self, item: Any) -> None:
+        """A postponed request leaves the queue (its count and its deadline timer)."""
+        raise NotImplementedError
+
+    def _stop_ready_timers(self) -> None:
+        """Cancel ready's own timers (stable, health check)."""
+        raise NotImplementedError
+
+    def _handshake_refused(self, ev: Any) -> Any:
+        """The handshake's request refused under OAuth: ``authorizing``, or None."""
         raise NotImplementedError

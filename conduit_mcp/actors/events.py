@@ -39,6 +39,7 @@ class Call:
         "left",
         "rounds",
         "base",
+        "auth_tries",
     )
 
     def __init__(
@@ -63,6 +64,7 @@ class Call:
         self.left = 0.0
         self.rounds = 0
         self.base = params
+        self.auth_tries = 0  # times refused for its token and sent again (docs/connection.md)
 
     def again(self) -> Call:
         """The same call, to send once more (``retried``): what it was made with and its
@@ -72,6 +74,15 @@ class Call:
         )
         copy.rounds = self.rounds
         copy.base = self.base
+        copy.auth_tries = self.auth_tries
+        return copy
+
+    def resend(self) -> Call:
+        """The same call, refused for its token (401), to send once more with the next one:
+        not ``retried`` (that is the one automatic retry of other causes)."""
+        copy = self.again()
+        copy.retried = self.retried
+        copy.auth_tries = self.auth_tries + 1
         return copy
 
     def __repr__(self) -> str:
@@ -276,3 +287,57 @@ class RoundRetry(NamedTuple):
     backoff."""
 
     rid: Any
+
+
+# -- the OAuth actor's messages (docs/connection.md, "Authorizing") ---------------------------
+
+
+class NeedToken(NamedTuple):
+    """Connection -> OAuth actor: the server refused token ``stale`` (its version; 0: none was
+    sent) with ``status`` 401, or 403 ``insufficient_scope`` for ``operation`` (step-up).
+    ``challenge`` is the Bearer challenge's parameters (``resource_metadata``, ``scope``,
+    ``error``); ``seq`` comes back in the answer. Nothing here is a secret."""
+
+    seq: int
+    stale: int
+    status: int
+    challenge: dict[str, str]
+    operation: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<NeedToken seq={self.seq} status={self.status} stale={self.stale}>"
+
+
+class TokenReady(NamedTuple):
+    """OAuth actor -> connection: a token newer than the refused one is published
+    (``Published.token``); ``identity`` is its cache identity (never a secret)."""
+
+    seq: int
+    identity: str | None
+
+
+class AwaitingUser(NamedTuple):
+    """OAuth actor -> connection: a person must authorize; the URL went to ``on_authorize``
+    (never here: its ``state`` is a secret). Calls fail at once until :class:`TokenReady`."""
+
+    seq: int
+
+
+class AuthFailed(NamedTuple):
+    """OAuth actor -> connection: no token can be had (``error``, kind ``auth``). ``fatal``:
+    the client closes (discovery or registration failed, a refused grant); otherwise only
+    the refused call fails (a step-up over its limit) and the others are sent again."""
+
+    seq: int
+    error: Error
+    fatal: bool = True
+
+    def __repr__(self) -> str:
+        return f"<AuthFailed seq={self.seq} {self.error.kind}/{self.error.reason}>"
+
+
+class OAuthBack(NamedTuple):
+    """OAuth actor -> connection, from every incarnation's start: a crashed one lost what it
+    was asked; an authorizing connection asks again."""
+
+    restarted: bool

@@ -91,6 +91,9 @@ class HandshakeStates(ConnectionCore):
             return self._common(kind, ev)
         self._probe_id = None
         if ev.error.kind == "auth":
+            authorizing = self._handshake_refused(ev)  # OAuth: a token, then probe again
+            if authorizing is not None:
+                return authorizing
             self._auth_error = ev.error
         if ev.status is None:
             # no HTTP answer to judge (the auth callable failed, a body over the limit)
@@ -206,6 +209,9 @@ class HandshakeStates(ConnectionCore):
         self._init_id = None
         error = ev.error if type(ev) is RequestFailed else None
         if error is not None and error.kind == "auth":
+            authorizing = self._handshake_refused(ev)
+            if authorizing is not None:
+                return authorizing
             self._auth_error = error
             return self._closed("auth_required")
         if error is not None and error.kind == "protocol":

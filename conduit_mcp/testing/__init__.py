@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .auth_process import AuthServerProcess
 from .rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from .http_process import HttpServerProcess
     from .raw import RawPeer
 
-__all__ = ["ConfigError", "ScriptedServer"]
+__all__ = ["AuthServerProcess", "ConfigError", "ScriptedServer"]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 

@@ -42,6 +42,7 @@ from .http_answers import (
 )
 from .http_headers import HEADER_MISMATCH, header_mismatch
 from .http_streams import Router, Session, current_exchange
+from .oauth_guard import OAuthGuard
 from .options import Config
 from .protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
 from .rules import HTTP_FAULTS, Rule
@@ -68,6 +69,9 @@ class HttpFront(ExchangeMixin):
             modern.legacy_versions = config.legacy_versions  # for --advertise-legacy
             self.modern.core = self._core(modern, self.modern)
         self._legacy_config = dataclasses.replace(config, era="legacy")
+        self.guard: OAuthGuard | None = None
+        if config.require_oauth is not None:
+            self.guard = OAuthGuard(config, lambda: self.port, self.event)
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -120,6 +124,8 @@ class HttpFront(ExchangeMixin):
             "/.well-known/oauth-protected-resource/mcp",
         ):
             app.router.add_get(path, self.resource_metadata)
+        if self.guard is not None:
+            app.router.add_post("/admin/oauth", self.guard.admin)
         app.on_response_prepare.append(self._on_prepare)
         return app
 
@@ -137,6 +143,7 @@ class HttpFront(ExchangeMixin):
             status=status,
             headers={k.lower(): v for k, v in request.headers.items()},
             session=request.get("session", request.headers.get(SESSION_HEADER)),
+            **{k: request[k] for k in ("oauth", "oauth_refused") if k in request},
         )
 
     @web.middleware
@@ -145,6 +152,10 @@ class HttpFront(ExchangeMixin):
             refused = self._refuse(request)
             if refused is not None:
                 return refused
+            if self.guard is not None and request.path == "/mcp":
+                refused = await self.guard.check(request)
+                if refused is not None:
+                    return refused
             response: web.StreamResponse = await handler(request)
             return response
         except Dropped:
@@ -171,6 +182,8 @@ class HttpFront(ExchangeMixin):
         return web.Response(status=401, headers={"WWW-Authenticate": challenge})
 
     async def resource_metadata(self, request: web.Request) -> web.Response:
+        if self.guard is not None:
+            return json_response(orjson.dumps(self.guard.metadata()))
         body = {
             "resource": f"http://127.0.0.1:{self.port}/mcp",
             "authorization_servers": [],

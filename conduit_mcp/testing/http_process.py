@@ -29,17 +29,22 @@ __all__ = ["HttpServerProcess", "option_args"]
 
 def option_args(options: Mapping[str, Any]) -> list[str]:
     """Keyword options as command-line arguments: ``http_response="sse"`` gives
-    ``--http-response sse``, ``header_tools=True`` gives ``--header-tools``; False and None are
-    left out.
+    ``--http-response sse``, ``header_tools=True`` gives ``--header-tools``, a list repeats
+    the option; False and None are left out.
 
     >>> option_args({"http_response": "sse", "header_tools": True, "require_bearer": None})
     ['--http-response', 'sse', '--header-tools']
+    >>> option_args({"tool_scope": ["add=math", "echo=talk"]})
+    ['--tool-scope', 'add=math', '--tool-scope', 'echo=talk']
     """
     args: list[str] = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                args += [flag, str(item)]
         elif value is not None and value is not False:
             args += [flag, str(value)]
     return args
@@ -165,6 +170,27 @@ class HttpServerProcess:
         from ..transports.http_spec import Http
 
         return Http(self.url, **kw)
+
+    def set_oauth(self, **changes: Any) -> dict[str, Any]:
+        """With ``require_oauth``: change ``authorization_server`` (a server that moved),
+        ``introspection_url``, ``prm_resource``, ``scope`` or ``tool_scopes`` at run time
+        (``POST /admin/oauth``); returns the protected resource metadata now served."""
+        import http.client
+
+        import orjson
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            body = orjson.dumps(changes)
+            conn.request("POST", "/admin/oauth", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        if resp.status != 200:
+            raise RuntimeError(f"/admin/oauth answered {resp.status}: {data[:300]!r}")
+        result: dict[str, Any] = orjson.loads(data)
+        return result
 
     def kill(self) -> int:
         """SIGKILL the process and wait for it; return its exit status."""

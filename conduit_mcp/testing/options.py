@@ -59,6 +59,14 @@ class Config:
     sse_retry_ms: int = 50
     end_get_streams: bool = False
     require_bearer: str | None = None
+    require_oauth: str | None = None
+    oauth_scope: str = "mcp"
+    tool_scopes: dict[str, str] = field(default_factory=dict)
+    prm_resource: str | None = None
+    prm_scopes: list[str] | None = None
+    introspection_url: str | None = None
+    introspection_cache: float = 0.0
+    no_resource_metadata_param: bool = False
     modern_versions: tuple[str, ...] = ()
     legacy_versions: tuple[str, ...] = ()
 
@@ -176,6 +184,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer every legacy GET with its retry field and end the stream at once (churn)",
     )
     http.add_argument("--require-bearer", metavar="TOKEN", help="401 without this bearer token")
+    oauth = p.add_argument_group(
+        "OAuth-protected /mcp (docs/testing.md, 'The protected MCP server')"
+    )
+    oauth.add_argument(
+        "--require-oauth",
+        metavar="AS_URL",
+        help="a bearer token issued by this authorization server (checked by introspection)",
+    )
+    oauth.add_argument(
+        "--oauth-scope",
+        default="mcp",
+        help="scopes every request needs, space-separated (the 401 challenge's scope)",
+    )
+    oauth.add_argument(
+        "--tool-scope",
+        action="append",
+        default=[],
+        metavar="TOOL=SCOPE",
+        help="tools/call of TOOL also needs SCOPE (403 insufficient_scope; repeatable)",
+    )
+    oauth.add_argument("--prm-resource", help="the resource metadata's resource (a wrong one)")
+    oauth.add_argument("--prm-scopes", help="scopes_supported, comma-separated")
+    oauth.add_argument("--introspection-url", help="default: AS_URL/introspect")
+    oauth.add_argument(
+        "--introspection-cache", type=float, default=0.0, help="seconds to cache an answer"
+    )
+    oauth.add_argument(
+        "--no-resource-metadata-param",
+        action="store_true",
+        help="challenges carry no resource_metadata (clients fall back to well-known URLs)",
+    )
     return p
 
 
@@ -197,6 +236,17 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         on_initialized = [parse_on_initialized(spec) for spec in ns.on_initialized]
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    tool_scopes: dict[str, str] = {}
+    for spec in ns.tool_scope:
+        tool, sep, scope = spec.partition("=")
+        if not sep or not tool or not scope.strip():
+            raise ConfigError(f"--tool-scope wants TOOL=SCOPE, not {spec!r}")
+        tool_scopes[tool] = scope
+    if ns.introspection_cache < 0:
+        raise ConfigError("--introspection-cache must be >= 0")
+    prm_scopes = None
+    if ns.prm_scopes is not None:
+        prm_scopes = [s.strip() for s in ns.prm_scopes.split(",") if s.strip()]
     if ns.extra_tools < 0 or ns.stderr_noise < 0 or ns.ttl_ms < 0:
         raise ConfigError("--extra-tools, --stderr-noise and --ttl-ms must be >= 0")
     return Config(
@@ -229,4 +279,12 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         sse_retry_ms=ns.sse_retry_ms,
         end_get_streams=ns.end_get_streams,
         require_bearer=ns.require_bearer,
+        require_oauth=ns.require_oauth,
+        oauth_scope=ns.oauth_scope,
+        tool_scopes=tool_scopes,
+        prm_resource=ns.prm_resource,
+        prm_scopes=prm_scopes,
+        introspection_url=ns.introspection_url,
+        introspection_cache=ns.introspection_cache,
+        no_resource_metadata_param=ns.no_resource_metadata_param,
     )

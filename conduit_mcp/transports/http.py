@@ -89,6 +89,7 @@ from .base import (
 )
 from .http_legacy import LegacySession
 from .http_spec import Http, describe
+from .http_token import TokenCell
 from .http_wire import (
     ACCEPT,
     BROKEN,
@@ -142,8 +143,11 @@ class HttpTransport:
         pending: Any = None,
         memory: dict[str, Any] | None = None,
         max_answer_backlog: int = 1024 * 1024,
+        token: TokenCell | None = None,
     ) -> None:
         self._spec = spec
+        # The OAuth access token, read once per request (http_token.py); None without OAuth.
+        self._token = token
         self.owner = owner  # the connection
         self.gen = gen
         self._pending = pending
@@ -424,13 +428,24 @@ class HttpTransport:
         *,
         session_id: str | None,
         initialize: bool = False,
+        sent: Sent | None = None,
     ) -> dict[str, str]:
-        """The user's headers first (static, then the auth callable's), then the protocol's,
-        which they can never override (Accept, Content-Type, the Mcp-* and session headers)."""
+        """The user's headers first (static, then the auth callable's, or the current OAuth
+        token, whose version ``sent`` records: a 401 names the token it refused), then the
+        protocol's, which they can never override (Accept, Content-Type, the Mcp-* and
+        session headers)."""
         headers = dict(self._static)
-        auth = self._spec.auth
-        if auth is not None:
-            headers.update(await call_auth(auth, self._spec.auth_timeout))
+        cell = self._token
+        if cell is not None:
+            snap = cell.current  # one read: the header and its version agree
+            if snap is not None:
+                headers["Authorization"] = snap.header
+                if sent is not None:
+                    sent.token = snap.version
+        else:
+            auth = self._spec.callback  # an OAuth is stamped from the cell above, not called
+            if auth is not None:
+                headers.update(await call_auth(auth, self._spec.auth_timeout))
         headers.update(ACCEPT)
         headers.update(extra)
         if not modern:
@@ -481,7 +496,11 @@ class HttpTransport:
                 initialize = sent.method == "initialize"
                 session_id = None if initialize or sent.modern else self._legacy.session_id
                 headers = await self.headers(
-                    sent.modern, sent.headers, session_id=session_id, initialize=initialize
+                    sent.modern,
+                    sent.headers,
+                    session_id=session_id,
+                    initialize=initialize,
+                    sent=sent,
                 )
                 session = self.streams() if sent.method == LISTEN else self.requests()
                 async with session.post(self.url, data=sent.body, headers=headers) as resp:
@@ -582,6 +601,10 @@ class HttpTransport:
             return None
         refused = status_error(sent.method, status, resp.headers)
         if refused is not None:
+            if self._token is not None and status in (401, 403):
+                # Which token was refused: a refusal of one already replaced never starts a
+                # second refresh (docs/connection.md, "Authorizing").
+                refused.data["token"] = sent.token
             stream.done = True
             self.fail(rid, refused, status, b"")
             return None

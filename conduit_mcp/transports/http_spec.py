@@ -9,6 +9,8 @@ repr, a log, an exception or a span:
   code, so it runs on a small worker pool, never on an actor thread or the I/O loop, and is
   bounded by ``auth_timeout``. ``credential_id`` names whose credentials it returns, so that
   private cached lists can be kept (seed 003); without it nothing private is ever cached.
+  Or ``auth`` is an :class:`~conduit_mcp.oauth.config.OAuth`: the client authorizes itself
+  (README, "OAuth"); ``spec.oauth`` gives it to the transport.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import Error
+from ..oauth.config import OAuth
 
 AuthCallable = Callable[[], Mapping[str, str]]
 
@@ -56,7 +59,7 @@ class Http:
     url: str = field(repr=False)
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     bearer: str | None = field(default=None, repr=False)
-    auth: AuthCallable | None = field(default=None, repr=False)
+    auth: AuthCallable | OAuth | None = field(default=None, repr=False)
     credential_id: str | None = None
     auth_timeout: float = field(default=5.0, repr=False)
     max_response: int | None = field(default=None, repr=False)
@@ -100,18 +103,35 @@ class Http:
                     "the Http url carries credentials (user:password@) and so do bearer, auth "
                     "or an Authorization header; give them one way only",
                 )
-        if self.auth is not None:
+        if isinstance(self.auth, OAuth):
+            sent = {k.lower() for k in self.headers or {}}
+            if self.bearer is not None or "authorization" in sent:
+                raise Error(
+                    "config",
+                    "http.auth",
+                    "an OAuth auth sets the Authorization header itself: drop bearer and the "
+                    "Authorization header",
+                )
+            if self.credential_id is not None:
+                raise Error(
+                    "config",
+                    "http.credential_id",
+                    "an OAuth auth has its own identity (principal, issuer, resource): "
+                    "drop credential_id",
+                )
+        elif self.auth is not None:
             if not callable(self.auth):
                 raise Error("config", "http.auth", "Http auth must be a callable")
             if self.bearer is not None:
                 raise Error("config", "http.auth", "give Http either bearer or auth, not both")
         if self.credential_id is not None and (
-            not isinstance(self.credential_id, str) or self.auth is None
+            not isinstance(self.credential_id, str) or self.auth is None or is_oauth(self.auth)
         ):
             raise Error(
                 "config",
                 "http.credential_id",
-                "credential_id is a string, given with an auth callable",
+                "credential_id is a string, given with an auth callable (an OAuth "
+                "client's identity is its principal, issuer and resource)",
             )
         for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
             value = getattr(self, name)
@@ -125,6 +145,21 @@ class Http:
                 raise Error("config", f"http.{name}", f"{name} must be an int >= 1 or None")
 
     @property
+    def oauth(self) -> OAuth | None:
+        """The OAuth configuration when ``auth`` is one (the client then runs the OAuth
+        actor and stamps its tokens), else None.
+
+        >>> Http("http://h/mcp").oauth is None
+        True
+        """
+        return self.auth if isinstance(self.auth, OAuth) else None
+
+    @property
+    def callback(self) -> AuthCallable | None:
+        """The ``auth`` callable when ``auth`` is one (not an OAuth), else None."""
+        return None if self.auth is None or isinstance(self.auth, OAuth) else self.auth
+
+    @property
     def host(self) -> str:
         return urlsplit(self.url).hostname or ""
 
@@ -136,22 +171,37 @@ class Http:
     def credential(self) -> str | None:
         """The identity of these credentials for the cache (seed 003), never a secret.
 
-        None without credentials, the SHA-256 of a static bearer token, the SHA-256 of an
-        auth callable's declared ``credential_id``. An auth callable without one gives
-        ``"unidentified"``: its private results are never stored.
+        None without credentials; the SHA-256 of a static bearer token and of the static
+        headers (any header may carry a credential, an API key under any name, so every one
+        counts: another value is another identity); the SHA-256 of an auth callable's
+        declared ``credential_id``. An auth callable without one gives ``"unidentified"``: its
+        private results are never stored. With OAuth the identity is the token's (a hash of
+        principal, issuer and resource), set when the OAuth actor publishes one; until then
+        only the static headers count.
 
         >>> Http("http://h/mcp").credential() is None
         True
         >>> len(Http("http://h/mcp", bearer="t").credential())
         64
+        >>> a = Http("http://h/mcp", headers={"X-Api-Key": "alice"}).credential()
+        >>> b = Http("http://h/mcp", headers={"X-Api-Key": "bob"}).credential()
+        >>> a != b and None not in (a, b)
+        True
         """
-        if self.bearer is not None:
-            return hashlib.sha256(self.bearer.encode()).hexdigest()
-        if self.auth is not None:
+        if self.auth is not None and not is_oauth(self.auth):
             if self.credential_id is None:
                 return UNIDENTIFIED
             return hashlib.sha256(self.credential_id.encode()).hexdigest()
-        return None
+        if self.bearer is not None and not self.headers:
+            return hashlib.sha256(self.bearer.encode()).hexdigest()
+        if self.bearer is None and not self.headers:
+            return None
+        digest = hashlib.sha256()
+        if self.bearer is not None:
+            digest.update(b"bearer\0" + self.bearer.encode() + b"\0")
+        for name, value in sorted((k.lower(), v) for k, v in (self.headers or {}).items()):
+            digest.update(name.encode() + b"\0" + value.encode() + b"\0")
+        return digest.hexdigest()
 
     def static_headers(self) -> dict[str, str]:
         """The headers every request carries (the bearer included); not the auth callable's."""
@@ -163,6 +213,12 @@ class Http:
 
 # The identity of an auth callable that declared none: private results are never stored.
 UNIDENTIFIED = "unidentified"
+
+
+def is_oauth(auth: Any) -> bool:
+    """Whether ``auth`` is an OAuth configuration (``conduit_mcp.OAuth``) rather than a
+    callable: the client then starts an OAuth actor and the transport stamps its token."""
+    return isinstance(auth, OAuth)
 
 
 def safe_url(url: str) -> str:

@@ -175,7 +175,7 @@ def http_error(method: str, status: int) -> Error:
 class Sent:
     """A request in flight: what is needed to resume, re-send or fail it."""
 
-    __slots__ = ("method", "body", "headers", "modern", "resent", "relearned", "task")
+    __slots__ = ("method", "body", "headers", "modern", "resent", "relearned", "task", "token")
 
     def __init__(self, method: str, body: bytes, headers: dict[str, str], modern: bool) -> None:
         self.method = method
@@ -185,6 +185,7 @@ class Sent:
         self.resent = False
         self.relearned = False  # re-sent once after learning the tools' header plans
         self.task: asyncio.Task[None] | None = None
+        self.token = 0  # the version of the OAuth token it was last sent with (0: none)
 
 
 class StreamState:

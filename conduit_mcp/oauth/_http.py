@@ -1,0 +1,115 @@
+"""Bounded HTTP for the OAuth calls: every request has a deadline, every body a size limit,
+no redirect is followed, and an authorization server's endpoints must be https (loopback
+excepted), so a hostile or broken server can neither stall nor grow the client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from ..errors import Error
+from .urls import is_loopback, is_secure
+
+#: The longest one OAuth HTTP call may take (seconds), connect to last byte.
+HTTP_TIMEOUT = 10.0
+#: The largest response body read from a metadata, registration or token endpoint (bytes).
+MAX_BODY = 256 * 1024
+
+
+def require_secure(url: Any, what: str, reason: str) -> str:
+    """``url`` when it is an https (or loopback http) URL, else ``Error("auth", reason)``."""
+    if not isinstance(url, str) or not is_secure(url):
+        raise Error(
+            "auth",
+            reason,
+            f"the {what} must be an https URL (http only to 127.0.0.1, ::1 or localhost)",
+        )
+    return url
+
+
+class Response:
+    """A bounded response: the status, the headers that matter, the parsed JSON body (a dict,
+    or None when the body is not a JSON object)."""
+
+    __slots__ = ("status", "json", "content_type")
+
+    def __init__(self, status: int, json: dict[str, Any] | None, content_type: str) -> None:
+        self.status = status
+        self.json = json
+        self.content_type = content_type
+
+    def __repr__(self) -> str:  # the body may hold tokens
+        return f"Response(status={self.status})"
+
+
+async def _read(resp: aiohttp.ClientResponse, limit: int, what: str, reason: str) -> bytes:
+    if resp.content_length is not None and resp.content_length > limit:
+        raise Error("auth", reason, f"the {what} answered more than {limit} bytes")
+    body = await resp.content.read(limit + 1)
+    if len(body) > limit:
+        raise Error("auth", reason, f"the {what} answered more than {limit} bytes")
+    return body
+
+
+async def request(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    *,
+    what: str,
+    reason: str,
+    headers: Mapping[str, str] | None = None,
+    data: str | None = None,
+    json: Any = None,
+    timeout: float = HTTP_TIMEOUT,
+    limit: int = MAX_BODY,
+) -> Response:
+    """One bounded call: no redirects, ``timeout`` for the whole exchange, at most ``limit``
+    body bytes. A network failure or a timeout is ``Error("auth", reason)`` naming ``what``
+    (never the body or the headers, which may hold secrets)."""
+    sent = {"Accept": "application/json", **(headers or {})}
+    body: bytes | None = None
+    if json is not None:
+        body = orjson.dumps(json)
+        sent["Content-Type"] = "application/json"
+    elif data is not None:
+        body = data.encode()
+        sent["Content-Type"] = "application/x-www-form-urlencoded"
+    try:
+        async with asyncio.timeout(timeout):
+            async with session.request(
+                method, url, headers=sent, data=body, allow_redirects=False
+            ) as resp:
+                raw = await _read(resp, limit, what, reason)
+                content_type = resp.headers.get("Content-Type", "")
+                status = resp.status
+    except TimeoutError:
+        raise Error("auth", reason, f"the {what} did not answer within {timeout} s") from None
+    except aiohttp.ClientError as e:
+        raise Error(
+            "auth", reason, f"the {what} could not be reached ({type(e).__name__})"
+        ) from None
+    parsed: dict[str, Any] | None = None
+    if raw:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            parsed = value
+    return Response(status, parsed, content_type)
+
+
+__all__ = [
+    "HTTP_TIMEOUT",
+    "MAX_BODY",
+    "Response",
+    "is_loopback",
+    "is_secure",
+    "request",
+    "require_secure",
+]

@@ -1,0 +1,320 @@
+"""A handle on one test authorization server subprocess, for tests (synchronous).
+
+``AuthServerProcess(workdir, scopes="mcp,offline_access", token_ttl=2)`` starts ``python -m
+conduit_mcp.testing.auth_server`` with those options (keywords as in
+:func:`~conduit_mcp.testing.http_process.option_args`), waits for its ``listening`` line with
+a deadline, and logs to ``workdir``. Its methods play the person (:meth:`approve`), pull the
+admin levers (revoke, expire, change the issuer, host a client metadata document) and read
+the log. The manual is docs/testing.md, "The test authorization server".
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import orjson
+
+from .http_process import option_args
+
+__all__ = ["AuthServerProcess"]
+
+_REQUEST_ID = re.compile(r'name="request_id" value="([^"]+)"')
+
+
+class AuthServerProcess:
+    """One ``python -m conduit_mcp.testing.auth_server`` process (restartable on its port).
+
+    ``issuer`` is the server's real issuer URL (``http://127.0.0.1:<port>`` plus
+    ``issuer_path``); ``log_path`` the JSON lines log every start appends to.
+    """
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        *,
+        startup_timeout: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        n = len(list(self.workdir.glob("auth*.log.jsonl")))
+        self.log_path = self.workdir / f"auth{n}.log.jsonl"
+        self.log_path.touch()
+        self.port = 0
+        self.issuer = ""
+        self.startup_timeout = startup_timeout
+        self._extra = option_args(options)
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        existing = os.environ.get("PYTHONPATH")
+        path = root if not existing else root + os.pathsep + existing
+        self._env = {**os.environ, "PYTHONPATH": path, **dict(env or {})}
+        self._runs = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr_path: Path | None = None
+        self._start()
+
+    # ---- the process ------------------------------------------------------------------------
+
+    def command(self, port: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "conduit_mcp.testing.auth_server",
+            "--port",
+            str(port),
+            "--log",
+            str(self.log_path),
+            *self._extra,
+        ]
+
+    def _start(self) -> None:
+        self._runs += 1
+        self.stderr_path = self.log_path.with_suffix(f".{self._runs}.stderr")
+        with open(self.stderr_path, "wb") as err:
+            proc = subprocess.Popen(
+                self.command(self.port),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=self._env,
+            )
+        self.proc = proc
+        try:
+            line = self._read_line(proc, time.monotonic() + self.startup_timeout)
+        except BaseException:
+            self._reap(proc, signal.SIGKILL)
+            raise
+        words = line.decode(errors="replace").split()
+        if len(words) != 3 or words[0] != "listening" or not words[1].isdigit():
+            self._reap(proc, signal.SIGKILL)
+            raise RuntimeError(f"unexpected start-up line {line!r}; stderr: {self._stderr()}")
+        self.port, self.issuer = int(words[1]), words[2]
+
+    def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        buf = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"the authorization server did not start within "
+                        f"{self.startup_timeout}s; stderr: {self._stderr()}"
+                    )
+                if not selector.select(left):
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    code = proc.wait()
+                    raise RuntimeError(
+                        f"the authorization server exited with code {code} before listening; "
+                        f"stderr: {self._stderr()}"
+                    )
+                buf += chunk
+        proc.stdout.close()
+        return buf.split(b"\n", 1)[0]
+
+    def _stderr(self) -> str:
+        try:
+            assert self.stderr_path is not None
+            return self.stderr_path.read_text(errors="replace")[-4000:]
+        except OSError as e:
+            return f"<unreadable: {e}>"
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen[bytes], sig: int, timeout: float = 5.0) -> int:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                return proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        code = proc.wait()
+        if proc.stdout is not None and not proc.stdout.closed:
+            proc.stdout.close()
+        return code
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> int:
+        assert self.proc is not None
+        return self._reap(self.proc, signal.SIGKILL)
+
+    def stop(self, timeout: float = 5.0) -> int:
+        assert self.proc is not None
+        return self._reap(self.proc, signal.SIGTERM, timeout)
+
+    def restart(self) -> AuthServerProcess:
+        """Start again on the same port: every client, code and token is forgotten."""
+        if self.running():
+            self.stop()
+        self._start()
+        return self
+
+    def __enter__(self) -> AuthServerProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.proc is not None:
+            self.kill()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running() else "stopped"
+        return f"<AuthServerProcess {self.issuer} pid={self.proc and self.proc.pid} {state}>"
+
+    # ---- URLs and plain HTTP ------------------------------------------------------------------
+
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:<port>``, where the admin endpoints live."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def endpoint(self, name: str) -> str:
+        """``authorize``, ``token``, ``register``, ``revoke``, ``introspect``, ``login``."""
+        return f"{self.issuer}/{name}"
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One HTTP exchange, redirects not followed: (status, headers lower-cased, body)."""
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(
+            parts.hostname or "127.0.0.1", parts.port, timeout=timeout
+        )
+        try:
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            conn.request(method, path or "/", body=body, headers=dict(headers or {}))
+            resp = conn.getresponse()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+        finally:
+            conn.close()
+
+    def admin(self, action: str, **body: Any) -> Any:
+        """``POST /admin/<action>`` with a JSON body; the JSON answer (raises on non-200)."""
+        status, _, data = self.request(
+            "POST",
+            f"{self.base}/admin/{action}",
+            orjson.dumps(body),
+            {"Content-Type": "application/json"},
+        )
+        if status != 200:
+            raise RuntimeError(f"/admin/{action} answered {status}: {data[:500]!r}")
+        return orjson.loads(data)
+
+    # ---- the levers ---------------------------------------------------------------------------
+
+    def approve(self, url: str, subject: str | None = None, *, deny: bool = False) -> str:
+        """Play the person: open an authorization URL, consent, return the redirect's URL.
+
+        With auto-approval that is the 302 of the URL itself; with ``require_person`` the
+        login page is submitted (as ``subject``, or denied). Raises when no redirect comes.
+        """
+        status, headers, body = self.request("GET", url)
+        if status == 200:
+            found = _REQUEST_ID.search(body.decode(errors="replace"))
+            if found is None:
+                raise RuntimeError(f"no login form in the authorization page: {body[:300]!r}")
+            form: dict[str, str] = {
+                "request_id": found.group(1),
+                "decision": "deny" if deny else "approve",
+            }
+            if subject is not None:
+                form["subject"] = subject
+            status, headers, body = self.request(
+                "POST",
+                self.endpoint("login"),
+                urlencode(form).encode(),
+                {"Content-Type": "application/x-www-form-urlencoded"},
+            )
+        if status != 302:
+            raise RuntimeError(f"the authorization answered {status}: {body[:300]!r}")
+        return headers["location"]
+
+    def revoke(self, token: str | None = None, *, all: bool = False) -> int:
+        """Revoke a token (a refresh token: its whole family), or every token."""
+        return int(self.admin("revoke", token=token, all=all)["revoked"])
+
+    def expire_access_tokens(self) -> int:
+        """Make every access token expire now (refresh tokens stay)."""
+        return int(self.admin("expire")["expired"])
+
+    def set_issuer(self, issuer: str | None) -> None:
+        """Advertise another issuer (None: the real one again) in metadata and ``iss``."""
+        self.admin("issuer", issuer=issuer)
+
+    def set_iss(self, mode: str) -> None:
+        """``iss`` on redirects: ``correct``, ``wrong`` or ``none``."""
+        self.admin("iss", mode=mode)
+
+    def add_client(self, client_id: str, **metadata: Any) -> None:
+        """Pre-register a client (``client_secret``, ``redirect_uris``, ``public_key``, ...)."""
+        self.admin("clients", client_id=client_id, **metadata)
+
+    def forget_clients(self) -> None:
+        """Drop every registered (DCR, CIMD) client and revoke every token."""
+        self.admin("reset")
+
+    def clients(self) -> list[dict[str, Any]]:
+        """Every client as the server knows it (no secrets)."""
+        status, _, data = self.request("GET", f"{self.base}/admin/clients")
+        assert status == 200, data
+        result: list[dict[str, Any]] = orjson.loads(data)
+        return result
+
+    def host_client_document(self, name: str, metadata: Mapping[str, Any]) -> str:
+        """Serve a client ID metadata document at ``<base>/client-docs/<name>``; its URL.
+
+        ``client_id`` defaults to that URL (as a valid document's must be).
+        """
+        url = f"{self.base}/client-docs/{name}"
+        doc = {"client_id": url, **metadata}
+        status, _, data = self.request(
+            "PUT", f"{self.base}/admin/client-docs/{name}", orjson.dumps(doc)
+        )
+        assert status == 200, data
+        return url
+
+    # ---- the log ------------------------------------------------------------------------------
+
+    def log(self) -> list[dict[str, Any]]:
+        """Every record so far, in order."""
+        lines = self.log_path.read_bytes().splitlines()
+        return [orjson.loads(line) for line in lines if line.strip()]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [r for r in self.log() if r.get("event") == name]
+
+    def requests(self, path: str | None = None) -> list[dict[str, Any]]:
+        """The ``http`` records (every request, answered), those to ``path`` when given
+        (a path like ``/token`` also matches ``<issuer path>/token``)."""
+        return [
+            r
+            for r in self.events("http")
+            if path is None or r["path"] == path or r["path"].endswith(path)
+        ]

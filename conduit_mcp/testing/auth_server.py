@@ -1,0 +1,675 @@
+"""A real OAuth 2.1 authorization server for tests, on aiohttp.web, run as a subprocess.
+
+``python -m conduit_mcp.testing.auth_server --port 0 [options]`` prints ``listening <port>
+<issuer>`` once it accepts connections. It serves RFC 8414 and OpenID discovery metadata,
+dynamic registration (RFC 7591), client ID metadata documents (it fetches them), an
+authorization endpoint that approves at once (or, with ``--require-person``, answers a login
+page a test submits), the token endpoint (authorization_code with PKCE, refresh_token with
+rotation and reuse detection, client_credentials with client_secret_basic/post and
+private_key_jwt), revocation (RFC 7009), introspection (RFC 7662) for the protected MCP server,
+and ``/admin/*`` endpoints that let a test revoke, expire, change the issuer or host a client
+metadata document. Every request is logged (``--log``). authlib computes the PKCE challenge,
+joserfc verifies client assertions; the rest is plain code. The manual is docs/testing.md,
+"The test authorization server"; the rules live in :mod:`.auth_state`, the command line in
+:mod:`.auth_options`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html
+import os
+import secrets
+import signal
+import sys
+import time
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from .auth_options import AuthOptions, options_from_args
+from .auth_state import AuthState, Client, OAuthFailure, client_from_metadata, redirect_uri_matches
+from .stdio import EventLog
+
+__all__ = ["AuthServer", "main"]
+
+JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def _with_query(uri: str, params: dict[str, str]) -> str:
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True) + list(params.items())
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class AuthServer:
+    """The aiohttp application and its state."""
+
+    def __init__(self, options: AuthOptions, log: EventLog | None) -> None:
+        self.opt = options
+        self._log = log
+        self._pid = os.getpid()
+        self.port = 0
+        self.state = AuthState(
+            token_ttl=options.token_ttl,
+            refresh_ttl=options.refresh_ttl,
+            rotate=not options.no_rotation,
+        )
+        self.issuer_override = options.issuer
+        self.iss_mode = options.iss
+        self.pending: dict[str, dict[str, str]] = {}
+        self.client_docs: dict[str, bytes] = {}
+        self._session: aiohttp.ClientSession | None = None
+        for meta in options.clients:
+            self._register(client_from_metadata(meta, "pre", str(meta["client_id"])))
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def event(self, name: str, **fields: Any) -> None:
+        if self._log is not None:
+            self._log.write({"t": time.time(), "pid": self._pid, "event": name, **fields})
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def real_issuer(self) -> str:
+        return self.base + self.opt.issuer_path
+
+    @property
+    def issuer(self) -> str:
+        """The issuer advertised (metadata, ``iss``, introspection): ``--issuer`` or the real one."""
+        return self.issuer_override or self.real_issuer
+
+    def endpoint(self, name: str) -> str:
+        return f"{self.real_issuer}/{name}"
+
+    def _register(self, client: Client) -> None:
+        self.state.clients[client.client_id] = client
+        self.event(
+            "registered",
+            client_id=client.client_id,
+            kind=client.kind,
+            application_type=client.application_type,
+            token_endpoint_auth_method=client.auth_method,
+            redirect_uris=client.redirect_uris,
+            grant_types=client.grant_types,
+        )
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        p = self.opt.issuer_path
+        kinds = {"oauth": ["oauth-authorization-server"], "oidc": ["openid-configuration"]}
+        kinds["both"] = kinds["oauth"] + kinds["oidc"]
+        for suffix in kinds.get(self.opt.metadata, []):
+            paths = {f"/.well-known/{suffix}{p}"}
+            if suffix == "openid-configuration" and p:
+                paths.add(f"{p}/.well-known/{suffix}")
+            if self.opt.root_metadata:
+                paths.add(f"/.well-known/{suffix}")
+            for path in sorted(paths):
+                app.router.add_get(path, self.metadata)
+        app.router.add_get(f"{p}/authorize", self.authorize)
+        app.router.add_post(f"{p}/login", self.login)
+        app.router.add_post(f"{p}/token", self.token)
+        if self.opt.dcr:
+            app.router.add_post(f"{p}/register", self.register)
+        app.router.add_post(f"{p}/revoke", self.revoke)
+        app.router.add_post(f"{p}/introspect", self.introspect)
+        app.router.add_get(f"{p}/jwks", self.jwks)
+        app.router.add_post("/admin/{action}", self.admin)
+        app.router.add_get("/admin/clients", self.admin_clients)
+        app.router.add_put("/admin/client-docs/{name}", self.put_client_doc)
+        app.router.add_get("/client-docs/{name}", self.get_client_doc)
+        app.on_cleanup.append(self._close_session)
+        return app
+
+    async def _close_session(self, app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        error: str | None = None
+        try:
+            response: web.StreamResponse = await handler(request)
+        except OAuthFailure as e:
+            error = e.error
+            headers = dict(_NO_STORE)
+            if e.status == 401 and request.headers.get("Authorization", "").startswith("Basic"):
+                headers["WWW-Authenticate"] = 'Basic realm="test-as"'
+            body = {"error": e.error, "error_description": e.description}
+            response = _json(body, e.status, headers)
+        except web.HTTPException as e:
+            response = e
+        record: dict[str, Any] = {
+            "verb": request.method,
+            "path": request.path,
+            "query": dict(request.query),
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "status": response.status,
+        }
+        for key in ("form", "json"):
+            if key in request:
+                record[key] = request[key]
+        if error is not None:
+            record["error"] = error
+        if "location" in response.headers:
+            record["location"] = response.headers["Location"]
+        self.event("http", **record)
+        return response
+
+    async def _form(self, request: web.Request) -> dict[str, str]:
+        if request.content_type != "application/x-www-form-urlencoded":
+            raise OAuthFailure(
+                "invalid_request", "the body must be application/x-www-form-urlencoded"
+            )
+        form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
+        request["form"] = form
+        return form
+
+    async def _body_json(self, request: web.Request) -> Any:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            raise OAuthFailure("invalid_request", "the body is not JSON") from None
+        request["json"] = body
+        return body
+
+    def _session_get(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        return self._session
+
+    # ---- metadata ---------------------------------------------------------------------------
+
+    def metadata_document(self, oidc: bool) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "issuer": self.issuer,
+            "authorization_endpoint": self.endpoint("authorize"),
+            "token_endpoint": self.endpoint("token"),
+            "revocation_endpoint": self.endpoint("revoke"),
+            "introspection_endpoint": self.endpoint("introspect"),
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "token_endpoint_auth_methods_supported": list(self.opt.auth_methods),
+            "token_endpoint_auth_signing_alg_values_supported": ["RS256", "ES256"],
+            "revocation_endpoint_auth_methods_supported": list(self.opt.auth_methods),
+        }
+        if self.opt.dcr:
+            doc["registration_endpoint"] = self.endpoint("register")
+        if self.opt.scopes:
+            doc["scopes_supported"] = list(self.opt.scopes)
+        if self.opt.code_challenge_methods:
+            doc["code_challenge_methods_supported"] = list(self.opt.code_challenge_methods)
+        if self.opt.iss_supported:
+            doc["authorization_response_iss_parameter_supported"] = True
+        if self.opt.cimd:
+            doc["client_id_metadata_document_supported"] = True
+        if oidc:
+            doc["jwks_uri"] = self.endpoint("jwks")
+            doc["subject_types_supported"] = ["public"]
+            doc["id_token_signing_alg_values_supported"] = ["RS256"]
+        return doc
+
+    async def metadata(self, request: web.Request) -> web.Response:
+        return _json(self.metadata_document("openid-configuration" in request.path))
+
+    async def jwks(self, request: web.Request) -> web.Response:
+        return _json({"keys": []})
+
+    # ---- clients ----------------------------------------------------------------------------
+
+    async def register(self, request: web.Request) -> web.Response:
+        meta = await self._body_json(request)
+        if not isinstance(meta, dict):
+            raise OAuthFailure("invalid_client_metadata", "the body must be a JSON object")
+        meta = dict(meta)
+        method = meta.setdefault("token_endpoint_auth_method", "client_secret_basic")
+        grants = meta.setdefault("grant_types", ["authorization_code"])
+        if "authorization_code" in grants and not meta.get("redirect_uris"):
+            raise OAuthFailure("invalid_redirect_uri", "redirect_uris is required")
+        if method in ("client_secret_basic", "client_secret_post"):
+            meta["client_secret"] = secrets.token_urlsafe(24)
+        if method == "private_key_jwt" and not (meta.get("jwks") or meta.get("jwks_uri")):
+            raise OAuthFailure("invalid_client_metadata", "private_key_jwt needs jwks or jwks_uri")
+        client_id = "dcr-" + secrets.token_hex(8)
+        client = client_from_metadata(meta, "dcr", client_id)
+        self._register(client)
+        answer = {
+            **client.metadata,
+            "client_id": client_id,
+            "client_id_issued_at": int(time.time()),
+        }
+        if client.secret is not None:
+            answer["client_secret"] = client.secret
+            answer["client_secret_expires_at"] = 0
+        return _json(answer, 201, _NO_STORE)
+
+    def _is_cimd_id(self, client_id: str) -> bool:
+        parts = urlsplit(client_id)
+        if parts.scheme == "https":
+            return parts.path not in ("", "/")
+        return parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
+
+    async def _cimd(self, client_id: str) -> Client:
+        """Fetch a client ID metadata document and register its client (kind ``cimd``)."""
+        try:
+            async with self._session_get().get(client_id) as resp:
+                status = resp.status
+                body = await resp.read()
+            doc = orjson.loads(body) if status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as e:
+            self.event("cimd_fetched", url=client_id, ok=False, reason=type(e).__name__)
+            raise OAuthFailure(
+                "invalid_client", "the client metadata document is unreadable"
+            ) from None
+        why = None
+        if not isinstance(doc, dict):
+            why = f"fetching it answered {status}, not a JSON object"
+        elif doc.get("client_id") != client_id:
+            why = "its client_id is not its URL"
+        elif not doc.get("redirect_uris"):
+            why = "it has no redirect_uris"
+        elif doc.get("token_endpoint_auth_method", "none") in (
+            "client_secret_basic",
+            "client_secret_post",
+        ):
+            why = "a metadata document client cannot use a client secret"
+        self.event("cimd_fetched", url=client_id, ok=why is None, reason=why)
+        if why is not None:
+            raise OAuthFailure("invalid_client", f"client metadata document refused: {why}")
+        assert isinstance(doc, dict)
+        client = client_from_metadata(
+            {**doc, "token_endpoint_auth_method": doc.get("token_endpoint_auth_method", "none")},
+            "cimd",
+            client_id,
+        )
+        self._register(client)
+        return client
+
+    async def _client(self, client_id: str | None) -> Client:
+        if not client_id:
+            raise OAuthFailure("invalid_client", "client_id is missing", 401)
+        if self.opt.cimd and self._is_cimd_id(client_id):
+            return await self._cimd(client_id)
+        client = self.state.clients.get(client_id)
+        if client is None:
+            raise OAuthFailure("invalid_client", "unknown client", 401)
+        return client
+
+    async def _authenticate(self, request: web.Request, form: dict[str, str]) -> tuple[Client, str]:
+        """The calling client and how it authenticated (token and revocation endpoints)."""
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Basic "):
+            try:
+                raw = base64.b64decode(header[6:], validate=True).decode()
+                cid, _, secret = raw.partition(":")
+                cid, secret = unquote(cid.replace("+", " ")), unquote(secret.replace("+", " "))
+            except (ValueError, UnicodeDecodeError):
+                raise OAuthFailure("invalid_client", "malformed Basic credentials", 401) from None
+            method = "client_secret_basic"
+            if form.get("client_id") not in (None, cid):
+                raise OAuthFailure("invalid_request", "client_id differs from the Basic user")
+        elif form.get("client_assertion_type") == JWT_BEARER:
+            return await self._assertion(form)
+        elif "client_secret" in form:
+            method, cid, secret = (
+                "client_secret_post",
+                form.get("client_id", ""),
+                form["client_secret"],
+            )
+        else:
+            client = await self._client(form.get("client_id"))
+            if not client.allows("none"):
+                raise OAuthFailure("invalid_client", "this client must authenticate", 401)
+            return client, "none"
+        client = await self._client(cid)
+        if not client.allows(method) or client.secret is None:
+            raise OAuthFailure("invalid_client", f"{method} is not this client's method", 401)
+        if not secrets.compare_digest(client.secret.encode(), secret.encode()):
+            raise OAuthFailure("invalid_client", "wrong client secret", 401)
+        return client, method
+
+    async def _assertion(self, form: dict[str, str]) -> tuple[Client, str]:
+        from joserfc import jwt
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
+        assertion = form.get("client_assertion", "")
+        try:  # an unverified look at the claims, to find the client and its keys
+            payload = assertion.split(".")[1]
+            claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (IndexError, ValueError, orjson.JSONDecodeError):
+            raise OAuthFailure("invalid_client", "client_assertion is not a JWT", 401) from None
+        cid = form.get("client_id") or (claims.get("iss") if isinstance(claims, dict) else None)
+        client = await self._client(cid if isinstance(cid, str) else None)
+        if not client.allows("private_key_jwt"):
+            raise OAuthFailure("invalid_client", "private_key_jwt is not this client's method", 401)
+        jwks = client.jwks
+        if jwks is None and client.jwks_uri:
+            async with self._session_get().get(client.jwks_uri) as resp:
+                jwks = orjson.loads(await resp.read())
+        try:
+            keys = KeySet.import_key_set(jwks or {"keys": []})  # type: ignore[arg-type]
+            token = jwt.decode(assertion, keys, algorithms=["RS256", "ES256", "PS256"])
+            registry = jwt.JWTClaimsRegistry(
+                iss={"essential": True, "value": client.client_id},
+                sub={"essential": True, "value": client.client_id},
+                aud={"essential": True, "values": [self.endpoint("token"), self.issuer]},
+                exp={"essential": True},
+                jti={"essential": True},
+            )
+            registry.validate(token.claims)
+        except (JoseError, ValueError) as e:
+            raise OAuthFailure("invalid_client", f"client_assertion refused: {e}", 401) from None
+        jti = str(token.claims["jti"])
+        if jti in self.state.seen_jti:
+            raise OAuthFailure("invalid_client", "client_assertion replayed (jti seen)", 401)
+        self.state.seen_jti.add(jti)
+        return client, "private_key_jwt"
+
+    # ---- authorization ----------------------------------------------------------------------
+
+    def _scopes(self, requested: str | None, default: list[str]) -> list[str]:
+        scopes = (requested or "").split()
+        if not scopes:
+            return list(default)
+        unknown = [s for s in scopes if self.opt.scopes and s not in self.opt.scopes]
+        if unknown:
+            raise OAuthFailure("invalid_scope", f"unknown scope {' '.join(unknown)!r}")
+        return list(dict.fromkeys(scopes))
+
+    def _check_resource(self, resource: str | None, required: bool) -> None:
+        if resource is None:
+            if required:
+                raise OAuthFailure("invalid_target", "resource is required")
+            return
+        parts = urlsplit(resource)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.fragment:
+            raise OAuthFailure("invalid_target", "resource must be an absolute URI, no fragment")
+        if self.opt.resources and resource not in self.opt.resources:
+            raise OAuthFailure("invalid_target", "this server issues no tokens for that resource")
+
+    def _redirect(self, redirect_uri: str, params: dict[str, str]) -> web.Response:
+        if self.iss_mode == "correct":
+            params["iss"] = self.issuer
+        elif self.iss_mode == "wrong":
+            params["iss"] = self.issuer + "/wrong"
+        return web.Response(status=302, headers={"Location": _with_query(redirect_uri, params)})
+
+    def _page(self, status: int, title: str, body: str) -> web.Response:
+        text = (
+            f"<!doctype html><title>{html.escape(title)}</title><h1>{html.escape(title)}</h1>{body}"
+        )
+        return web.Response(status=status, text=text, content_type="text/html")
+
+    async def authorize(self, request: web.Request) -> web.Response:
+        q = dict(request.query)
+        try:
+            client = await self._client(q.get("client_id"))
+        except OAuthFailure as e:
+            return self._page(400, "Unknown client", f"<p>{html.escape(e.description)}</p>")
+        redirect_uri = q.get("redirect_uri")
+        if not redirect_uri or not redirect_uri_matches(client.redirect_uris, redirect_uri):
+            return self._page(400, "Bad redirect_uri", "<p>not registered for this client</p>")
+        state = {"state": q["state"]} if "state" in q else {}
+        try:
+            if q.get("response_type") != "code":
+                raise OAuthFailure("unsupported_response_type", "only response_type=code")
+            challenge, method = q.get("code_challenge"), q.get("code_challenge_method", "plain")
+            if challenge is None and self.opt.code_challenge_methods:
+                raise OAuthFailure("invalid_request", "code_challenge is required (PKCE)")
+            if challenge is not None and method not in self.opt.code_challenge_methods:
+                raise OAuthFailure("invalid_request", f"code_challenge_method {method} unsupported")
+            self._check_resource(q.get("resource"), required=True)
+            scope = self._scopes(q.get("scope"), self.opt.default_scopes)
+        except OAuthFailure as e:
+            self.event("authorize_refused", client_id=client.client_id, error=e.error)
+            return self._redirect(
+                redirect_uri, {"error": e.error, "error_description": e.description, **state}
+            )
+        grant = {
+            "client_id": client.client_id,
+            "redirect_uri": redirect_uri,
+            "challenge": challenge or "",
+            "method": method if challenge is not None else "",
+            "scope": " ".join(scope),
+            "resource": q["resource"],
+            **state,
+        }
+        if self.opt.require_person:
+            request_id = secrets.token_urlsafe(16)
+            self.pending[request_id] = grant
+            form = (
+                f'<form method="post" action="{html.escape(self.endpoint("login"))}">'
+                f'<input type="hidden" name="request_id" value="{request_id}">'
+                f'<input name="subject" value="{html.escape(self.opt.subject)}">'
+                '<button name="decision" value="approve">Approve</button>'
+                '<button name="decision" value="deny">Deny</button></form>'
+            )
+            return self._page(200, f"Authorize {client.client_id}", form)
+        return self._approve(grant, self.opt.subject)
+
+    def _approve(self, grant: dict[str, str], subject: str) -> web.Response:
+        scope = grant["scope"].split()
+        code = self.state.new_code(
+            client_id=grant["client_id"],
+            redirect_uri=grant["redirect_uri"],
+            challenge=grant["challenge"] or None,
+            method=grant["method"] or None,
+            scope=scope,
+            resource=grant["resource"],
+            sub=subject,
+        )
+        self.event(
+            "authorized",
+            client_id=grant["client_id"],
+            sub=subject,
+            scope=scope,
+            resource=grant["resource"],
+            redirect_uri=grant["redirect_uri"],
+        )
+        params = {"code": code}
+        if "state" in grant:
+            params["state"] = grant["state"]
+        return self._redirect(grant["redirect_uri"], params)
+
+    async def login(self, request: web.Request) -> web.Response:
+        form = await self._form(request)
+        grant = self.pending.pop(form.get("request_id", ""), None)
+        if grant is None:
+            return self._page(400, "Unknown or spent authorization request", "")
+        if form.get("decision", "approve") != "approve":
+            params = {"error": "access_denied", "error_description": "the person said no"}
+            if "state" in grant:
+                params["state"] = grant["state"]
+            return self._redirect(grant["redirect_uri"], params)
+        return self._approve(grant, form.get("subject") or self.opt.subject)
+
+    # ---- tokens -----------------------------------------------------------------------------
+
+    async def token(self, request: web.Request) -> web.Response:
+        form = await self._form(request)
+        grant_type = form.get("grant_type")
+        if grant_type not in ("authorization_code", "refresh_token", "client_credentials"):
+            raise OAuthFailure("unsupported_grant_type", f"grant_type {grant_type!r} unsupported")
+        client, method = await self._authenticate(request, form)
+        resource = form.get("resource")
+        refresh = not self.opt.no_refresh
+        if grant_type == "authorization_code":
+            code = self.state.redeem_code(
+                client,
+                form.get("code"),
+                form.get("redirect_uri"),
+                form.get("code_verifier"),
+                resource,
+            )
+            sub, scope, family = code.sub, code.scope, code.family
+        elif grant_type == "refresh_token":
+            try:
+                old = self.state.spend_refresh(client, form.get("refresh_token"))
+            except OAuthFailure as e:
+                if "reused" in e.description:
+                    self.event("refresh_reuse", client_id=client.client_id)
+                raise
+            self._check_resource(resource, required=False)
+            if resource is not None and resource != old.resource:
+                raise OAuthFailure("invalid_target", "resource differs from the grant's")
+            scope = self._scopes(form.get("scope"), old.scope)
+            if not set(scope) <= set(old.scope):
+                raise OAuthFailure("invalid_scope", "a refresh cannot widen the scope")
+            sub, family, resource = old.sub, old.family, old.resource
+            if not self.state.rotate:
+                refresh = False  # the client keeps its refresh token
+        else:
+            if method == "none":
+                raise OAuthFailure("unauthorized_client", "a public client has no credentials")
+            if client.grant_types is not None and "client_credentials" not in client.grant_types:
+                raise OAuthFailure("unauthorized_client", "client_credentials not registered")
+            self._check_resource(resource, required=False)
+            scope = self._scopes(form.get("scope"), self.opt.default_scopes)
+            sub, family, refresh = client.client_id, secrets.token_hex(8), False
+        answer = self.state.issue(
+            client_id=client.client_id,
+            sub=sub,
+            scope=scope,
+            resource=resource,
+            family=family,
+            grant=grant_type,
+            refresh=refresh,
+        )
+        self.event(
+            "token",
+            grant=grant_type,
+            client_id=client.client_id,
+            auth_method=method,
+            sub=sub,
+            scope=scope,
+            resource=resource,
+            family=family,
+            refresh="refresh_token" in answer,
+        )
+        return _json(answer, 200, _NO_STORE)
+
+    async def revoke(self, request: web.Request) -> web.Response:
+        form = await self._form(request)
+        client, _ = await self._authenticate(request, form)
+        token = form.get("token", "")
+        entry = self.state.tokens.get(token)
+        n = 0
+        if entry is not None and entry.client_id == client.client_id:
+            n = self.state.revoke(token)
+        self.event("revoked", by="client", client_id=client.client_id, count=n)
+        return web.Response(status=200, headers=_NO_STORE)
+
+    async def introspect(self, request: web.Request) -> web.Response:
+        form = await self._form(request)
+        answer = self.state.introspect(form.get("token"), self.issuer)
+        self.event("introspected", active=answer["active"], sub=answer.get("sub"))
+        return _json(answer, 200, _NO_STORE)
+
+    # ---- admin (the test's levers) ----------------------------------------------------------
+
+    async def admin(self, request: web.Request) -> web.Response:
+        action = request.match_info["action"]
+        body = await self._body_json(request) if request.can_read_body else {}
+        if not isinstance(body, dict):
+            raise OAuthFailure("invalid_request", "the body must be a JSON object")
+        answer: dict[str, Any] = {}
+        if action == "revoke":
+            if body.get("all"):
+                answer["revoked"] = sum(
+                    self.state.revoke_family(f) for f in list(self.state.families)
+                )
+            else:
+                answer["revoked"] = self.state.revoke(str(body.get("token", "")))
+        elif action == "expire":
+            answer["expired"] = self.state.expire_access()
+        elif action == "issuer":
+            self.issuer_override = body.get("issuer")
+            answer["issuer"] = self.issuer
+        elif action == "iss":
+            mode = body.get("mode")
+            if mode not in ("correct", "wrong", "none"):
+                raise OAuthFailure("invalid_request", "mode must be correct, wrong or none")
+            self.iss_mode = mode
+        elif action == "clients":
+            client_id = body.get("client_id")
+            if not isinstance(client_id, str):
+                raise OAuthFailure("invalid_request", "client_id is required")
+            self._register(client_from_metadata(body, "pre", client_id))
+        elif action == "reset":
+            if body.get("clients", True):
+                self.state.clients = {
+                    k: c for k, c in self.state.clients.items() if c.kind == "pre"
+                }
+            if body.get("tokens", True):
+                answer["revoked"] = sum(
+                    self.state.revoke_family(f) for f in list(self.state.families)
+                )
+        else:
+            raise web.HTTPNotFound()
+        self.event("admin", action=action)
+        return _json(answer)
+
+    async def admin_clients(self, request: web.Request) -> web.Response:
+        return _json([c.summary() for c in self.state.clients.values()])
+
+    async def put_client_doc(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        body = await request.read()
+        self.client_docs[name] = body
+        return _json({"url": f"{self.base}/client-docs/{name}"})
+
+    async def get_client_doc(self, request: web.Request) -> web.Response:
+        body = self.client_docs.get(request.match_info["name"])
+        if body is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=body, content_type="application/json")
+
+
+async def serve(options: AuthOptions) -> int:
+    log = EventLog(options.log_path) if options.log_path else None
+    server = AuthServer(options, log)
+    stop = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    runner = web.AppRunner(server.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", options.port, reuse_address=True)
+    await site.start()
+    server.port = runner.addresses[0][1]
+    server.event("started", argv=sys.argv[1:], issuer=server.issuer, port=server.port)
+    print(f"listening {server.port} {server.real_issuer}", flush=True)
+    await stop
+    server.event("exit", reason="sigterm")
+    await runner.cleanup()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        options = options_from_args(argv)
+    except ValueError as e:
+        print(f"auth_server: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

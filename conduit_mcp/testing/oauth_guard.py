@@ -1,0 +1,202 @@
+"""The OAuth-protected side of the scripted MCP server's HTTP mode (``--require-oauth AS``).
+
+An RFC 9728 resource server: it serves protected resource metadata at both well-known paths,
+answers ``401`` with a ``WWW-Authenticate: Bearer resource_metadata=..., scope=...``
+challenge to a request without a valid token, validates bearer tokens by RFC 7662
+introspection at the authorization server (the token's ``aud`` must be this server's
+canonical URL), and answers ``403 insufficient_scope`` when the token lacks the scope of the
+operation (``--oauth-scope`` for every request, ``--tool-scope TOOL=SCOPE`` for one tool).
+What it decided is recorded on each ``http`` log event (``oauth``: subject, client, scopes;
+or ``oauth_refused``). ``POST /admin/oauth`` moves it to another authorization server at run
+time. The manual is docs/testing.md, "The protected MCP server".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from .options import Config
+
+__all__ = ["OAuthGuard"]
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class OAuthGuard:
+    """Bearer checks for ``/mcp``, the metadata documents and the admin lever."""
+
+    def __init__(self, config: Config, port: Callable[[], int], event: Callable[..., None]) -> None:
+        assert config.require_oauth is not None
+        self.authorization_server = config.require_oauth.rstrip("/")
+        self.introspection_url = config.introspection_url
+        self.prm_resource = config.prm_resource
+        self.scope = config.oauth_scope.split()
+        self.tool_scopes = {k: v.split() for k, v in config.tool_scopes.items()}
+        self.prm_scopes = config.prm_scopes
+        self.cache_seconds = config.introspection_cache
+        self.metadata_param = not config.no_resource_metadata_param
+        self._port = port
+        self._event = event
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    # ---- documents --------------------------------------------------------------------------
+
+    @property
+    def resource(self) -> str:
+        """This server's canonical URI (what a token's audience must be)."""
+        return f"http://127.0.0.1:{self._port()}/mcp"
+
+    @property
+    def metadata_url(self) -> str:
+        return f"http://127.0.0.1:{self._port()}/.well-known/oauth-protected-resource/mcp"
+
+    def metadata(self) -> dict[str, Any]:
+        scopes = self.prm_scopes
+        if scopes is None:
+            every = self.scope + [s for v in self.tool_scopes.values() for s in v]
+            scopes = list(dict.fromkeys(every))
+        doc: dict[str, Any] = {
+            "resource": self.prm_resource or self.resource,
+            "authorization_servers": [self.authorization_server],
+            "bearer_methods_supported": ["header"],
+        }
+        if scopes:
+            doc["scopes_supported"] = scopes
+        return doc
+
+    def _challenge(
+        self, status: int, scope: list[str], error: str | None, why: str
+    ) -> web.Response:
+        params = []
+        if error is not None:
+            params.append(f"error={_quote(error)}")
+        if self.metadata_param:
+            params.append(f"resource_metadata={_quote(self.metadata_url)}")
+        if scope:
+            params.append(f"scope={_quote(' '.join(scope))}")
+        if error is not None:
+            params.append(f"error_description={_quote(why)}")
+        header = "Bearer " + ", ".join(params) if params else "Bearer"
+        body = {"error": error or "unauthorized", "error_description": why}
+        return web.Response(
+            status=status,
+            body=orjson.dumps(body),
+            content_type="application/json",
+            headers={"WWW-Authenticate": header},
+        )
+
+    # ---- the check ----------------------------------------------------------------------------
+
+    async def _tool(self, request: web.Request) -> str | None:
+        if request.method != "POST":
+            return None
+        try:
+            msg = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return None
+        if isinstance(msg, dict) and msg.get("method") == "tools/call":
+            params = msg.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            return name if isinstance(name, str) else None
+        return None
+
+    async def _introspect(self, token: str) -> dict[str, Any] | None:
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        url = self.introspection_url or f"{self.authorization_server}/introspect"
+        try:
+            async with self._session.post(url, data={"token": token}) as resp:
+                if resp.status != 200:
+                    return None
+                answer = orjson.loads(await resp.read())
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(answer, dict):
+            return None
+        if self.cache_seconds > 0:
+            self._cache[token] = (now + self.cache_seconds, answer)
+        return answer
+
+    async def check(self, request: web.Request) -> web.Response | None:
+        """None when the request may go on (``request["oauth"]`` set), else the refusal."""
+        needed = list(self.scope)
+        tool = await self._tool(request)
+        if tool is not None:
+            needed += [s for s in self.tool_scopes.get(tool, []) if s not in needed]
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            request["oauth_refused"] = "no_token"
+            return self._challenge(401, self.scope, None, "a bearer token is required")
+        answer = await self._introspect(token.strip())
+        if answer is None:
+            request["oauth_refused"] = "introspection_failed"
+            self._event("introspection_failed", authorization_server=self.authorization_server)
+            return web.Response(status=503, text="the authorization server did not answer")
+        if not answer.get("active"):
+            request["oauth_refused"] = "invalid_token"
+            return self._challenge(401, self.scope, "invalid_token", "the token is not active")
+        exp = answer.get("exp")
+        if isinstance(exp, (int, float)) and exp <= time.time():
+            request["oauth_refused"] = "expired"
+            return self._challenge(401, self.scope, "invalid_token", "the token has expired")
+        aud = answer.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        if self.resource not in audiences:
+            request["oauth_refused"] = "wrong_audience"
+            return self._challenge(
+                401, self.scope, "invalid_token", "the token is for another resource"
+            )
+        held = str(answer.get("scope", "")).split()
+        identity = {"sub": answer.get("sub"), "client_id": answer.get("client_id"), "scopes": held}
+        missing = [s for s in needed if s not in held]
+        if missing:
+            request["oauth_refused"] = "insufficient_scope"
+            request["oauth"] = identity
+            return self._challenge(
+                403, needed, "insufficient_scope", f"this needs scope {' '.join(missing)}"
+            )
+        request["oauth"] = identity
+        return None
+
+    # ---- the lever ----------------------------------------------------------------------------
+
+    async def admin(self, request: web.Request) -> web.Response:
+        """``POST /admin/oauth`` ``{"authorization_server"?, "introspection_url"?,
+        "prm_resource"?, "scope"?, "tool_scopes"?}``: change them; answers the metadata."""
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            return web.Response(status=400, text="a JSON object, please")
+        if "authorization_server" in body:
+            self.authorization_server = str(body["authorization_server"]).rstrip("/")
+            self._cache.clear()
+        if "introspection_url" in body:
+            self.introspection_url = body["introspection_url"]
+        if "prm_resource" in body:
+            self.prm_resource = body["prm_resource"]
+        if "scope" in body:
+            self.scope = str(body["scope"]).split()
+        if "tool_scopes" in body:
+            self.tool_scopes = {k: str(v).split() for k, v in dict(body["tool_scopes"]).items()}
+        self._event("oauth_changed", **{k: v for k, v in body.items()})
+        return web.Response(body=orjson.dumps(self.metadata()), content_type="application/json")
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()

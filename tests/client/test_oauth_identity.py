@@ -1,0 +1,73 @@
+"""The cache identity of every kind of credential (docs/cache.md, "Private results"): static
+headers carry one too, so switching them to another principal never serves the previous
+principal's private lists. Through the public API against the scripted HTTP server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import conduit_mcp as mcp
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def lists(server: Any) -> int:
+    return len(server.received("tools/list"))
+
+
+def keys_sent(server: Any) -> list[str | None]:
+    return [
+        e["headers"].get("x-api-key")
+        for e in server.events("http")
+        if e["verb"] == "POST" and e["headers"].get("mcp-method") == "tools/list"
+    ]
+
+
+def test_set_auth_headers_to_another_principal_deletes_the_private_lists(make_server, start_client):
+    server = make_server()
+    with server.http_server(ttl_ms=60000, cache_scope="private") as srv:
+        client = start_client(mcp.Http(srv.url, headers={"X-Api-Key": "key-alice-7d1"}))
+        client.await_ready(timeout=10)
+        tools = client.list_all_tools()
+        client.list_all_tools()
+        assert lists(server) == 1  # cached: the same headers are sent
+        assert client.cached_tools() == tools
+
+        client.set_auth(headers={"X-Api-Key": "key-alice-7d1"})  # the same principal again
+        assert client.cached_tools() == tools
+
+        client.set_auth(headers={"X-Api-Key": "key-bob-0c4"})
+        assert client.cached_tools() is None  # alice's private list is gone at once
+        assert client.tool("add") is None
+        client.list_all_tools()
+        assert lists(server) == 2  # bob's own listing, asked of the server
+        client.list_all_tools()
+        assert lists(server) == 2  # and cached under bob's identity
+        assert keys_sent(server) == ["key-alice-7d1", "key-bob-0c4"]
+
+
+def test_public_lists_survive_a_header_switch(make_server, start_client):
+    server = make_server()
+    with server.http_server(ttl_ms=60000, cache_scope="public") as srv:
+        client = start_client(mcp.Http(srv.url, headers={"X-Api-Key": "key-alice-7d1"}))
+        client.await_ready(timeout=10)
+        tools = client.list_all_tools()
+        client.set_auth(headers={"X-Api-Key": "key-bob-0c4"})
+        assert client.cached_tools() == tools
+        assert lists(server) == 1
+
+
+def test_header_identities_are_hashes_never_the_values():
+    alice = mcp.Http("http://127.0.0.1:1/mcp", headers={"X-Api-Key": "key-alice-7d1"})
+    bob = mcp.Http("http://127.0.0.1:1/mcp", headers={"x-api-key": "key-bob-0c4"})
+    same = mcp.Http("http://127.0.0.1:1/mcp", headers={"x-api-key": "key-alice-7d1"})
+    assert alice.credential() != bob.credential()
+    assert alice.credential() == same.credential()  # header names are case-insensitive
+    assert "key-alice" not in (alice.credential() or "")
+    both = mcp.Http("http://127.0.0.1:1/mcp", bearer="t", headers={"X-Api-Key": "key-alice-7d1"})
+    assert both.credential() not in (
+        alice.credential(),
+        mcp.Http("http://h/mcp", bearer="t").credential(),
+    )
