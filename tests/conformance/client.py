@@ -296,6 +296,9 @@ class Person:
                 with self._done:
                     self.failure = exc
                     self._done.notify_all()
+                # This program gives up then: stopping the client ends a step that waits for
+                # the authorization (``await_ready`` waits through ``authorizing``).
+                client.stop()
                 return
             with self._done:
                 self.completed += 1
@@ -322,6 +325,8 @@ def authorized(person: Person | None, what: str, step: Callable[[], T]) -> T:
         try:
             return step()
         except mcp.Error as error:
+            if person is not None and person.failure is not None:
+                raise person.failure from None  # what ended the step: the person's refusal
             if person is None or (error.kind, error.reason) != ("auth", "authorization_required"):
                 raise
         person.wait_past(seen, what)
