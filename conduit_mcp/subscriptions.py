@@ -19,7 +19,7 @@ from .actors.notifier import Subscribe, Unsubscribe
 from .errors import Error
 from .replies import SyncReply
 from .request import Handle, check_timeout
-from .transports.http_spec import Http
+from .transports.http_spec import Http, is_oauth
 
 
 def subscribe_notifications(handle: Handle, subscriber: Any, methods: Iterable[str] | None) -> None:
@@ -62,6 +62,15 @@ def set_auth(
     spec = runtime.spec
     if not isinstance(spec, Http):
         raise Error("argument", "transport", "set_auth needs an Http transport")
+    if is_oauth(spec.auth) or is_oauth(auth):
+        # The OAuth actor owns an OAuth client's credentials (docs/connection.md,
+        # "Authorizing"): another principal is another client.
+        raise Error(
+            "argument",
+            "oauth",
+            "set_auth does not change OAuth credentials: start another client with "
+            "Http(auth=OAuth(principal=...)) for another principal",
+        )
     try:
         new = dataclasses.replace(
             spec, bearer=bearer, headers=headers, auth=auth, credential_id=credential_id

@@ -53,6 +53,11 @@ log = logging.getLogger("conduit_mcp.connection")
 #: the refusal: a server that refuses every new token must not loop.
 MAX_AUTH_RESENDS = 2
 
+#: How many step-ups (403 ``insufficient_scope``) one request gets before it fails
+#: ``step_up_limit``: with the first authorization, at most three per request. The OAuth
+#: actor also allows this many per resource and operation (``oauth.STEP_UP_LIMIT``).
+MAX_STEP_UPS = 2
+
 #: ``_auth_refused`` returns this for a refusal that is not OAuth's to handle.
 NOT_MINE: Any = object()
 
@@ -66,6 +71,17 @@ def authorization_required() -> Error:
         "the server needs a person to authorize this client: the authorization URL was given "
         "to OAuth(on_authorize=...); open it, then pass the redirect URL to "
         "client.authorize(...) (or let OAuth(loopback=True) receive it), and call again",
+    )
+
+
+def step_up_limit(operation: str, refusal: Error) -> Error:
+    """A request the server still refuses for its scope after every step-up it got."""
+    return Error(
+        "auth",
+        "step_up_limit",
+        f"{operation}: the server still asks for more scope after {MAX_STEP_UPS} step-ups; "
+        "the scopes granted to this client do not allow it",
+        data=refusal.data,
     )
 
 
@@ -106,10 +122,13 @@ class AuthorizingStates(ConnectionCore):
             self._tel.dropped()
             return None
         self.set_timeout(call, None, None)
-        if call.auth_tries >= MAX_AUTH_RESENDS:
+        if step_up and call.step_ups >= MAX_STEP_UPS:
+            call.reply.fail(step_up_limit(_operation(call), ev.error))
+            return None
+        if not step_up and call.auth_tries >= MAX_AUTH_RESENDS:
             call.reply.fail(ev.error)
             return None
-        retry = call.resend()
+        retry = call.resend(step_up)
         call.reply.request_id = None
         again = NextEvent(retry, kind="cast")
         stale = data.get("token", 0)
@@ -135,7 +154,14 @@ class AuthorizingStates(ConnectionCore):
         step_up = status == 403 and challenge.get("error") == "insufficient_scope"
         if not self._oauth or not (status == 401 or step_up):
             return None
-        self._ask_token(status, challenge, data.get("token", 0), None)
+        # A step-up of the handshake itself is limited like any operation's (the OAuth actor
+        # counts them per resource and operation).
+        operation = (
+            ("initialize" if self.state == "initializing" else "server/discover")
+            if step_up
+            else None
+        )
+        self._ask_token(status, challenge, data.get("token", 0), operation)
         self._auth_resume = self.state
         return "authorizing"
 
@@ -202,8 +228,9 @@ class AuthorizingStates(ConnectionCore):
             return None
         self._auth_ask = None
         call, self._auth_call = self._auth_call, None
-        if not ev.fatal:
+        if not ev.fatal and self._auth_resume == "ready":
             # Only the refused request fails (a step-up past its limit); the others go on.
+            # (In the handshake nothing can go on without it: that closes, below.)
             if call is not None:
                 for item in self.remove_postponed(lambda e: e is call):
                     self._queued_done(item)
@@ -260,4 +287,10 @@ class AuthorizingStates(ConnectionCore):
     }
 
 
-__all__ = ["MAX_AUTH_RESENDS", "AuthorizingStates", "authorization_required", "bearer_challenge"]
+__all__ = [
+    "MAX_AUTH_RESENDS",
+    "MAX_STEP_UPS",
+    "AuthorizingStates",
+    "authorization_required",
+    "bearer_challenge",
+]

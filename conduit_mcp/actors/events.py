@@ -40,6 +40,7 @@ class Call:
         "rounds",
         "base",
         "auth_tries",
+        "step_ups",
     )
 
     def __init__(
@@ -64,7 +65,8 @@ class Call:
         self.left = 0.0
         self.rounds = 0
         self.base = params
-        self.auth_tries = 0  # times refused for its token and sent again (docs/connection.md)
+        self.auth_tries = 0  # times refused for its token (401) and sent again
+        self.step_ups = 0  # times refused for its scope (403) and sent again after a step-up
 
     def again(self) -> Call:
         """The same call, to send once more (``retried``): what it was made with and its
@@ -75,14 +77,19 @@ class Call:
         copy.rounds = self.rounds
         copy.base = self.base
         copy.auth_tries = self.auth_tries
+        copy.step_ups = self.step_ups
         return copy
 
-    def resend(self) -> Call:
-        """The same call, refused for its token (401), to send once more with the next one:
-        not ``retried`` (that is the one automatic retry of other causes)."""
+    def resend(self, step_up: bool = False) -> Call:
+        """The same call, refused for its token (401) or its scope (403, ``step_up``), to
+        send once more with the next token: not ``retried`` (that is the one automatic retry
+        of other causes)."""
         copy = self.again()
         copy.retried = self.retried
-        copy.auth_tries = self.auth_tries + 1
+        if step_up:
+            copy.step_ups += 1
+        else:
+            copy.auth_tries += 1
         return copy
 
     def __repr__(self) -> str:

@@ -43,19 +43,20 @@ by reason and exception class only.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import pykka
 
 from ..config import Config
 from ..errors import Error
+from ..oauth.records import identity as identity_of
 from ..otp.base import Link, SafeActor, safe_tell
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
@@ -140,11 +141,20 @@ class _ListenerTimeout:
 # -- single-flight refreshes, on the I/O loop ----------------------------------------------------
 
 _flights: dict[Any, asyncio.Future[Any]] = {}
+# The last refresh of each principal, issuer, resource and store: (the refresh token it
+# spent, what it got). A client that read the store just before another one's refresh
+# landed asks to spend that token again: it gets the outcome instead.
+_spent: dict[Any, tuple[str, Any]] = {}
 
 
-async def single_flight(key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``make()`` unless a run for ``key`` is in flight, then share its outcome. Only
-    the I/O loop touches ``_flights``: no lock."""
+async def single_flight(key: Any, spend: str, make: Callable[[], Awaitable[Any]]) -> Any:
+    """Spend the refresh token ``spend`` with ``make()`` once: a second asker while it runs
+    shares the running refresh, and one after it gets the same outcome, so a rotating
+    refresh token is never spent twice in this process. Only the I/O loop touches
+    ``_flights`` and ``_spent``: no lock, and nothing held while the request is in flight."""
+    done = _spent.get(key)
+    if done is not None and done[0] == spend:
+        return done[1]
     running = _flights.get(key)
     if running is not None:
         return await asyncio.shield(running)
@@ -159,15 +169,9 @@ async def single_flight(key: Any, make: Callable[[], Awaitable[Any]]) -> Any:
     finally:
         if _flights.get(key) is fut:
             del _flights[key]
+    _spent[key] = (spend, result)
     fut.set_result(result)
     return result
-
-
-def identity_of(principal: str, issuer: str, resource: str) -> str:
-    """The cache identity of OAuth credentials: a hash of principal, issuer and resource
-    (docs/cache.md, "Private results"), never a secret."""
-    text = "\0".join(("oauth", principal, issuer, resource))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _as_auth_error(exc: BaseException, reason: str) -> Error:
@@ -212,6 +216,7 @@ class OAuthActor(SafeActor):
         self._asked = False  # the connection waits for an answer to it
         self._challenge: dict[str, str] = {}
         self._operation: str | None = None
+        self._refused = False  # the ask being answered refused the token held
         self._step_ups: dict[str, int] = {}
         self._op = 0
         self._busy: str | None = None
@@ -268,7 +273,12 @@ class OAuthActor(SafeActor):
                 self._on_authorize(message.url, None)
             return None
         if t is _RefreshDue:
-            if message.gen == self._refresh_gen and self._busy is None and self._tokens:
+            if (
+                message.gen == self._refresh_gen
+                and self._busy is None
+                and self._tokens is not None
+                and self._discovered is not None
+            ):
                 self._renew()
             return None
         if t is _ListenerTimeout:
@@ -293,7 +303,12 @@ class OAuthActor(SafeActor):
         if self._pending is not None:
             self._answer(AwaitingUser(ask.seq))
             return
-        self._obtain(refused=ask.stale > 0)
+        if ask.stale > 0:
+            # A token refused: the server may have moved to another authorization server
+            # (two GETs to find out; a new issuer means a new registration and new tokens).
+            self._discovered = None
+        self._refused = ask.stale > 0
+        self._obtain(refused=self._refused)
 
     def _step_up(self, operation: str) -> None:
         resource = self._discovered.resource if self._discovered is not None else self._url
@@ -389,7 +404,9 @@ class OAuthActor(SafeActor):
             )
             return
         if oauth.loopback and self._listener_port is None:
-            self._run("listener", self._start_listener)
+            self._listener += 1
+            listener = self._listener
+            self._run("listener", lambda _session: self._start_listener(listener))
             return
         self._with_client(self._redirect_uri(), "authorize")
 
@@ -460,9 +477,15 @@ class OAuthActor(SafeActor):
         try:
             code = finish_authorization(pending, redirect_url)
         except Error as exc:
-            # A forged or stale redirect: the real one may still come.
             if reply is not None:
                 reply.fail(exc)
+            if exc.kind == "auth" and _same_state(pending.state, redirect_url):
+                # The authorization's own answer, refused (a wrong or missing iss, the
+                # person said no): no later redirect can come for it.
+                self._pending = None
+                self._close_listener()
+                self._fail(exc)
+            # Otherwise a forged or stale redirect: the real one may still come.
             return
         self._pending = None
         self._close_listener()
@@ -493,9 +516,16 @@ class OAuthActor(SafeActor):
             return
         value = future.result()
         if step == "discover":
+            identity = identity_of(self._oauth.principal, value.issuer, value.resource)
+            if self._identity is not None and identity != self._identity:
+                # Another authorization server (or resource): nothing of the old one is used
+                # there, neither the registration nor the tokens.
+                log.info("the server's authorization server changed; authorizing there")
+                self._tokens = None
+                self._client = None
             self._discovered = value
-            self._identity = identity_of(self._oauth.principal, value.issuer, value.resource)
-            self._obtain(refused=False)
+            self._identity = identity
+            self._obtain(refused=self._refused)
         elif step == "register":
             self._client = value
             from ..oauth.store import save_client
@@ -520,10 +550,38 @@ class OAuthActor(SafeActor):
             "discover": "discovery_failed",
             "register": "registration_failed",
             "refresh": "refresh_failed",
-            "listener": "authorization_required",
         }
-        error = _as_auth_error(exc, reasons.get(step, "token_failed"))
+        if step == "listener":
+            error = Error(
+                "auth",
+                "loopback_failed",
+                f"the loopback redirect listener could not start on 127.0.0.1 "
+                f"({type(exc).__name__}); free its port, or use redirect_uri and "
+                "client.authorize(...)",
+            )
+        else:
+            error = _as_auth_error(exc, reasons.get(step, "token_failed"))
         log.info("OAuth %s failed: %s", step, error.reason)
+        operation, self._operation = self._operation, None
+        if operation is not None and step in ("credentials", "exchange"):
+            # A step-up the authorization server refused (a scope it does not grant): only
+            # the request that asked for it fails; the token held still serves the others.
+            for reply in self._waiters:
+                reply.fail(error)
+            self._waiters = []
+            self._answer(
+                AuthFailed(
+                    self._seq,
+                    Error(
+                        "auth",
+                        "insufficient_scope",
+                        f"{operation}: the server asks for more scope and the authorization "
+                        f"server refused it ({error.reason})",
+                    ),
+                    fatal=False,
+                )
+            )
+            return
         if step == "refresh":
             # Refused (revoked, rotated away, expired) or unreachable: never spent again.
             self._forget_tokens()
@@ -595,7 +653,9 @@ class OAuthActor(SafeActor):
         self._answer(AuthFailed(self._seq, error, fatal=True))
 
     def _answer(self, message: Any) -> None:
-        if type(message) is not TokenReady or message.seq >= 0:
+        # AwaitingUser is not the end: the connection waits on for the token or the failure.
+        t = type(message)
+        if t is AuthFailed or (t is TokenReady and message.seq >= 0):
             self._asked = False
         self._tell_connection(message)
 
@@ -652,9 +712,10 @@ class OAuthActor(SafeActor):
         from ..oauth.tokens import refresh
 
         tokens, d, client, oauth = self._tokens, self._discovered, self._client, self._oauth
-        key = (id(oauth.store), oauth.principal, d.issuer, d.resource, tokens.refresh_token)
+        key = (id(self._store), oauth.principal, d.issuer, d.resource)
         return await single_flight(
             key,
+            tokens.refresh_token,
             lambda: refresh(session, d, client, oauth, tokens, timeout=self._timeout),
         )
 
@@ -683,13 +744,14 @@ class OAuthActor(SafeActor):
             timeout=self._timeout,
         )
 
-    async def _start_listener(self, session: aiohttp.ClientSession) -> int:
-        self._listener += 1
+    async def _start_listener(self, listener: int) -> int:
+        """The loopback listener (I/O loop): ``redirect_uri``'s port and path, or any port
+        and ``/callback``; only immutable fields of the actor are read here."""
         uri = self._oauth.redirect_uri
         parts = urlsplit(uri) if uri is not None else None
         port = parts.port if parts is not None and parts.port else 0
         path = parts.path if parts is not None and parts.path else "/callback"
-        listener, ref = self._listener, self.actor_ref
+        ref = self.actor_ref
 
         def got(url: str) -> None:
             safe_tell(ref, _Redirect(url, listener))
@@ -756,6 +818,13 @@ class _LoopState:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _same_state(state: str, redirect_url: str) -> bool:
+    """Whether ``redirect_url`` carries ``state`` (compared in constant time)."""
+    query = urlsplit(redirect_url).query if "?" in redirect_url else redirect_url
+    given = parse_qs(query).get("state") or [""]
+    return hmac.compare_digest(given[0].encode(), state.encode())
 
 
 async def _call_user(on_authorize: Callable[[str], object], url: str) -> None:

@@ -1,6 +1,11 @@
 """Bounded HTTP for the OAuth calls: every request has a deadline, every body a size limit,
 no redirect is followed, and an authorization server's endpoints must be https (loopback
-excepted), so a hostile or broken server can neither stall nor grow the client."""
+excepted), so a hostile or broken server can neither stall nor grow the client.
+
+The session given should be the OAuth code's own (no default headers, no cookies shared with
+the MCP server): a session-wide header, an API key say, would otherwise reach the
+authorization server too. Session middlewares are bypassed on every call here.
+"""
 
 from __future__ import annotations
 
@@ -81,8 +86,10 @@ async def request(
         sent["Content-Type"] = "application/x-www-form-urlencoded"
     try:
         async with asyncio.timeout(timeout):
+            # No middleware: an MCP session's (a token stamper, a redirect guard) must never
+            # touch a request to an authorization server.
             async with session.request(
-                method, url, headers=sent, data=body, allow_redirects=False
+                method, url, headers=sent, data=body, allow_redirects=False, middlewares=()
             ) as resp:
                 raw = await _read(resp, limit, what, reason)
                 content_type = resp.headers.get("Content-Type", "")

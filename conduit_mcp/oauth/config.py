@@ -127,10 +127,14 @@ class OAuth:
                     "client_metadata_url",
                     "OAuth client_metadata_url must be an https URL with a path",
                 )
-        if self.private_key is not None and "PRIVATE KEY-----" not in self.private_key:
-            raise _bad("private_key", "OAuth private_key must be a PEM private key")
         if self.signing_alg not in SIGNING_ALGS:
             raise _bad("signing_alg", f"OAuth signing_alg must be one of {sorted(SIGNING_ALGS)}")
+        if self.private_key is not None:
+            if "PRIVATE KEY-----" not in self.private_key:
+                raise _bad("private_key", "OAuth private_key must be a PEM private key")
+            from .keys import load_private_key
+
+            load_private_key(self.private_key, self.signing_alg)  # a bad key fails here, now
         self._check_auth_method()
         self._check_grant()
         self._check_scopes()

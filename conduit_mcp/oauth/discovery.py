@@ -133,7 +133,8 @@ def as_metadata_urls(issuer: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Discovered:
-    """What discovery found: the ``resource`` to name in every request, the PRM document
+    """What discovery found: the ``resource`` to name in every request (the PRM's own
+    string; without a PRM the server's canonical URI), the PRM document
     (None on the 2025-03-26 fallback), the chosen ``issuer`` and its metadata (on the
     default-endpoints fallback, a document built from the defaults; ``legacy`` says so)."""
 
@@ -265,10 +266,17 @@ async def fetch_as_metadata(
     *,
     timeout: float = HTTP_TIMEOUT,
     limit: int = MAX_BODY,
+    same_origin: bool = False,
 ) -> Mapping[str, Any] | None:
     """The metadata of ``issuer`` from the first of :func:`as_metadata_urls` that has it,
     checked; None when none has any. A document whose ``issuer`` is not identical to
-    ``issuer`` is never used (``issuer_mismatch`` when no other URL has a good one)."""
+    ``issuer`` is never used (``issuer_mismatch`` when no other URL has a good one).
+
+    ``same_origin`` is for the 2025-03-26 fallback only: there no issuer was named by
+    anyone (the MCP server's origin is the authorization server by that revision's rule),
+    so a document served at that origin naming an issuer on the same origin (some put
+    the path of their endpoints in it, ``<origin>/oauth``) is used, with its own issuer.
+    """
     mismatched: str | None = None
     for url in as_metadata_urls(issuer):
         try:
@@ -286,10 +294,16 @@ async def fetch_as_metadata(
             continue
         if resp.status != 200 or resp.json is None:
             continue
-        if resp.json.get("issuer") != issuer:
+        named = resp.json.get("issuer")
+        if named != issuer and not (
+            same_origin
+            and isinstance(named, str)
+            and is_secure(named)
+            and origin(named) == origin(issuer)
+        ):
             mismatched = url
             continue
-        _check_metadata(resp.json, issuer, url)
+        _check_metadata(resp.json, str(named), url)
         return resp.json
     if mismatched is not None:
         raise Error(
@@ -327,7 +341,9 @@ async def discover(
             break
     if prm is None:
         return await _discover_legacy(session, server_url, timeout=timeout, limit=limit)
-    resource = canonical_resource(str(prm["resource"]))
+    # The resource as the PRM names it, verbatim: it is what the authorization server
+    # knows the resource by (a root document names the origin).
+    resource = str(prm["resource"])
     servers = _str_list(prm.get("authorization_servers")) or ()
     issuer = next((s for s in servers if is_secure(s)), None)
     if issuer is None:
@@ -354,9 +370,11 @@ async def _discover_legacy(
     base = origin(server_url)
     require_secure(base, "authorization server (the MCP server's origin)", "discovery_failed")
     resource = canonical_resource(server_url)
-    metadata = await fetch_as_metadata(session, base, timeout=timeout, limit=limit)
+    metadata = await fetch_as_metadata(
+        session, base, timeout=timeout, limit=limit, same_origin=True
+    )
     if metadata is not None:
-        return Discovered(resource, None, base, metadata, legacy=True)
+        return Discovered(resource, None, str(metadata["issuer"]), metadata, legacy=True)
     defaults = {
         "issuer": base,
         "authorization_endpoint": f"{base}/authorize",

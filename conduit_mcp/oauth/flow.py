@@ -182,6 +182,9 @@ def check_iss(iss_required: bool, iss: str | None, issuer: str) -> None:
         )
 
 
+_REDIRECT_PARAMS = frozenset({"code", "state", "iss", "error", "error_description", "error_uri"})
+
+
 def _redirect_params(redirect_url: str) -> dict[str, str]:
     if not isinstance(redirect_url, str) or not redirect_url.strip():
         raise Error("argument", "redirect_url", "give the full URL the browser was sent back to")
@@ -196,9 +199,8 @@ def _redirect_params(redirect_url: str) -> dict[str, str]:
     params: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name in params:
-            raise Error(
-                "argument", "redirect_url", f"the redirect URL repeats the {name!r} parameter"
-            )
+            shown = name if name in _REDIRECT_PARAMS else "a"
+            raise Error("argument", "redirect_url", f"the redirect URL repeats {shown!r} parameter")
         params[name] = value
     return params
 
@@ -223,7 +225,7 @@ def finish_authorization(pending: Pending, redirect_url: str) -> str:
             "(an old or forged redirect); start the authorization again",
         )
     if "error" in params:
-        shown = safe_code(params["error"]) or "an unreadable error"
+        shown = safe_code(params["error"]) or "an unregistered error code"
         raise Error(
             "auth",
             "authorization_denied",

@@ -6,11 +6,13 @@ Pure: no I/O, no authlib, so a store can load them without the ``oauth`` extra.
 
 from __future__ import annotations
 
+import hashlib
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from ..errors import Error
 
@@ -23,17 +25,64 @@ MAX_LIFETIME = 10 * 365 * 86400.0
 
 Registration = Literal["pre-registered", "cimd", "dcr"]
 
-_SAFE_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+
+def identity(principal: str, issuer: str, resource: str) -> str:
+    """The cache identity of OAuth credentials (README, "Cache and notifications"): a
+    SHA-256 over principal, issuer and resource, so a refresh keeps it and another
+    principal, another authorization server or another resource changes it.
+
+    >>> identity("alice", "https://as", "https://mcp/x") == identity("alice", "https://as", "https://mcp/x")
+    True
+    >>> identity("alice", "https://as", "https://mcp/x") == identity("bob", "https://as", "https://mcp/x")
+    False
+    >>> len(identity("a", "b", "c"))
+    64
+    """
+    # JSON: unambiguous, whatever the parts contain.
+    return hashlib.sha256(orjson.dumps(["oauth", principal, issuer, resource])).hexdigest()
+
+
+#: The registered OAuth error codes (RFC 6749, 6750, 7591, 8707, 9449 and OpenID Connect):
+#: only these are ever repeated in an exception message. Anything else a server puts in
+#: ``error`` might be anything (an echoed token, say), so it is not shown.
+ERROR_CODES: frozenset[str] = frozenset(
+    {
+        "invalid_request",
+        "invalid_client",
+        "invalid_grant",
+        "unauthorized_client",
+        "unsupported_grant_type",
+        "invalid_scope",
+        "access_denied",
+        "unsupported_response_type",
+        "server_error",
+        "temporarily_unavailable",
+        "invalid_redirect_uri",
+        "invalid_client_metadata",
+        "invalid_software_statement",
+        "unapproved_software_statement",
+        "invalid_target",
+        "invalid_token",
+        "insufficient_scope",
+        "interaction_required",
+        "login_required",
+        "account_selection_required",
+        "consent_required",
+        "invalid_dpop_proof",
+        "use_dpop_nonce",
+    }
+)
+_SAFE_CODE = ERROR_CODES | {"Bearer", "bearer", "DPoP", "dpop", "MAC", "mac", "N_A", "none"}
 
 
 def safe_code(value: Any) -> str | None:
-    """An OAuth error code fit for an exception message (``invalid_grant``), or None: the
-    server's free text never goes into one.
+    """A registered OAuth code fit for an exception message (``invalid_grant``), or None:
+    the server's free text never goes into one.
 
-    >>> safe_code("invalid_grant"), safe_code("bad code <script>"), safe_code(3)
-    ('invalid_grant', None, None)
+    >>> safe_code("invalid_grant"), safe_code("eyJhbGciOi"), safe_code(3), safe_code("DPoP")
+    ('invalid_grant', None, None, 'DPoP')
     """
-    if isinstance(value, str) and _SAFE_CODE.fullmatch(value):
+    if isinstance(value, str) and value in _SAFE_CODE:
         return value
     return None
 

@@ -22,22 +22,11 @@ from ..errors import Error
 from ._http import HTTP_TIMEOUT, MAX_BODY, request, require_secure
 from .config import OAuth
 from .discovery import Discovered
+from .keys import public_jwks
 from .records import ClientCredentials, safe_code
 from .tokens import choose_auth_method
 
 __all__ = ["ClientCredentials", "client_metadata", "register"]
-
-
-def _public_jwks(private_key: str) -> dict[str, Any]:
-    from joserfc.jwk import import_key
-
-    try:
-        key = import_key(private_key)
-    except Exception as e:
-        raise Error(
-            "config", "oauth.private_key", f"cannot read the private key ({type(e).__name__})"
-        ) from None
-    return {"keys": [key.as_dict(private=False)]}
 
 
 def client_metadata(oauth: OAuth, redirect_uri: str | None) -> dict[str, Any]:
@@ -56,7 +45,7 @@ def client_metadata(oauth: OAuth, redirect_uri: str | None) -> dict[str, Any]:
         "token_endpoint_auth_method": method,
     }
     if oauth.private_key is not None:
-        metadata["jwks"] = _public_jwks(oauth.private_key)
+        metadata["jwks"] = public_jwks(oauth.private_key, oauth.signing_alg)
     try:
         ClientMetadataClaims(metadata, {}).validate()
     except Exception as e:

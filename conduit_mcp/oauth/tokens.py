@@ -23,6 +23,7 @@ from ._http import HTTP_TIMEOUT, MAX_BODY, request, require_secure
 from .config import OAuth
 from .discovery import Discovered
 from .flow import Pending
+from .keys import load_private_key
 from .records import ClientCredentials, TokenSet, safe_code
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -91,14 +92,16 @@ def _authenticate(
         issued = int(now())
         try:
             assertion = private_key_jwt_sign(
-                oauth.private_key,
+                load_private_key(oauth.private_key, oauth.signing_alg),
                 client.client_id,
                 issuer,  # the audience: the authorization server's issuer identifier
                 alg=oauth.signing_alg,
                 issued_at=issued,
                 expires_at=issued + ASSERTION_LIFETIME,
             )
-        except Exception as e:  # a malformed key or an algorithm that does not fit it
+        except Error:
+            raise
+        except Exception as e:  # an algorithm the key cannot sign with
             raise Error(
                 "config",
                 "oauth.private_key",
@@ -124,11 +127,20 @@ def _authenticate(
         raise Error(
             "auth",
             "token_failed",
-            f"the client's token endpoint auth method {safe_code(method) or '?'} is not supported",
+            f"the client's token endpoint auth method {_shown_method(method)} is not supported",
         )
     auth = ClientAuth(client.client_id, client.client_secret, method)
     _, headers, body = auth.prepare("POST", url, headers, body)
     return headers, body
+
+
+_KNOWN_METHODS = frozenset(
+    {"client_secret_jwt", "tls_client_auth", "self_signed_tls_client_auth", "private_key_jwt"}
+)
+
+
+def _shown_method(method: str) -> str:
+    return repr(method) if method in _KNOWN_METHODS else "(unregistered)"
 
 
 def _append(body: str, params: list[tuple[str, str]]) -> str:

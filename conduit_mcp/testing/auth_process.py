@@ -229,11 +229,15 @@ class AuthServerProcess:
 
     # ---- the levers ---------------------------------------------------------------------------
 
-    def approve(self, url: str, subject: str | None = None, *, deny: bool = False) -> str:
+    def approve(
+        self, url: str, subject: str | None = None, *, deny: bool = False, follow: bool = False
+    ) -> str:
         """Play the person: open an authorization URL, consent, return the redirect's URL.
 
         With auto-approval that is the 302 of the URL itself; with ``require_person`` the
         login page is submitted (as ``subject``, or denied). Raises when no redirect comes.
+        ``follow=True`` then also GETs the redirect URL, as a browser would (to a client's
+        loopback listener), and raises unless that answers 2xx.
         """
         status, headers, body = self.request("GET", url)
         if status == 200:
@@ -254,11 +258,25 @@ class AuthServerProcess:
             )
         if status != 302:
             raise RuntimeError(f"the authorization answered {status}: {body[:300]!r}")
-        return headers["location"]
+        location = headers["location"]
+        if follow:
+            status, _, body = self.request("GET", location)
+            if not 200 <= status < 300:
+                raise RuntimeError(f"the redirect target answered {status}: {body[:300]!r}")
+        return location
 
-    def revoke(self, token: str | None = None, *, all: bool = False) -> int:
-        """Revoke a token (a refresh token: its whole family), or every token."""
-        return int(self.admin("revoke", token=token, all=all)["revoked"])
+    def revoke(
+        self,
+        token: str | None = None,
+        *,
+        all: bool = False,
+        client_id: str | None = None,
+        sub: str | None = None,
+    ) -> int:
+        """Revoke a token (a refresh token: its whole family), every token of a client and/or
+        subject (their families), or every token; returns how many tokens it revoked."""
+        body = {"token": token, "all": all, "client_id": client_id, "sub": sub}
+        return int(self.admin("revoke", **body)["revoked"])
 
     def expire_access_tokens(self) -> int:
         """Make every access token expire now (refresh tokens stay)."""

@@ -17,99 +17,26 @@ joserfc verifies client assertions; the rest is plain code. The manual is docs/t
 from __future__ import annotations
 
 import asyncio
-import base64
 import html
-import os
 import secrets
 import signal
 import sys
-import time
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import aiohttp
-import orjson
 from aiohttp import web
 
+from .auth_base import NO_STORE, json_answer, with_query
+from .auth_clients import ClientsMixin
 from .auth_options import AuthOptions, options_from_args
-from .auth_state import AuthState, Client, OAuthFailure, client_from_metadata, redirect_uri_matches
+from .auth_state import OAuthFailure, client_from_metadata, redirect_uri_matches
 from .stdio import EventLog
 
 __all__ = ["AuthServer", "main"]
 
-JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-_NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
-
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(body),
-        status=status,
-        content_type="application/json",
-        headers=headers,
-    )
-
-
-def _with_query(uri: str, params: dict[str, str]) -> str:
-    parts = urlsplit(uri)
-    query = parse_qsl(parts.query, keep_blank_values=True) + list(params.items())
-    return urlunsplit(parts._replace(query=urlencode(query)))
-
-
-class AuthServer:
-    """The aiohttp application and its state."""
-
-    def __init__(self, options: AuthOptions, log: EventLog | None) -> None:
-        self.opt = options
-        self._log = log
-        self._pid = os.getpid()
-        self.port = 0
-        self.state = AuthState(
-            token_ttl=options.token_ttl,
-            refresh_ttl=options.refresh_ttl,
-            rotate=not options.no_rotation,
-        )
-        self.issuer_override = options.issuer
-        self.iss_mode = options.iss
-        self.pending: dict[str, dict[str, str]] = {}
-        self.client_docs: dict[str, bytes] = {}
-        self._session: aiohttp.ClientSession | None = None
-        for meta in options.clients:
-            self._register(client_from_metadata(meta, "pre", str(meta["client_id"])))
-
-    # ---- plumbing ---------------------------------------------------------------------------
-
-    def event(self, name: str, **fields: Any) -> None:
-        if self._log is not None:
-            self._log.write({"t": time.time(), "pid": self._pid, "event": name, **fields})
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def real_issuer(self) -> str:
-        return self.base + self.opt.issuer_path
-
-    @property
-    def issuer(self) -> str:
-        """The issuer advertised (metadata, ``iss``, introspection): ``--issuer`` or the real one."""
-        return self.issuer_override or self.real_issuer
-
-    def endpoint(self, name: str) -> str:
-        return f"{self.real_issuer}/{name}"
-
-    def _register(self, client: Client) -> None:
-        self.state.clients[client.client_id] = client
-        self.event(
-            "registered",
-            client_id=client.client_id,
-            kind=client.kind,
-            application_type=client.application_type,
-            token_endpoint_auth_method=client.auth_method,
-            redirect_uris=client.redirect_uris,
-            grant_types=client.grant_types,
-        )
+class AuthServer(ClientsMixin):
+    """The aiohttp application: the endpoints."""
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
@@ -139,10 +66,6 @@ class AuthServer:
         app.on_cleanup.append(self._close_session)
         return app
 
-    async def _close_session(self, app: web.Application) -> None:
-        if self._session is not None:
-            await self._session.close()
-
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         error: str | None = None
@@ -150,13 +73,18 @@ class AuthServer:
             response: web.StreamResponse = await handler(request)
         except OAuthFailure as e:
             error = e.error
-            headers = dict(_NO_STORE)
+            headers = dict(NO_STORE)
             if e.status == 401 and request.headers.get("Authorization", "").startswith("Basic"):
                 headers["WWW-Authenticate"] = 'Basic realm="test-as"'
             body = {"error": e.error, "error_description": e.description}
-            response = _json(body, e.status, headers)
+            response = json_answer(body, e.status, headers)
         except web.HTTPException as e:
             response = e
+        except Exception as e:  # a bug of this server: logged, answered 500
+            error = f"server_error: {type(e).__name__}"  # the type only: a message may hold a token
+            print(f"auth_server: {request.method} {request.path}: {error}", file=sys.stderr)
+            body = {"error": "server_error", "error_description": type(e).__name__}
+            response = json_answer(body, 500, dict(NO_STORE))
         record: dict[str, Any] = {
             "verb": request.method,
             "path": request.path,
@@ -173,28 +101,6 @@ class AuthServer:
             record["location"] = response.headers["Location"]
         self.event("http", **record)
         return response
-
-    async def _form(self, request: web.Request) -> dict[str, str]:
-        if request.content_type != "application/x-www-form-urlencoded":
-            raise OAuthFailure(
-                "invalid_request", "the body must be application/x-www-form-urlencoded"
-            )
-        form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
-        request["form"] = form
-        return form
-
-    async def _body_json(self, request: web.Request) -> Any:
-        try:
-            body = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            raise OAuthFailure("invalid_request", "the body is not JSON") from None
-        request["json"] = body
-        return body
-
-    def _session_get(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
-        return self._session
 
     # ---- metadata ---------------------------------------------------------------------------
 
@@ -228,161 +134,10 @@ class AuthServer:
         return doc
 
     async def metadata(self, request: web.Request) -> web.Response:
-        return _json(self.metadata_document("openid-configuration" in request.path))
+        return json_answer(self.metadata_document("openid-configuration" in request.path))
 
     async def jwks(self, request: web.Request) -> web.Response:
-        return _json({"keys": []})
-
-    # ---- clients ----------------------------------------------------------------------------
-
-    async def register(self, request: web.Request) -> web.Response:
-        meta = await self._body_json(request)
-        if not isinstance(meta, dict):
-            raise OAuthFailure("invalid_client_metadata", "the body must be a JSON object")
-        meta = dict(meta)
-        method = meta.setdefault("token_endpoint_auth_method", "client_secret_basic")
-        grants = meta.setdefault("grant_types", ["authorization_code"])
-        if "authorization_code" in grants and not meta.get("redirect_uris"):
-            raise OAuthFailure("invalid_redirect_uri", "redirect_uris is required")
-        if method in ("client_secret_basic", "client_secret_post"):
-            meta["client_secret"] = secrets.token_urlsafe(24)
-        if method == "private_key_jwt" and not (meta.get("jwks") or meta.get("jwks_uri")):
-            raise OAuthFailure("invalid_client_metadata", "private_key_jwt needs jwks or jwks_uri")
-        client_id = "dcr-" + secrets.token_hex(8)
-        client = client_from_metadata(meta, "dcr", client_id)
-        self._register(client)
-        answer = {
-            **client.metadata,
-            "client_id": client_id,
-            "client_id_issued_at": int(time.time()),
-        }
-        if client.secret is not None:
-            answer["client_secret"] = client.secret
-            answer["client_secret_expires_at"] = 0
-        return _json(answer, 201, _NO_STORE)
-
-    def _is_cimd_id(self, client_id: str) -> bool:
-        parts = urlsplit(client_id)
-        if parts.scheme == "https":
-            return parts.path not in ("", "/")
-        return parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
-
-    async def _cimd(self, client_id: str) -> Client:
-        """Fetch a client ID metadata document and register its client (kind ``cimd``)."""
-        try:
-            async with self._session_get().get(client_id) as resp:
-                status = resp.status
-                body = await resp.read()
-            doc = orjson.loads(body) if status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as e:
-            self.event("cimd_fetched", url=client_id, ok=False, reason=type(e).__name__)
-            raise OAuthFailure(
-                "invalid_client", "the client metadata document is unreadable"
-            ) from None
-        why = None
-        if not isinstance(doc, dict):
-            why = f"fetching it answered {status}, not a JSON object"
-        elif doc.get("client_id") != client_id:
-            why = "its client_id is not its URL"
-        elif not doc.get("redirect_uris"):
-            why = "it has no redirect_uris"
-        elif doc.get("token_endpoint_auth_method", "none") in (
-            "client_secret_basic",
-            "client_secret_post",
-        ):
-            why = "a metadata document client cannot use a client secret"
-        self.event("cimd_fetched", url=client_id, ok=why is None, reason=why)
-        if why is not None:
-            raise OAuthFailure("invalid_client", f"client metadata document refused: {why}")
-        assert isinstance(doc, dict)
-        client = client_from_metadata(
-            {**doc, "token_endpoint_auth_method": doc.get("token_endpoint_auth_method", "none")},
-            "cimd",
-            client_id,
-        )
-        self._register(client)
-        return client
-
-    async def _client(self, client_id: str | None) -> Client:
-        if not client_id:
-            raise OAuthFailure("invalid_client", "client_id is missing", 401)
-        if self.opt.cimd and self._is_cimd_id(client_id):
-            return await self._cimd(client_id)
-        client = self.state.clients.get(client_id)
-        if client is None:
-            raise OAuthFailure("invalid_client", "unknown client", 401)
-        return client
-
-    async def _authenticate(self, request: web.Request, form: dict[str, str]) -> tuple[Client, str]:
-        """The calling client and how it authenticated (token and revocation endpoints)."""
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Basic "):
-            try:
-                raw = base64.b64decode(header[6:], validate=True).decode()
-                cid, _, secret = raw.partition(":")
-                cid, secret = unquote(cid.replace("+", " ")), unquote(secret.replace("+", " "))
-            except (ValueError, UnicodeDecodeError):
-                raise OAuthFailure("invalid_client", "malformed Basic credentials", 401) from None
-            method = "client_secret_basic"
-            if form.get("client_id") not in (None, cid):
-                raise OAuthFailure("invalid_request", "client_id differs from the Basic user")
-        elif form.get("client_assertion_type") == JWT_BEARER:
-            return await self._assertion(form)
-        elif "client_secret" in form:
-            method, cid, secret = (
-                "client_secret_post",
-                form.get("client_id", ""),
-                form["client_secret"],
-            )
-        else:
-            client = await self._client(form.get("client_id"))
-            if not client.allows("none"):
-                raise OAuthFailure("invalid_client", "this client must authenticate", 401)
-            return client, "none"
-        client = await self._client(cid)
-        if not client.allows(method) or client.secret is None:
-            raise OAuthFailure("invalid_client", f"{method} is not this client's method", 401)
-        if not secrets.compare_digest(client.secret.encode(), secret.encode()):
-            raise OAuthFailure("invalid_client", "wrong client secret", 401)
-        return client, method
-
-    async def _assertion(self, form: dict[str, str]) -> tuple[Client, str]:
-        from joserfc import jwt
-        from joserfc.errors import JoseError
-        from joserfc.jwk import KeySet
-
-        assertion = form.get("client_assertion", "")
-        try:  # an unverified look at the claims, to find the client and its keys
-            payload = assertion.split(".")[1]
-            claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        except (IndexError, ValueError, orjson.JSONDecodeError):
-            raise OAuthFailure("invalid_client", "client_assertion is not a JWT", 401) from None
-        cid = form.get("client_id") or (claims.get("iss") if isinstance(claims, dict) else None)
-        client = await self._client(cid if isinstance(cid, str) else None)
-        if not client.allows("private_key_jwt"):
-            raise OAuthFailure("invalid_client", "private_key_jwt is not this client's method", 401)
-        jwks = client.jwks
-        if jwks is None and client.jwks_uri:
-            async with self._session_get().get(client.jwks_uri) as resp:
-                jwks = orjson.loads(await resp.read())
-        try:
-            keys = KeySet.import_key_set(jwks or {"keys": []})  # type: ignore[arg-type]
-            token = jwt.decode(assertion, keys, algorithms=["RS256", "ES256", "PS256"])
-            registry = jwt.JWTClaimsRegistry(
-                iss={"essential": True, "value": client.client_id},
-                sub={"essential": True, "value": client.client_id},
-                aud={"essential": True, "values": [self.endpoint("token"), self.issuer]},
-                exp={"essential": True},
-                jti={"essential": True},
-            )
-            registry.validate(token.claims)
-        except (JoseError, ValueError) as e:
-            raise OAuthFailure("invalid_client", f"client_assertion refused: {e}", 401) from None
-        jti = str(token.claims["jti"])
-        if jti in self.state.seen_jti:
-            raise OAuthFailure("invalid_client", "client_assertion replayed (jti seen)", 401)
-        self.state.seen_jti.add(jti)
-        return client, "private_key_jwt"
+        return json_answer({"keys": []})
 
     # ---- authorization ----------------------------------------------------------------------
 
@@ -411,7 +166,7 @@ class AuthServer:
             params["iss"] = self.issuer
         elif self.iss_mode == "wrong":
             params["iss"] = self.issuer + "/wrong"
-        return web.Response(status=302, headers={"Location": _with_query(redirect_uri, params)})
+        return web.Response(status=302, headers={"Location": with_query(redirect_uri, params)})
 
     def _page(self, status: int, title: str, body: str) -> web.Response:
         text = (
@@ -565,7 +320,7 @@ class AuthServer:
             family=family,
             refresh="refresh_token" in answer,
         )
-        return _json(answer, 200, _NO_STORE)
+        return json_answer(answer, 200, NO_STORE)
 
     async def revoke(self, request: web.Request) -> web.Response:
         form = await self._form(request)
@@ -576,13 +331,13 @@ class AuthServer:
         if entry is not None and entry.client_id == client.client_id:
             n = self.state.revoke(token)
         self.event("revoked", by="client", client_id=client.client_id, count=n)
-        return web.Response(status=200, headers=_NO_STORE)
+        return web.Response(status=200, headers=NO_STORE)
 
     async def introspect(self, request: web.Request) -> web.Response:
         form = await self._form(request)
         answer = self.state.introspect(form.get("token"), self.issuer)
         self.event("introspected", active=answer["active"], sub=answer.get("sub"))
-        return _json(answer, 200, _NO_STORE)
+        return json_answer(answer, 200, NO_STORE)
 
     # ---- admin (the test's levers) ----------------------------------------------------------
 
@@ -597,6 +352,14 @@ class AuthServer:
                 answer["revoked"] = sum(
                     self.state.revoke_family(f) for f in list(self.state.families)
                 )
+            elif body.get("client_id") is not None or body.get("sub") is not None:
+                families = {
+                    t.family
+                    for t in self.state.tokens.values()
+                    if body.get("client_id") in (None, t.client_id)
+                    and body.get("sub") in (None, t.sub)
+                }
+                answer["revoked"] = sum(self.state.revoke_family(f) for f in families)
             else:
                 answer["revoked"] = self.state.revoke(str(body.get("token", "")))
         elif action == "expire":
@@ -626,16 +389,16 @@ class AuthServer:
         else:
             raise web.HTTPNotFound()
         self.event("admin", action=action)
-        return _json(answer)
+        return json_answer(answer)
 
     async def admin_clients(self, request: web.Request) -> web.Response:
-        return _json([c.summary() for c in self.state.clients.values()])
+        return json_answer([c.summary() for c in self.state.clients.values()])
 
     async def put_client_doc(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         body = await request.read()
         self.client_docs[name] = body
-        return _json({"url": f"{self.base}/client-docs/{name}"})
+        return json_answer({"url": f"{self.base}/client-docs/{name}"})
 
     async def get_client_doc(self, request: web.Request) -> web.Response:
         body = self.client_docs.get(request.match_info["name"])

@@ -119,10 +119,13 @@ class HttpFront(ExchangeMixin):
         app.router.add_post("/mcp", self.post)
         app.router.add_get("/mcp", self.get)
         app.router.add_delete("/mcp", self.delete)
-        for path in (
+        paths = [
             "/.well-known/oauth-protected-resource",
             "/.well-known/oauth-protected-resource/mcp",
-        ):
+        ]
+        if self.guard is not None:
+            paths = self.guard.metadata_paths()
+        for path in paths:
             app.router.add_get(path, self.resource_metadata)
         if self.guard is not None:
             app.router.add_post("/admin/oauth", self.guard.admin)

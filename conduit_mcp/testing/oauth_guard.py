@@ -41,6 +41,7 @@ class OAuthGuard:
         self.scope = config.oauth_scope.split()
         self.tool_scopes = {k: v.split() for k, v in config.tool_scopes.items()}
         self.prm_scopes = config.prm_scopes
+        self.prm_at = config.prm_at
         self.cache_seconds = config.introspection_cache
         self.metadata_param = not config.no_resource_metadata_param
         self._port = port
@@ -55,9 +56,18 @@ class OAuthGuard:
         """This server's canonical URI (what a token's audience must be)."""
         return f"http://127.0.0.1:{self._port()}/mcp"
 
+    def metadata_paths(self) -> list[str]:
+        """Where the metadata is served (``--prm-at``): path-aware, root, both or none."""
+        root = "/.well-known/oauth-protected-resource"
+        return {"both": [root + "/mcp", root], "path": [root + "/mcp"], "root": [root]}.get(
+            self.prm_at, []
+        )
+
     @property
-    def metadata_url(self) -> str:
-        return f"http://127.0.0.1:{self._port()}/.well-known/oauth-protected-resource/mcp"
+    def metadata_url(self) -> str | None:
+        """The challenge's ``resource_metadata``: the first URL served, if any."""
+        paths = self.metadata_paths()
+        return f"http://127.0.0.1:{self._port()}{paths[0]}" if paths else None
 
     def metadata(self) -> dict[str, Any]:
         scopes = self.prm_scopes
@@ -79,7 +89,7 @@ class OAuthGuard:
         params = []
         if error is not None:
             params.append(f"error={_quote(error)}")
-        if self.metadata_param:
+        if self.metadata_param and self.metadata_url is not None:
             params.append(f"resource_metadata={_quote(self.metadata_url)}")
         if scope:
             params.append(f"scope={_quote(' '.join(scope))}")

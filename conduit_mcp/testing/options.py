@@ -64,6 +64,7 @@ class Config:
     tool_scopes: dict[str, str] = field(default_factory=dict)
     prm_resource: str | None = None
     prm_scopes: list[str] | None = None
+    prm_at: str = "both"
     introspection_url: str | None = None
     introspection_cache: float = 0.0
     no_resource_metadata_param: bool = False
@@ -206,6 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     oauth.add_argument("--prm-resource", help="the resource metadata's resource (a wrong one)")
     oauth.add_argument("--prm-scopes", help="scopes_supported, comma-separated")
+    oauth.add_argument(
+        "--prm-at",
+        choices=("both", "path", "root", "none"),
+        default="both",
+        help="serve the resource metadata at the path-aware URL, the root one, both, or none",
+    )
     oauth.add_argument("--introspection-url", help="default: AS_URL/introspect")
     oauth.add_argument(
         "--introspection-cache", type=float, default=0.0, help="seconds to cache an answer"
@@ -284,6 +291,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         tool_scopes=tool_scopes,
         prm_resource=ns.prm_resource,
         prm_scopes=prm_scopes,
+        prm_at=ns.prm_at,
         introspection_url=ns.introspection_url,
         introspection_cache=ns.introspection_cache,
         no_resource_metadata_param=ns.no_resource_metadata_param,

@@ -641,3 +641,44 @@ def test_protected_mcp_server_moves_and_lies_about_its_resource(auth, tmp_path):
             assert reply.status == 401  # the new authorization server never issued it
             assert reply.headers["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
             assert "scope=" not in reply.headers["WWW-Authenticate"]
+
+
+def test_admin_revocation_by_client_and_subject(auth):
+    one, two = register(auth)["client_id"], register(auth)["client_id"]
+    a, b = code_flow(auth, one), code_flow(auth, two)
+    assert auth.revoke(client_id=one) == 2  # its access and refresh token
+    assert not introspect(auth, a["access_token"])["active"]
+    assert introspect(auth, b["access_token"])["active"]
+    assert auth.revoke(client_id=two, sub="bob") == 0
+    assert auth.revoke(client_id=two, sub="alice") == 2
+
+
+def test_approve_can_follow_the_redirect_and_the_log_keeps_each_request(auth):
+    target = auth.host_client_document("landing", {"redirect_uris": []})
+    client = register(auth, redirect_uris=[target])["client_id"]
+    location = auth.approve(authorize_url(auth, client, pkce()[1], redirect=target), follow=True)
+    assert location.startswith(target + "?code=")
+    landing, authorize = auth.requests("/client-docs/landing")[-1], auth.requests("/authorize")[-1]
+    assert landing["query"]["code"] == params(location)["code"]
+    assert authorize["status"] == 302 and authorize["location"] == location
+    assert authorize["query"]["client_id"] == client and authorize["verb"] == "GET"
+    status, _ = post_form(auth, "token", {"grant_type": "password", "client_id": client})
+    refused = auth.requests("/token")[-1]
+    assert status == 400 and refused["error"] == "unsupported_grant_type"
+    assert refused["form"] == {"grant_type": "password", "client_id": client}
+    assert refused["headers"]["content-type"] == "application/x-www-form-urlencoded"
+
+
+def test_protected_mcp_server_metadata_only_at_the_root_and_a_bare_challenge(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    options = {"require_oauth": auth.issuer, "prm_at": "root", "no_resource_metadata_param": True}
+    with server.http_server(**options) as mcp:
+        root = f"http://127.0.0.1:{mcp.port}/.well-known/oauth-protected-resource"
+        assert auth.request("GET", root)[0] == 200
+        assert auth.request("GET", root + "/mcp")[0] == 404
+
+        async def call():
+            async with RawHttpPeer(mcp.url) as peer:
+                return await peer.modern("tools/list")
+
+        assert run(call()).headers["WWW-Authenticate"] == 'Bearer scope="mcp"'

@@ -1,0 +1,169 @@
+"""No OAuth secret (access and refresh tokens, the authorization code, the PKCE verifier,
+``state``, the client secret) in a repr, a log record, an exception text, a span or a crash
+report (docs/connection.md, "Crash reports"; docs/actor-tree.md, "The OAuth actor").
+
+A person's authorization with a confidential client runs against the real authorization
+server; then a refresh, a revoked grant and a second authorization, a forged redirect, and the
+OAuth actor is crashed while it holds the tokens. Everything captured is searched."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import conduit_mcp as mcp
+from conduit_mcp.actors import oauth as oauth_actor
+from conduit_mcp.oauth import flow
+from conduit_mcp.testing import AuthServerProcess
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+CLIENT_SECRET = "cs-planted-4c8e1f0a9b"
+VERIFIER = "pkce-verifier-planted-" + "v" * 40
+STATE = "state-planted-6d2b90e1f3"
+REDIRECT = "http://127.0.0.1:9/callback"
+ADD = {"a": 1, "b": 2}
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.texts: list[str] = []
+        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(self.format(record))  # with the formatted traceback
+        self.texts.append(repr(record.args))
+
+
+@pytest.fixture
+def captured() -> Any:
+    handler = _Capture()
+    root = logging.getLogger()
+    old = root.level
+    root.setLevel(logging.DEBUG)
+    root.addHandler(handler)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(old)
+
+
+class _Boom:
+    """Crashes the OAuth actor (fault injection)."""
+
+
+def _span_texts(exporter: InMemorySpanExporter) -> list[str]:
+    texts: list[str] = []
+    for span in exporter.get_finished_spans():
+        texts += [span.name, str(span.status.description), span.to_json()]
+        for key, value in (span.attributes or {}).items():
+            texts += [key, repr(value)]
+        for event in span.events:
+            texts += [event.name, repr(dict(event.attributes or {}))]
+    return texts
+
+
+def test_no_oauth_secret_anywhere(tmp_path, make_server, captured, monkeypatch):
+    monkeypatch.setattr(flow, "new_verifier", lambda: VERIFIER)
+    monkeypatch.setattr(flow, "new_state", lambda: STATE)
+    original = oauth_actor.OAuthActor.receive
+
+    def receive(self: Any, message: Any) -> Any:
+        if isinstance(message, _Boom):
+            raise RuntimeError("injected OAuth actor crash")
+        return original(self, message)
+
+    monkeypatch.setattr(oauth_actor.OAuthActor, "receive", receive)
+    confidential = {
+        "client_id": "pre-conf",
+        "client_secret": CLIENT_SECRET,
+        "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "client_secret_post",
+    }
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    texts: list[str] = []
+    secrets = [CLIENT_SECRET, VERIFIER, STATE]
+    store_path = tmp_path / "tokens.json"
+    urls: queue.Queue[str] = queue.Queue()
+    with AuthServerProcess(
+        tmp_path / "as", scopes="mcp,offline_access", client=[orjson.dumps(confidential).decode()]
+    ) as auth:
+        server = make_server()
+        with server.http_server(require_oauth=auth.issuer) as srv:
+            oauth = mcp.OAuth(
+                client_id="pre-conf",
+                client_secret=CLIENT_SECRET,
+                token_endpoint_auth="client_secret_post",
+                redirect_uri=REDIRECT,
+                on_authorize=urls.put,
+                store=mcp.FileTokenStore(store_path),
+            )
+            spec = mcp.Http(srv.url, auth=oauth)
+            client = mcp.Client.start(spec, request_timeout=5, tracer_provider=provider)
+            try:
+                errors: list[BaseException] = []
+                with pytest.raises(mcp.Error) as first:
+                    client.call_tool("add", ADD)
+                errors.append(first.value)
+                url = urls.get(timeout=10)
+                redirect = auth.approve(url)
+                code = parse_qs(urlsplit(redirect).query)["code"][0]
+                secrets.append(code)
+                forged = redirect.replace(STATE, "another-state")
+                with pytest.raises(mcp.Error) as bad:
+                    client.authorize(forged)
+                errors.append(bad.value)
+                client.authorize(redirect)
+                assert client.call_tool("add", ADD).text == "3"
+                with pytest.raises(mcp.Error) as spent:
+                    client.authorize(redirect)  # nothing waits for a redirect any more
+                errors.append(spent.value)
+
+                record = next(iter(orjson.loads(store_path.read_bytes()).values()))
+                secrets += [record["access_token"], record["refresh_token"]]
+                runtime = client._handle.tree()
+                texts += [repr(runtime.shared.token), repr(runtime.shared.token.current)]
+
+                auth.admin("expire")  # a 401, a refresh (rotated)
+                assert client.call_tool("add", ADD).text == "3"
+                record = next(iter(orjson.loads(store_path.read_bytes()).values()))
+                secrets += [record["access_token"], record["refresh_token"]]
+
+                # The OAuth actor crashes while it holds the tokens: a crash report is logged.
+                before = runtime.registry.get("oauth")
+                before.tell(_Boom())
+                deadline = time.monotonic() + 10
+                while runtime.registry.get("oauth") in (None, before):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+                assert client.call_tool("add", ADD).text == "3"  # the published token stays
+
+                auth.admin("revoke", all=True)  # refresh refused: a person again
+                with pytest.raises(mcp.Error) as again:
+                    client.call_tool("add", ADD)
+                errors.append(again.value)
+                assert again.value.reason == "authorization_required"
+                assert urls.get(timeout=10).startswith(auth.issuer)  # told the app again
+
+                texts += [repr(client), str(client.status()), repr(spec), repr(oauth)]
+                for err in errors:
+                    texts += [str(err), repr(err), err.message]
+            finally:
+                client.stop()
+    texts += captured.texts
+    texts += _span_texts(exporter)
+    assert any("injected OAuth actor crash" in t for t in captured.texts)  # it was logged
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text, (secret[:6], text[:200])

@@ -1,0 +1,125 @@
+"""``OAuth`` checks its arguments; ``Http(auth=OAuth(...))`` accepts it and refuses mixes."""
+
+from __future__ import annotations
+
+import pytest
+
+import conduit_mcp as mcp
+from conduit_mcp import Error, FileTokenStore, MemoryTokenStore, OAuth
+
+LOOP = {"loopback": True}
+
+
+def reason(**kwargs):
+    with pytest.raises(Error) as e:
+        OAuth(**kwargs)
+    assert e.value.kind == "config"
+    return e.value.reason
+
+
+def test_defaults_for_a_desktop_app():
+    auth = OAuth(loopback=True)
+    assert auth.grant == "authorization_code" and auth.principal == "default"
+    assert isinstance(auth.store, MemoryTokenStore)
+    assert OAuth(loopback=True).store is not auth.store  # a store per OAuth, never shared
+
+
+def test_paste_back_needs_a_redirect_uri_or_loopback():
+    assert reason() == "oauth.redirect_uri"
+    assert OAuth(redirect_uri="https://app.example.com/cb").redirect_uri
+    assert OAuth(redirect_uri="http://localhost:8765/callback").redirect_uri
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"redirect_uri": "http://app.example.com/cb"}, "oauth.redirect_uri"),
+        ({"redirect_uri": "myapp:/cb"}, "oauth.redirect_uri"),
+        ({"redirect_uri": "https://a/cb#x"}, "oauth.redirect_uri"),
+        ({"redirect_uri": "https://a/cb", "loopback": True}, "oauth.redirect_uri"),
+        ({"loopback": "yes"}, "oauth.loopback"),
+        ({"client_secret": "s", **LOOP}, "oauth.client_secret"),
+        ({"client_id": "", **LOOP}, "oauth.client_id"),
+        (
+            {"client_id": "a", "client_metadata_url": "https://a/c.json", **LOOP},
+            "oauth.client_metadata_url",
+        ),
+        ({"client_metadata_url": "http://a/c.json", **LOOP}, "oauth.client_metadata_url"),
+        ({"client_metadata_url": "https://a/", **LOOP}, "oauth.client_metadata_url"),
+        ({"client_id": "a", "private_key": "not a key", **LOOP}, "oauth.private_key"),
+        ({"signing_alg": "none", **LOOP}, "oauth.signing_alg"),
+        ({"token_endpoint_auth": "magic", **LOOP}, "oauth.token_endpoint_auth"),
+        (
+            {"client_id": "a", "token_endpoint_auth": "client_secret_basic", **LOOP},
+            "oauth.token_endpoint_auth",
+        ),
+        (
+            {"client_id": "a", "token_endpoint_auth": "private_key_jwt", **LOOP},
+            "oauth.token_endpoint_auth",
+        ),
+        ({"grant": "password", **LOOP}, "oauth.grant"),
+        ({"grant": "client_credentials"}, "oauth.grant"),
+        ({"grant": "client_credentials", "client_id": "a"}, "oauth.grant"),
+        (
+            {"grant": "client_credentials", "client_id": "a", "client_secret": "s", **LOOP},
+            "oauth.grant",
+        ),
+        ({"scopes": "a b", **LOOP}, "oauth.scopes"),
+        ({"scopes": ["a b"], **LOOP}, "oauth.scopes"),
+        ({"scopes": [""], **LOOP}, "oauth.scopes"),
+        ({"on_authorize": "print", **LOOP}, "oauth.on_authorize"),
+        ({"store": object(), **LOOP}, "oauth.store"),
+        ({"principal": "", **LOOP}, "oauth.principal"),
+        ({"client_name": "", **LOOP}, "oauth.client_name"),
+        ({"application_type": "desktop", **LOOP}, "oauth.application_type"),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs, why):
+    assert reason(**kwargs) == why
+
+
+def test_scopes_become_a_tuple_without_duplicates():
+    assert OAuth(scopes=["a", "b", "a"], **LOOP).scopes == ("a", "b")
+
+
+def test_machine_to_machine():
+    auth = OAuth(grant="client_credentials", client_id="svc", client_secret="s")
+    assert auth.grant == "client_credentials"
+
+
+def test_a_file_store_is_accepted(tmp_path):
+    store = FileTokenStore(tmp_path / "t.json")
+    assert OAuth(store=store, **LOOP).store is store
+
+
+# Http ---------------------------------------------------------------------------------------
+def test_http_takes_an_oauth_and_says_so():
+    auth = OAuth(**LOOP)
+    spec = mcp.Http("http://127.0.0.1:1/mcp", auth=auth)
+    assert spec.oauth is auth and spec.callback is None
+    assert mcp.Http("http://127.0.0.1:1/mcp").oauth is None
+
+
+def test_http_auth_callables_still_work():
+    fn = lambda: {"X-Key": "k"}  # noqa: E731
+    spec = mcp.Http("http://127.0.0.1:1/mcp", auth=fn, credential_id="me")
+    assert spec.callback is fn and spec.oauth is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"bearer": "t"}, "http.auth"),
+        ({"headers": {"authorization": "Bearer t"}}, "http.auth"),
+        ({"credential_id": "me"}, "http.credential_id"),
+    ],
+)
+def test_http_refuses_an_oauth_mixed_with_other_credentials(kwargs, why):
+    with pytest.raises(Error) as e:
+        mcp.Http("http://127.0.0.1:1/mcp", auth=OAuth(**LOOP), **kwargs)
+    assert (e.value.kind, e.value.reason) == ("config", why)
+
+
+def test_other_headers_go_along_with_an_oauth():
+    spec = mcp.Http("http://127.0.0.1:1/mcp", auth=OAuth(**LOOP), headers={"X-Tenant": "t"})
+    assert spec.static_headers() == {"X-Tenant": "t"}
