@@ -228,6 +228,13 @@ async def _fetch_prm(
 
 
 def _check_metadata(doc: Mapping[str, Any], issuer: str, url: str) -> None:
+    for name in ("issuer", "token_endpoint"):
+        if not isinstance(doc.get(name), str):
+            raise Error(
+                "auth",
+                "discovery_failed",
+                f"the authorization server metadata at {url} has no {name} (a URL string)",
+            )
     metadata = AuthorizationServerMetadata(dict(doc))
     try:
         metadata.validate_issuer()
@@ -236,20 +243,24 @@ def _check_metadata(doc: Mapping[str, Any], issuer: str, url: str) -> None:
         metadata.validate_token_endpoint_auth_methods_supported()
         metadata.validate_code_challenge_methods_supported()
         metadata.validate_scopes_supported()
-    except ValueError as e:
+    except ValueError as e:  # authlib's messages name the field and the rule, not values
         raise Error(
             "auth", "discovery_failed", f"the authorization server metadata at {url}: {e}"
+        ) from None
+    except Exception as e:  # a field of the wrong type
+        raise Error(
+            "auth",
+            "discovery_failed",
+            f"the authorization server metadata at {url} is malformed ({type(e).__name__})",
         ) from None
     for name in ("authorization_endpoint", "token_endpoint", "registration_endpoint"):
         value = doc.get(name)
         if value is not None:
             require_secure(value, f"authorization server's {name}", "discovery_failed")
-    if not isinstance(doc.get("token_endpoint"), str):
-        raise Error(
-            "auth",
-            "discovery_failed",
-            f"the authorization server metadata at {url} has no token_endpoint",
-        )
+            if urlsplit(value).fragment:  # RFC 6749 section 3: an endpoint has no fragment
+                raise Error(
+                    "auth", "discovery_failed", f"the authorization server's {name} has a fragment"
+                )
     methods = _str_list(doc.get("code_challenge_methods_supported")) or ()
     if "S256" not in methods:
         raise Error(

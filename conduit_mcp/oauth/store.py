@@ -108,7 +108,8 @@ class MemoryTokenStore:
 
 
 class FileTokenStore:
-    """Records in one JSON file, readable and writable by its owner only (0600).
+    """Records in one JSON file, readable and writable by its owner only (0600). A
+    leading ``~`` is the user's home directory; the directory must exist.
 
     Every write replaces the file atomically (a temporary file in the same directory, then
     ``os.replace``), under an advisory lock on ``<path>.lock`` so that processes sharing the
@@ -126,7 +127,7 @@ class FileTokenStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise Error("config", "oauth.store", "FileTokenStore needs a file path")
-        self.path = Path(os.fspath(path))
+        self.path = Path(os.fspath(path)).expanduser()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 import aiohttp
+from authlib.common.urls import add_params_to_qs
 from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
@@ -144,8 +145,6 @@ def _shown_method(method: str) -> str:
 
 
 def _append(body: str, params: list[tuple[str, str]]) -> str:
-    from authlib.common.urls import add_params_to_qs
-
     return str(add_params_to_qs(body, params))
 
 

@@ -123,3 +123,16 @@ def test_http_refuses_an_oauth_mixed_with_other_credentials(kwargs, why):
 def test_other_headers_go_along_with_an_oauth():
     spec = mcp.Http("http://127.0.0.1:1/mcp", auth=OAuth(**LOOP), headers={"X-Tenant": "t"})
     assert spec.static_headers() == {"X-Tenant": "t"}
+
+
+def test_without_the_oauth_extra_the_error_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "authlib" else real(name, *a)
+    )
+    with pytest.raises(Error) as e:
+        OAuth(**LOOP)
+    assert (e.value.kind, e.value.reason) == ("config", "oauth.extra")
+    assert "conduit-mcp[oauth]" in e.value.message

@@ -131,6 +131,32 @@ def test_no_s256_refuses_to_proceed(server, methods):
     assert failure(discover, f"{server.url}/mcp", None).reason == "no_pkce"
 
 
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"issuer": 5},
+        {"token_endpoint": 5},
+        {"token_endpoint": None},
+        {"registration_endpoint": ["x"]},
+        {"authorization_endpoint": 5},
+        {"token_endpoint_auth_methods_supported": "none"},
+        {"scopes_supported": 5},
+        {"code_challenge_methods_supported": "S256"},
+        {"token_endpoint": "https://as.example.com/t#f"},
+    ],
+)
+def test_a_malformed_metadata_document_is_a_discovery_failure(server, broken):
+    server.json(f"{PRM_ROOT}/mcp", prm(server))
+    doc = as_metadata(server.url)
+    doc.update(broken)
+    if broken.get("issuer") == 5:
+        server.json(AS_ROOT, doc)  # an issuer that is not the one asked for: never used
+        assert failure(discover, f"{server.url}/mcp", None).reason == "issuer_mismatch"
+        return
+    server.json(AS_ROOT, {k: v for k, v in doc.items() if v is not None})
+    assert failure(discover, f"{server.url}/mcp", None).reason == "discovery_failed"
+
+
 def test_an_insecure_endpoint_in_the_metadata_is_refused(server):
     server.json(f"{PRM_ROOT}/mcp", prm(server))
     server.json(AS_ROOT, as_metadata(server.url, token_endpoint="http://as.example.com/token"))

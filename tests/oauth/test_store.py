@@ -168,3 +168,10 @@ def test_reprs_show_no_records(tmp_path):
     f = FileTokenStore(tmp_path / "t.json")
     assert "SECRET" not in repr(m) and repr(m) == "MemoryTokenStore(records=1)"
     assert repr(f) == f"FileTokenStore(path={str(tmp_path / 't.json')!r})"
+
+
+def test_a_home_relative_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    store = FileTokenStore("~/tokens.json")
+    store.put("k", {"a": 1})
+    assert store.path == tmp_path / "tokens.json" and (tmp_path / "tokens.json").exists()
