@@ -57,7 +57,7 @@ def stub_value(schema: Any) -> Any:
         "object": {},
         "array": [],
         "null": None,
-    }.get(kind, "x")
+    }.get(kind if isinstance(kind, str) else "", "x")
 
 
 def stub_arguments(tool: mcp.Tool) -> dict[str, Any]:
@@ -84,17 +84,17 @@ def make_handler() -> Any:
     confirms). Sampling and roots exist so that the client declares every capability
     (``request-metadata`` checks each one in ``_meta``); no scenario here calls them."""
 
-    class ConformanceHandler(mcp.Handler):  # type: ignore[name-defined,misc]
+    class ConformanceHandler(mcp.Handler):
         def elicit(self, request: Any, ctx: Any) -> Any:
             schema = request.requested_schema or {}
             content = schema_defaults(schema)
             for name, prop in (schema.get("properties") or {}).items():
                 if name not in content and isinstance(prop, dict) and prop.get("type") == "boolean":
                     content[name] = True
-            return mcp.ElicitResult.accept(content)  # type: ignore[attr-defined]
+            return mcp.ElicitResult.accept(content)
 
         def create_message(self, request: Any, ctx: Any) -> Any:
-            return mcp.SamplingResult("conformance", model="none")  # type: ignore[attr-defined]
+            return mcp.SamplingResult("conformance", model="none")
 
         def list_roots(self, ctx: Any) -> Any:
             return []
@@ -261,7 +261,7 @@ def follow_once(url: str) -> str:
         location = exc.headers.get("Location")
     if status not in (301, 302, 303, 307, 308) or not location:
         raise SystemExit(f"the authorization endpoint answered {status} without a redirect")
-    return location
+    return str(location)
 
 
 class Person:
@@ -291,7 +291,7 @@ class Person:
     def _serve(self, client: mcp.Client) -> None:
         while (url := self._urls.get()) is not None:
             try:
-                client.authorize(follow_once(url))  # type: ignore[attr-defined]
+                client.authorize(follow_once(url))
             except BaseException as exc:  # handed to the main thread, which reports it
                 with self._done:
                     self.failure = exc
@@ -338,13 +338,13 @@ def make_oauth(scenario: str, context: dict[str, Any], person: Person | None) ->
     where the harness hands some out, else the CIMD URL (or dynamic registration)."""
     if scenario in CLIENT_CREDENTIALS:
         if context.get("private_key_pem"):
-            return mcp.OAuth(  # type: ignore[attr-defined]
+            return mcp.OAuth(
                 grant="client_credentials",
                 client_id=context["client_id"],
                 private_key=context["private_key_pem"],
                 signing_alg=context.get("signing_algorithm") or "RS256",
             )
-        return mcp.OAuth(  # type: ignore[attr-defined]
+        return mcp.OAuth(
             grant="client_credentials",
             client_id=context["client_id"],
             client_secret=context["client_secret"],
@@ -357,9 +357,7 @@ def make_oauth(scenario: str, context: dict[str, Any], person: Person | None) ->
         }
     else:
         registered = {"client_metadata_url": CIMD_URL}
-    return mcp.OAuth(  # type: ignore[attr-defined]
-        **registered, redirect_uri=REDIRECT_URI, on_authorize=person.on_authorize
-    )
+    return mcp.OAuth(**registered, redirect_uri=REDIRECT_URI, on_authorize=person.on_authorize)
 
 
 def use_server(client: mcp.Client, person: Person | None) -> None:
@@ -387,7 +385,7 @@ def run_auth(url: str, scenario: str, context: dict[str, Any]) -> int:
     expected = REFUSALS.get(scenario)
     try:
         with mcp.Client.start(
-            mcp.Http(url, auth=auth),  # type: ignore[call-arg]
+            mcp.Http(url, auth=auth),
             protocol="auto",
             **options(scenario),
         ) as client:
