@@ -119,6 +119,8 @@ class AuthorizingStates(ConnectionCore):
             return NOT_MINE
         call = self._pending.pop(ev.rid, None)
         if call is None:
+            if type(ev.rid) is str and status == 401:
+                return self._listen_refused(data, challenge)
             self._tel.dropped()
             return None
         self.set_timeout(call, None, None)
@@ -128,22 +130,35 @@ class AuthorizingStates(ConnectionCore):
         if not step_up and call.auth_tries >= MAX_AUTH_RESENDS:
             call.reply.fail(ev.error)
             return None
-        retry = call.resend(step_up)
+        stale = data.get("token", 0)
+        # Refused an older token (the current one may do), or a token is being asked for
+        # already, or the handshake runs: sent again once there is one. A step-up is counted
+        # only when this request asks for one (below).
+        asks = self.state == "ready" and stale >= self._shared.token.version
+        retry = call.resend(step_up) if asks or not step_up else call.again()
+        retry.retried = call.retried
         call.reply.request_id = None
         again = NextEvent(retry, kind="cast")
-        stale = data.get("token", 0)
-        if not step_up and stale < self._shared.token.version:
-            return Step(None, [again])  # refused an older token: the current one may do
-        if self.state == "authorizing":
-            return Step(None, [again])  # already asking; it waits with the others
-        if self.state != "ready":
-            return Step(None, [again])  # sent once the handshake is done
+        if not asks:
+            return Step(None, [again])
         self._pause_ready()
         self._ask_token(status, challenge, stale, _operation(call) if step_up else None)
         if step_up:
             self._auth_call = retry
         self._auth_resume = "ready"
         return Step("authorizing", [again])
+
+    def _listen_refused(self, data: dict[str, Any], challenge: dict[str, str]) -> Any:
+        """A listen stream refused its token (the listen actor reopens it after its backoff):
+        in ``ready``, with no newer token, authorize as for a request, with no request to
+        send again."""
+        stale = data.get("token", 0)
+        if self.state != "ready" or stale < self._shared.token.version:
+            return None
+        self._pause_ready()
+        self._ask_token(401, challenge, stale, None)
+        self._auth_resume = "ready"
+        return "authorizing"
 
     def _handshake_refused(self, ev: RequestFailed) -> Any:
         """The handshake's own request refused under OAuth: authorize, then run that

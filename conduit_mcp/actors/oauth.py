@@ -48,7 +48,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
@@ -67,6 +67,11 @@ from ..transports.http_spec import Http
 from ..transports.http_token import TokenSnapshot
 from ..transports.http_wire import _pool
 from .events import AuthFailed, AwaitingUser, NeedToken, OAuthBack, TokenReady
+
+if TYPE_CHECKING:
+    from ..oauth.discovery import Discovered
+    from ..oauth.flow import Pending
+    from ..oauth.records import ClientCredentials, TokenSet
 
 log = logging.getLogger("conduit_mcp.oauth")
 
@@ -221,12 +226,12 @@ class OAuthActor(SafeActor):
         self._op = 0
         self._busy: str | None = None
         self._then: str | None = None  # what a registration step is for
-        self._discovered: Any = None
-        self._client: Any = None
-        self._tokens: Any = None
+        self._discovered: Discovered | None = None
+        self._client: ClientCredentials | None = None
+        self._tokens: TokenSet | None = None
         self._identity: str | None = None
         self._wanted: tuple[str, ...] = ()
-        self._pending: Any = None  # a person's authorization in progress (flow.Pending)
+        self._pending: Pending | None = None  # a person's authorization in progress
         self._waiters: list[Reply] = []  # Client.authorize calls waiting for the tokens
         self._refresh_gen = 0
         self._listener = 0  # the loopback listener's number (0: none)
@@ -337,7 +342,7 @@ class OAuthActor(SafeActor):
     def _obtain(self, *, refused: bool) -> None:
         """A token: discovered first, then the store, a refresh, or a full authorization."""
         if self._discovered is None:
-            self._run("discover", self._discover)
+            self._discover()
             return
         from ..oauth.store import load_tokens
 
@@ -366,7 +371,7 @@ class OAuthActor(SafeActor):
 
     def _renew(self) -> None:
         """Ahead of expiry: refresh, or ask for client credentials again."""
-        if self._tokens.refresh_token is not None:
+        if self._tokens is not None and self._tokens.refresh_token is not None:
             self._with_client(None, "refresh")
         elif self._oauth.grant == "client_credentials":
             self._with_client(None, "credentials")
@@ -375,7 +380,7 @@ class OAuthActor(SafeActor):
         """No refresh possible: the client_credentials grant, or a person."""
         d = self._discovered
         if d is None:
-            self._run("discover", self._discover)
+            self._discover()
             return
         from ..oauth.flow import select_scopes
 
@@ -418,25 +423,26 @@ class OAuthActor(SafeActor):
 
     def _with_client(self, redirect_uri: str | None, then: str) -> None:
         """Register (or reuse the registration) at the issuer, then ``then``."""
+        issuer = self._found().issuer
         client = self._client
-        if client is not None and client.usable(self._discovered.issuer, redirect_uri, time.time()):
+        if client is not None and client.usable(issuer, redirect_uri, time.time()):
             self._next(then)
             return
         from ..oauth.store import load_client
 
         try:
-            known = load_client(self._store, self._discovered.issuer)
+            known = load_client(self._store, issuer)
         except Exception as exc:
             log.warning("the OAuth token store failed (%s)", type(exc).__name__)
             known = None
         self._then = then
-        self._run("register", lambda s: self._register(s, known, redirect_uri))
+        self._register(known, redirect_uri)
 
     def _next(self, then: str) -> None:
         if then == "refresh":
-            self._run("refresh", self._refresh)
+            self._refresh()
         elif then == "credentials":
-            self._run("credentials", self._credentials)
+            self._credentials()
         else:
             self._begin_authorization()
 
@@ -445,7 +451,7 @@ class OAuthActor(SafeActor):
 
         try:
             pending = begin_authorization(
-                self._discovered, self._client, self._redirect_uri(), self._wanted
+                self._found(), self._registered(), self._redirect_uri(), self._wanted
             )
         except Error as exc:
             self._fail(exc)
@@ -491,7 +497,7 @@ class OAuthActor(SafeActor):
         self._close_listener()
         if reply is not None:
             self._waiters.append(reply)
-        self._run("exchange", lambda s: self._exchange(s, pending, code))
+        self._exchange(pending, code)
 
     def _listener_timed_out(self, listener: int) -> None:
         if listener != self._listener or self._pending is None:
@@ -609,11 +615,11 @@ class OAuthActor(SafeActor):
         except Exception as exc:
             log.warning("the OAuth token store failed (%s)", type(exc).__name__)
 
-    def _publish(self, tokens: Any, *, save: bool) -> None:
+    def _publish(self, tokens: TokenSet, *, save: bool) -> None:
         """Keep, store and publish ``tokens`` (a new version), tell the connection, and
         schedule the next refresh."""
         self._tokens = tokens
-        d = self._discovered
+        d = self._found()
         if save:
             from ..oauth.store import save_tokens
 
@@ -634,7 +640,7 @@ class OAuthActor(SafeActor):
         self._answer(TokenReady(seq, self._identity))
         self._schedule_refresh(tokens)
 
-    def _schedule_refresh(self, tokens: Any) -> None:
+    def _schedule_refresh(self, tokens: TokenSet) -> None:
         self._refresh_gen += 1
         at = tokens.refresh_at()
         if at is None:
@@ -681,7 +687,10 @@ class OAuthActor(SafeActor):
         future = io_loop.submit(run())
         future.add_done_callback(lambda f: safe_tell(ref, _Done(op, step, f)))
 
-    async def _discover(self, session: aiohttp.ClientSession) -> Any:
+    # Each step's inputs are taken here, on the actor's thread, and handed to the coroutine:
+    # the I/O loop never reads the actor's changing state.
+
+    def _discover(self) -> None:
         from ..oauth.challenge import Challenge
         from ..oauth.discovery import discover
 
@@ -692,57 +701,65 @@ class OAuthActor(SafeActor):
             scope=c.get("scope"),
             error=c.get("error"),
         )
-        return await discover(session, self._url, challenge, timeout=self._timeout)
+        url, timeout = self._url, self._timeout
+        self._run("discover", lambda s: discover(s, url, challenge, timeout=timeout))
 
-    async def _register(
-        self, session: aiohttp.ClientSession, known: Any, redirect_uri: str | None
-    ) -> Any:
+    def _register(self, known: ClientCredentials | None, redirect_uri: str | None) -> None:
         from ..oauth.registration import register
 
-        return await register(
-            session,
-            self._discovered,
-            self._oauth,
-            known,
-            redirect_uri=redirect_uri,
-            timeout=self._timeout,
+        d, oauth, timeout = self._found(), self._oauth, self._timeout
+        self._run(
+            "register",
+            lambda s: register(s, d, oauth, known, redirect_uri=redirect_uri, timeout=timeout),
         )
 
-    async def _refresh(self, session: aiohttp.ClientSession) -> Any:
+    def _refresh(self) -> None:
         from ..oauth.tokens import refresh
 
-        tokens, d, client, oauth = self._tokens, self._discovered, self._client, self._oauth
+        d, client, oauth, timeout = self._found(), self._registered(), self._oauth, self._timeout
+        tokens = self._tokens
+        if tokens is None or tokens.refresh_token is None:
+            self._full(step_up=False)
+            return
         key = (id(self._store), oauth.principal, d.issuer, d.resource)
-        return await single_flight(
-            key,
-            tokens.refresh_token,
-            lambda: refresh(session, d, client, oauth, tokens, timeout=self._timeout),
+        spend = tokens.refresh_token
+        self._run(
+            "refresh",
+            lambda s: single_flight(
+                key, spend, lambda: refresh(s, d, client, oauth, tokens, timeout=timeout)
+            ),
         )
 
-    async def _credentials(self, session: aiohttp.ClientSession) -> Any:
+    def _credentials(self) -> None:
         from ..oauth.tokens import client_credentials
 
-        return await client_credentials(
-            session,
-            self._discovered,
-            self._client,
-            self._oauth,
-            self._wanted,
-            timeout=self._timeout,
+        d, client, oauth, timeout = self._found(), self._registered(), self._oauth, self._timeout
+        wanted = self._wanted
+        self._run(
+            "credentials",
+            lambda s: client_credentials(s, d, client, oauth, wanted, timeout=timeout),
         )
 
-    async def _exchange(self, session: aiohttp.ClientSession, pending: Any, code: str) -> Any:
+    def _exchange(self, pending: Pending, code: str) -> None:
         from ..oauth.tokens import exchange_code
 
-        return await exchange_code(
-            session,
-            self._discovered,
-            self._client,
-            self._oauth,
-            pending,
-            code,
-            timeout=self._timeout,
+        d, client, oauth, timeout = self._found(), self._registered(), self._oauth, self._timeout
+        self._run(
+            "exchange",
+            lambda s: exchange_code(s, d, client, oauth, pending, code, timeout=timeout),
         )
+
+    def _found(self) -> Discovered:
+        d = self._discovered
+        if d is None:  # every caller runs after discovery: a bug, and the actor restarts
+            raise RuntimeError("OAuth step before discovery")
+        return d
+
+    def _registered(self) -> ClientCredentials:
+        client = self._client
+        if client is None:  # every caller runs after registration
+            raise RuntimeError("OAuth step before registration")
+        return client
 
     async def _start_listener(self, listener: int) -> int:
         """The loopback listener (I/O loop): ``redirect_uri``'s port and path, or any port
@@ -804,9 +821,8 @@ class _LoopState:
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
         self._runner = runner
-        server = site._server
-        sockets = getattr(server, "sockets", None) or ()
-        return int(sockets[0].getsockname()[1]) if sockets else port
+        addresses = runner.addresses  # (host, port) of each bound socket
+        return int(addresses[0][1]) if addresses else port
 
     async def stop_listening(self) -> None:
         runner, self._runner = self._runner, None

@@ -165,8 +165,10 @@ class ScriptedServer:
         """Start this server over Streamable HTTP (``--http --port 0``) in a subprocess.
 
         Keyword ``options`` become command-line options (``http_response="sse"``,
-        ``require_bearer="t0k"``, ``header_tools=True``, ``sse_retry_ms=10``). Returns once
-        the server listens; use the handle as a context manager to kill it afterwards.
+        ``require_bearer="t0k"``, ``header_tools=True``, ``sse_retry_ms=10``; a list repeats
+        one: ``require_oauth=auth.issuer, tool_scope=["add=write"]`` protects ``/mcp`` with
+        an :class:`AuthServerProcess`). Returns once the server listens; use the handle as a
+        context manager to kill it afterwards.
         """
         from .http_process import HttpServerProcess
 

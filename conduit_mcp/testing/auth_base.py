@@ -60,6 +60,7 @@ class AuthBase:
         self.iss_mode = options.iss
         self.pending: dict[str, dict[str, str]] = {}
         self.client_docs: dict[str, bytes] = {}
+        self.hosted_by_id: dict[str, str] = {}  # a hosted document's client_id -> its name
         self._session: aiohttp.ClientSession | None = None
         for meta in options.clients:
             self._register(client_from_metadata(meta, "pre", str(meta["client_id"])))

@@ -61,17 +61,32 @@ class ClientsMixin(AuthBase):
         return parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost", "::1")
 
     async def _cimd(self, client_id: str) -> Client:
-        """Fetch a client ID metadata document and register its client (kind ``cimd``)."""
+        """Fetch a client ID metadata document and register its client (kind ``cimd``).
+
+        A document hosted here (``PUT /admin/client-docs/<name>``) whose ``client_id`` is
+        this URL is read from memory instead: an ``https`` client id needs no TLS server.
+        """
+        hosted = self.hosted_by_id.get(client_id)
+        if hosted is not None:
+            async with self._session_get().get(f"{self.base}/client-docs/{hosted}") as resp:
+                status, body = resp.status, await resp.read()
+            return self._cimd_check(client_id, status, body, local=True)
         try:
             async with self._session_get().get(client_id) as resp:
                 status = resp.status
                 body = await resp.read()
-            doc = orjson.loads(body) if status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError) as e:
+        except (aiohttp.ClientError, TimeoutError) as e:
             self.event("cimd_fetched", url=client_id, ok=False, reason=type(e).__name__)
             raise OAuthFailure(
                 "invalid_client", "the client metadata document is unreadable"
             ) from None
+        return self._cimd_check(client_id, status, body, local=False)
+
+    def _cimd_check(self, client_id: str, status: int, body: bytes, local: bool) -> Client:
+        try:
+            doc = orjson.loads(body) if status == 200 else None
+        except orjson.JSONDecodeError:
+            doc = None
         why = None
         if not isinstance(doc, dict):
             why = f"fetching it answered {status}, not a JSON object"
@@ -84,7 +99,7 @@ class ClientsMixin(AuthBase):
             "client_secret_post",
         ):
             why = "a metadata document client cannot use a client secret"
-        self.event("cimd_fetched", url=client_id, ok=why is None, reason=why)
+        self.event("cimd_fetched", url=client_id, ok=why is None, reason=why, local=local)
         if why is not None:
             raise OAuthFailure("invalid_client", f"client metadata document refused: {why}")
         assert isinstance(doc, dict)

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -306,9 +306,11 @@ class AuthServerProcess:
         return result
 
     def host_client_document(self, name: str, metadata: Mapping[str, Any]) -> str:
-        """Serve a client ID metadata document at ``<base>/client-docs/<name>``; its URL.
+        """Serve a client ID metadata document at ``<base>/client-docs/<name>``; returns its
+        ``client_id``, which defaults to that URL (as a valid document's must be).
 
-        ``client_id`` defaults to that URL (as a valid document's must be).
+        Give an ``https`` ``client_id`` (``https://app.example/client.json``) to use that
+        as the client id: the server reads the document it hosts instead of fetching the URL.
         """
         url = f"{self.base}/client-docs/{name}"
         doc = {"client_id": url, **metadata}
@@ -316,7 +318,7 @@ class AuthServerProcess:
             "PUT", f"{self.base}/admin/client-docs/{name}", orjson.dumps(doc)
         )
         assert status == 200, data
-        return url
+        return str(doc["client_id"])
 
     # ---- the log ------------------------------------------------------------------------------
 
@@ -336,3 +338,37 @@ class AuthServerProcess:
             for r in self.events("http")
             if path is None or r["path"] == path or r["path"].endswith(path)
         ]
+
+    def find(
+        self, match: str | Mapping[str, Any] | Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]]:
+        """Records matching ``match``: an event name, a mapping (every key equal, e.g.
+        ``{"event": "token", "grant": "refresh_token"}``) or a predicate."""
+        if isinstance(match, str):
+            name = match
+            return self.events(name)
+        if isinstance(match, Mapping):
+            items = list(match.items())
+            return [r for r in self.log() if all(k in r and r[k] == v for k, v in items)]
+        return [r for r in self.log() if match(r)]
+
+    def wait_for(
+        self,
+        match: str | Mapping[str, Any] | Callable[[dict[str, Any]], bool],
+        timeout: float = 5.0,
+        *,
+        count: int = 1,
+    ) -> dict[str, Any]:
+        """Wait until ``count`` records match (see :meth:`find`); return the ``count``-th.
+        Polls the log every 10 ms until the deadline, then raises ``TimeoutError``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.find(match)
+            if len(found) >= count:
+                return found[count - 1]
+            if time.monotonic() >= deadline:
+                tail = self.log()[-5:]
+                raise TimeoutError(
+                    f"{match!r}: {len(found)} match(es) within {timeout}s; last records: {tail!r}"
+                )
+            time.sleep(0.01)

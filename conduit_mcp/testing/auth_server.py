@@ -24,6 +24,7 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from aiohttp import web
 
 from .auth_base import NO_STORE, json_answer, with_query
@@ -398,6 +399,12 @@ class AuthServer(ClientsMixin):
         name = request.match_info["name"]
         body = await request.read()
         self.client_docs[name] = body
+        try:
+            client_id = orjson.loads(body).get("client_id")
+        except (orjson.JSONDecodeError, AttributeError):
+            client_id = None
+        if isinstance(client_id, str):
+            self.hosted_by_id[client_id] = name
         return json_answer({"url": f"{self.base}/client-docs/{name}"})
 
     async def get_client_doc(self, request: web.Request) -> web.Response:

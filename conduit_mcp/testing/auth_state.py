@@ -17,10 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from authlib.oauth2.rfc7636 import (  # type: ignore[import-untyped, unused-ignore]
-    create_s256_code_challenge,
-)
-
 __all__ = [
     "AuthState",
     "Client",
@@ -111,9 +107,13 @@ def client_from_metadata(meta: dict[str, Any], kind: str, client_id: str) -> Cli
         raise OAuthFailure("invalid_client_metadata", 'jwks must be {"keys": [...]}')
     public_key = meta.get("public_key")  # a convenience of --client: one PEM public key
     if isinstance(public_key, str):
-        from joserfc.jwk import import_key
+        from joserfc.jwk import ECKey, RSAKey
 
-        jwks = {"keys": [import_key(public_key).as_dict(private=False)]}
+        try:
+            key: RSAKey | ECKey = RSAKey.import_key(public_key)
+        except (ValueError, TypeError):
+            key = ECKey.import_key(public_key)
+        jwks = {"keys": [key.as_dict(private=False)]}
     app_type = meta.get("application_type")
     if app_type is not None and app_type not in ("native", "web"):
         raise OAuthFailure("invalid_client_metadata", "application_type must be native or web")
@@ -231,6 +231,11 @@ class AuthState:
         if redirect_uri != entry.redirect_uri:
             raise OAuthFailure("invalid_grant", "redirect_uri differs from the authorization's")
         if entry.challenge is not None:
+            # authlib (the oauth extra) is imported here, so the package imports without it
+            from authlib.oauth2.rfc7636 import (  # type: ignore[import-untyped, unused-ignore]
+                create_s256_code_challenge,
+            )
+
             if not verifier:
                 raise OAuthFailure("invalid_grant", "code_verifier is missing")
             computed = create_s256_code_challenge(verifier) if entry.method == "S256" else verifier

@@ -249,6 +249,10 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         if not sep or not tool or not scope.strip():
             raise ConfigError(f"--tool-scope wants TOOL=SCOPE, not {spec!r}")
         tool_scopes[tool] = scope
+    if ns.require_oauth is not None and not ns.http:
+        raise ConfigError("--require-oauth needs --http (OAuth protects HTTP servers only)")
+    if ns.require_oauth is None and (tool_scopes or ns.prm_resource or ns.prm_scopes):
+        raise ConfigError("--tool-scope, --prm-resource and --prm-scopes need --require-oauth")
     if ns.introspection_cache < 0:
         raise ConfigError("--introspection-cache must be >= 0")
     prm_scopes = None

@@ -801,8 +801,17 @@ class HttpTransport:
         closes the stream, which the server takes as a cancellation)."""
         detail = "ended"
         try:
-            sent = await self.headers(True, headers, session_id=None)
+            stamp = Sent(LISTEN, body, headers, True)  # records the OAuth token's version
+            sent = await self.headers(True, headers, session_id=None, sent=stamp)
             async with self.streams().post(self.url, data=body, headers=sent) as resp:
+                if resp.status == 401 and self._token is not None:
+                    # The token was refused on a listen: the connection authorizes as for a
+                    # request (docs/connection.md, "Authorizing"); the listen actor reopens
+                    # the stream after its backoff, with the next token.
+                    refused = status_error(LISTEN, 401, resp.headers)
+                    if refused is not None:
+                        refused.data["token"] = stamp.token
+                        safe_tell(self.owner, RequestFailed(self.gen, tag, refused, 401, b""))
                 if resp.content_type == "text/event-stream" and resp.status == 200:
                     if not await self._listen_events(tag, resp, sink):
                         return  # the sink is dead: nobody to tell

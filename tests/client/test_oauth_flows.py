@@ -236,7 +236,7 @@ def test_expiry_is_refreshed_before_it_happens_with_no_person(
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
         authorized(client, auth, person)
-        wait_until(lambda: len(tokens_issued(auth, "refresh_token")) >= 2, timeout=15)
+        auth.wait_for({"event": "token", "grant": "refresh_token"}, timeout=15, count=2)
         assert client.call_tool("add", ADD).text == "3"
         assert person.count == 1  # nobody was asked again
         assert [p["status"] for p in mcp_posts(server)].count(401) == 1  # the first only
@@ -515,7 +515,7 @@ def test_client_credentials_are_renewed_before_they_expire(auth_server, make_ser
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
         assert client.call_tool("add", ADD).text == "3"
-        wait_until(lambda: len(tokens_issued(auth)) >= 3, timeout=15)
+        auth.wait_for("token", timeout=15, count=3)
         assert client.call_tool("add", ADD).text == "3"
         assert [p["status"] for p in mcp_posts(server)].count(401) == 1  # the first only
 
@@ -619,3 +619,54 @@ def test_a_step_up_in_the_handshake_is_limited_too(auth_server, make_server, sta
             client.await_ready(timeout=15)
         assert (err.value.kind, err.value.reason) == ("auth", "step_up_limit")
         assert len(tokens_issued(auth)) == 3  # the first token and two step-ups
+
+
+def test_a_listen_refusing_its_token_renews_it(auth_server, make_server, start_client):
+    auth = auth_server()
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    server = make_server(
+        rules=[
+            {
+                "match": {"method": "subscriptions/listen"},
+                "action": {"http": {"status": 401, "headers": challenge}},
+                "times": 1,
+            }
+        ]
+    )
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        client.list_all_tools()  # a cached list: the client listens for its changes
+        assert client.await_listening(timeout=15) is not None  # reopened with the new token
+        assert len(tokens_issued(auth)) == 2  # the listen's 401 renewed the token
+        listens = [
+            p for p in mcp_posts(server) if p["headers"].get("mcp-method") == "subscriptions/listen"
+        ]
+        assert [p["status"] for p in listens][:1] == [401]
+        assert client.call_tool("add", ADD).text == "3"
+
+
+def test_a_persons_step_up_asks_them_again_with_the_union_of_scopes(
+    auth_server, make_server, start_client
+):
+    from urllib.parse import parse_qs, urlsplit
+
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer, tool_scope=["add=write"]) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        with pytest.raises(mcp.Error):
+            client.list_all_tools()
+        first = person.next_url()
+        client.authorize(auth.approve(first))
+        assert {t.name for t in client.list_all_tools()} >= {"add"}
+        with pytest.raises(mcp.Error) as err:  # 403 insufficient_scope: a person again
+            client.call_tool("add", ADD)
+        assert err.value.reason == "authorization_required"
+        second = person.next_url()
+        asked = parse_qs(urlsplit(second).query)["scope"][0].split()
+        held = parse_qs(urlsplit(first).query)["scope"][0].split()
+        assert set(held) < set(asked) and "write" in asked  # the union, never fewer
+        client.authorize(auth.approve(second))
+        assert client.call_tool("add", ADD).text == "3"
+        assert person.count == 2

@@ -370,7 +370,11 @@ def test_refresh_rotates_and_a_reused_refresh_token_revokes_the_family(auth):
         },
     )
     assert (status, err["error"]) == (400, "invalid_grant")
-    assert auth.events("refresh_reuse")[-1]["client_id"] == client
+    assert auth.wait_for({"event": "refresh_reuse", "client_id": client}, timeout=1)
+    refreshes = auth.find(lambda r: r.get("grant") == "refresh_token" and r["client_id"] == client)
+    assert len(refreshes) == 1  # the one that succeeded
+    with pytest.raises(TimeoutError, match="0 match"):
+        auth.wait_for({"event": "token", "client_id": "nobody"}, timeout=0.05)
 
 
 def test_revocation_endpoint_and_admin_revocation(auth):
@@ -502,12 +506,23 @@ def test_client_id_metadata_document(auth):
     assert introspect(auth, tokens["access_token"])["client_id"] == url
     fetched = auth.events("cimd_fetched")[-1]
     assert fetched["url"] == url and fetched["ok"]
-    bad = auth.host_client_document(
+    auth.host_client_document(
         "liar", {"client_id": "http://127.0.0.1:1/other", "redirect_uris": [REDIRECT]}
     )
+    bad = f"{auth.base}/client-docs/liar"  # its document names another client id
     status, _, _ = auth.request("GET", authorize_url(auth, bad, pkce()[1]))
     assert status == 400
     assert auth.events("cimd_fetched")[-1]["reason"] == "its client_id is not its URL"
+    # an https client id whose document this server hosts: read from memory
+    https_id = "https://app.example.com/oauth/client.json"
+    assert (
+        auth.host_client_document("https-app", {"client_id": https_id, "redirect_uris": [REDIRECT]})
+        == https_id
+    )
+    tokens = code_flow(auth, https_id)
+    assert introspect(auth, tokens["access_token"])["client_id"] == https_id
+    fetched = auth.events("cimd_fetched")[-1]
+    assert fetched["url"] == https_id and fetched["ok"] and fetched["local"]
 
 
 # ---- a person --------------------------------------------------------------------------------
@@ -682,3 +697,89 @@ def test_protected_mcp_server_metadata_only_at_the_root_and_a_bare_challenge(aut
                 return await peer.modern("tools/list")
 
         assert run(call()).headers["WWW-Authenticate"] == 'Bearer scope="mcp"'
+
+
+def test_protected_mcp_server_guards_every_verb_of_a_legacy_session(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    with server.http_server(require_oauth=auth.issuer, era="legacy") as srv:
+        client = register(auth)["client_id"]
+        token = code_flow(auth, client, scope="mcp", resource=srv.url)["access_token"]
+
+        async def body():
+            async with RawHttpPeer(srv.url, headers={"Authorization": f"Bearer {token}"}) as peer:
+                init = await peer.initialize()
+                listed = await peer.legacy("tools/list")
+                async with peer.http.get(
+                    srv.url,
+                    headers={"Accept": "text/event-stream", "Mcp-Session-Id": peer.session_id},
+                ) as bare_get:
+                    bare = bare_get.status
+                async with peer.http.delete(
+                    srv.url, headers={"Mcp-Session-Id": peer.session_id}
+                ) as d:
+                    bare_delete = d.status
+                return init.status, listed.status, bare, bare_delete, (await peer.delete()).status
+
+        assert run(body()) == (200, 200, 401, 401, 200)
+        subjects = [
+            e.get("oauth", {}).get("sub") for e in server.events("http") if e["path"] == "/mcp"
+        ]
+        assert subjects == ["alice", "alice", "alice", None, None, "alice"]
+
+
+def test_introspection_cache_keeps_a_revoked_token_until_the_server_moves(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    with server.http_server(require_oauth=auth.issuer, introspection_cache=60) as srv:
+        client = register(auth)["client_id"]
+        token = code_flow(auth, client, scope="mcp", resource=srv.url)["access_token"]
+
+        async def status():
+            async with RawHttpPeer(srv.url, headers={"Authorization": f"Bearer {token}"}) as peer:
+                return (await peer.modern("tools/list")).status
+
+        assert run(status()) == 200
+        auth.revoke(token)
+        assert run(status()) == 200  # the cached answer
+        srv.set_oauth(authorization_server=auth.issuer)  # clears the cache
+        assert run(status()) == 401
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--require-oauth", "http://127.0.0.1:1"],
+        ["--http", "--tool-scope", "add=write"],
+        ["--http", "--require-oauth", "http://127.0.0.1:1", "--tool-scope", "add"],
+        ["--http", "--require-oauth", "http://127.0.0.1:1", "--introspection-cache", "-1"],
+    ],
+)
+def test_bad_oauth_options_are_refused_at_start(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "conduit_mcp.testing", *args], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 2 and proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--issuer-path", "tenant"],
+        ["--auth-methods", "none,magic"],
+        ["--token-ttl", "0"],
+        ["--client", '{"client_secret": "x"}'],
+        ["--client", "not json"],
+    ],
+)
+def test_bad_auth_server_options_are_refused_at_start(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "conduit_mcp.testing.auth_server", *args],
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and proc.stderr
