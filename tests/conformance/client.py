@@ -8,6 +8,14 @@ in ``MCP_CONFORMANCE_CONTEXT`` (JSON) and, from 0.2.x on, the spec version under
 expects some actions of a client (README, "Conformance"); this program does exactly those
 and exits 0, or prints what went wrong and exits 1.
 
+The ``auth/*`` scenarios (tests/conformance/AUTH_SCENARIOS.md says what each checks) run
+through ``mcp.Http(url, auth=mcp.OAuth(...))`` the way a headless service does it: the
+library hands the authorization URL to ``on_authorize``; a stand-in for the person fetches it
+without following the redirect (the harness's authorization server answers with a 302 at
+once) and pastes the ``Location`` back with ``client.authorize``. Calls made while a person
+must act fail with ``auth``/``authorization_required`` and are made again once the person is
+done. The client-credentials scenarios have no person at all.
+
 Run by hand: ``python tests/conformance/client.py http://localhost:PORT/mcp`` with
 ``MCP_CONFORMANCE_SCENARIO`` set.
 """
@@ -16,9 +24,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import conduit_mcp as mcp
 
@@ -26,6 +38,7 @@ import conduit_mcp as mcp
 TIMEOUT = 20.0
 
 Scenario = Callable[[mcp.Client, dict[str, Any]], None]
+T = TypeVar("T")
 
 
 def stub_value(schema: Any) -> Any:
@@ -44,7 +57,7 @@ def stub_value(schema: Any) -> Any:
         "object": {},
         "array": [],
         "null": None,
-    }.get(kind, "x")
+    }.get(kind if isinstance(kind, str) else "", "x")
 
 
 def stub_arguments(tool: mcp.Tool) -> dict[str, Any]:
@@ -71,17 +84,17 @@ def make_handler() -> Any:
     confirms). Sampling and roots exist so that the client declares every capability
     (``request-metadata`` checks each one in ``_meta``); no scenario here calls them."""
 
-    class ConformanceHandler(mcp.Handler):  # type: ignore[name-defined,misc]
+    class ConformanceHandler(mcp.Handler):
         def elicit(self, request: Any, ctx: Any) -> Any:
             schema = request.requested_schema or {}
             content = schema_defaults(schema)
             for name, prop in (schema.get("properties") or {}).items():
                 if name not in content and isinstance(prop, dict) and prop.get("type") == "boolean":
                     content[name] = True
-            return mcp.ElicitResult.accept(content)  # type: ignore[attr-defined]
+            return mcp.ElicitResult.accept(content)
 
         def create_message(self, request: Any, ctx: Any) -> Any:
-            return mcp.SamplingResult("conformance", model="none")  # type: ignore[attr-defined]
+            return mcp.SamplingResult("conformance", model="none")
 
         def list_roots(self, ctx: Any) -> Any:
             return []
@@ -201,17 +214,213 @@ def options(scenario: str) -> dict[str, Any]:
     return chosen
 
 
+# -- the auth scenarios ----------------------------------------------------------------------
+
+#: The client ID metadata document URL the harness expects (``auth/basic-cimd``); it is never
+#: fetched. Given wherever no client is pre-registered: the library uses it only where the
+#: authorization server says it supports such documents, and registers dynamically elsewhere.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+#: Where the authorization server sends the person back. Nothing listens there: the harness
+#: answers ``/authorize`` with a 302 at once, and the ``Location`` is pasted back.
+REDIRECT_URI = "http://localhost:3000/callback"
+#: How many times one step waits for a person before giving up. Above the harness's own bound
+#: of 3 authorizations (``auth/scope-retry-limit``), so that the library's limit is what the
+#: harness measures, not this program's.
+MAX_ROUNDS = 6
+#: Scenarios where the right outcome is a refusal (the harness allows a failing client there),
+#: and the ``auth`` reasons that name it. Anything else, or no refusal, is a failure here.
+REFUSALS: dict[str, frozenset[str]] = {
+    "auth/resource-mismatch": frozenset({"resource_mismatch"}),
+    "auth/iss-supported-missing": frozenset({"issuer_mismatch"}),
+    "auth/iss-wrong-issuer": frozenset({"issuer_mismatch"}),
+    "auth/iss-unexpected": frozenset({"issuer_mismatch"}),
+    "auth/iss-normalized": frozenset({"issuer_mismatch"}),
+    "auth/metadata-issuer-mismatch": frozenset({"issuer_mismatch", "discovery_failed"}),
+    "auth/scope-retry-limit": frozenset({"step_up_limit", "insufficient_scope"}),
+}
+#: What the test looks for on stderr, after which the reason follows.
+REFUSED_MARK = "conformance client: refused as expected:"
+CLIENT_CREDENTIALS = frozenset({"auth/client-credentials-basic", "auth/client-credentials-jwt"})
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def follow_once(url: str) -> str:
+    """The ``Location`` the authorization endpoint answers with: what a browser would be sent
+    to after the person approved. Not followed (nothing listens at the redirect URI)."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(url, timeout=TIMEOUT) as response:
+            status = response.status
+            location = response.headers.get("Location")
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+        location = exc.headers.get("Location")
+    if status not in (301, 302, 303, 307, 308) or not location:
+        raise SystemExit(f"the authorization endpoint answered {status} without a redirect")
+    return str(location)
+
+
+class Person:
+    """The person at the browser, on a thread of their own as in a headless service: the
+    library only hands over the URL (``on_authorize`` must not block, it may be called on the
+    client's I/O thread); the person opens it and pastes the redirect back."""
+
+    def __init__(self) -> None:
+        self._urls: queue.Queue[str | None] = queue.Queue()
+        self._done = threading.Condition()
+        self.completed = 0
+        self.failure: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def on_authorize(self, url: str) -> None:
+        self._urls.put(url)
+
+    def start(self, client: mcp.Client) -> None:
+        self._thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._urls.put(None)
+        if self._thread is not None:
+            self._thread.join(TIMEOUT)
+
+    def _serve(self, client: mcp.Client) -> None:
+        while (url := self._urls.get()) is not None:
+            try:
+                client.authorize(follow_once(url))
+            except BaseException as exc:  # handed to the main thread, which reports it
+                with self._done:
+                    self.failure = exc
+                    self._done.notify_all()
+                # This program gives up then: stopping the client ends a step that waits for
+                # the authorization (``await_ready`` waits through ``authorizing``).
+                client.stop()
+                return
+            with self._done:
+                self.completed += 1
+                self._done.notify_all()
+
+    def wait_past(self, seen: int, what: str) -> None:
+        """Until an authorization finished after ``seen`` of them had; a refusal the person
+        met (``client.authorize`` raised) is raised here."""
+        with self._done:
+            finished = self._done.wait_for(
+                lambda: self.failure is not None or self.completed > seen, TIMEOUT
+            )
+            if self.failure is not None:
+                raise self.failure
+            if not finished:
+                raise SystemExit(f"{what}: authorization_required, and no authorization came")
+
+
+def authorized(person: Person | None, what: str, step: Callable[[], T]) -> T:
+    """``step()``, made again after the person authorized each time it fails because a person
+    must act, ``MAX_ROUNDS`` times at most."""
+    for _ in range(MAX_ROUNDS):
+        seen = person.completed if person is not None else 0
+        try:
+            return step()
+        except mcp.Error as error:
+            if person is not None and person.failure is not None:
+                raise person.failure from None  # what ended the step: the person's refusal
+            if person is None or (error.kind, error.reason) != ("auth", "authorization_required"):
+                raise
+        person.wait_past(seen, what)
+    raise SystemExit(f"{what}: still authorization_required after {MAX_ROUNDS} authorizations")
+
+
+def make_oauth(scenario: str, context: dict[str, Any], person: Person | None) -> Any:
+    """The ``mcp.OAuth`` a user would configure for the scenario: pre-registered credentials
+    where the harness hands some out, else the CIMD URL (or dynamic registration)."""
+    if scenario in CLIENT_CREDENTIALS:
+        if context.get("private_key_pem"):
+            return mcp.OAuth(
+                grant="client_credentials",
+                client_id=context["client_id"],
+                private_key=context["private_key_pem"],
+                signing_alg=context.get("signing_algorithm") or "RS256",
+            )
+        return mcp.OAuth(
+            grant="client_credentials",
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+        )
+    assert person is not None
+    if context.get("client_id"):
+        registered: dict[str, Any] = {
+            "client_id": context["client_id"],
+            "client_secret": context.get("client_secret"),
+        }
+    else:
+        registered = {"client_metadata_url": CIMD_URL}
+    return mcp.OAuth(**registered, redirect_uri=REDIRECT_URI, on_authorize=person.on_authorize)
+
+
+def use_server(client: mcp.Client, person: Person | None) -> None:
+    """What a client that goes on to use the server does: list the tools and call the first
+    (``auth/scope-step-up`` answers the call with a 403 that asks for more scope;
+    ``auth/authorization-server-migration`` refuses the second token-bearing request)."""
+    authorized(person, "handshake", lambda: client.await_ready(timeout=TIMEOUT))
+    tools = authorized(person, "tools/list", lambda: client.list_all_tools(timeout=TIMEOUT))
+    if not tools:
+        return
+    tool = tools[0]
+    arguments = stub_arguments(tool)
+    result = authorized(
+        person, "tools/call", lambda: client.call_tool(tool.name, arguments, timeout=TIMEOUT)
+    )
+    expect_text(result, tool.name)
+
+
+def run_auth(url: str, scenario: str, context: dict[str, Any]) -> int:
+    if not hasattr(mcp, "OAuth"):
+        print("conformance client: this conduit-mcp has no mcp.OAuth", file=sys.stderr)
+        return 2
+    person = None if scenario in CLIENT_CREDENTIALS else Person()
+    auth = make_oauth(scenario, context, person)
+    expected = REFUSALS.get(scenario)
+    try:
+        with mcp.Client.start(
+            mcp.Http(url, auth=auth),
+            protocol="auto",
+            **options(scenario),
+        ) as client:
+            if person is not None:
+                person.start(client)
+            try:
+                use_server(client, person)
+            finally:
+                if person is not None:
+                    person.stop()
+    except mcp.Error as error:
+        if expected is not None and error.kind == "auth" and error.reason in expected:
+            print(f"{REFUSED_MARK} auth/{error.reason}", file=sys.stderr)
+            return 0
+        raise
+    if expected is not None:
+        wanted = " or ".join(f"auth/{reason}" for reason in sorted(expected))
+        print(f"conformance client: expected a refusal ({wanted}); none came", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: client.py [...] SERVER_URL (the harness appends it)", file=sys.stderr)
         return 2
     url = argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    if scenario.startswith("auth/"):
+        return run_auth(url, scenario, context)
     run = SCENARIOS.get(scenario)
     if run is None:
         print(f"unknown scenario {scenario!r}; known: {sorted(SCENARIOS)}", file=sys.stderr)
         return 2
-    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     with mcp.Client.start(mcp.Http(url), protocol="auto", **options(scenario)) as client:
         client.await_ready(timeout=TIMEOUT)
         run(client, context)
