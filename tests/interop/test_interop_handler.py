@@ -376,6 +376,32 @@ def test_everything_url_elicitation(
     assert texts(result)[0] == "❌ User declined to open the URL (Elicitation ID: order-18)."
 
 
+def test_everything_url_elicitation_required_error_then_retry(
+    start_client: Callable[..., mcp.Client], everything: Callable[[str], Any]
+) -> None:
+    """The error path: the tool fails with -32042, whose data names the page to open; the
+    caller sees a clear ``Error`` carrying it, and the same call retried asks the handler."""
+    handler = SyncHandler()
+    client = start_client(everything("stdio"), handler=handler, protocol="legacy")
+    client.await_ready(timeout=READY_TIMEOUT)
+    args = {"url": "https://pay.example.org/x", "errorPath": True}
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("trigger-url-elicitation", args, timeout=CALL_TIMEOUT)
+    assert (err.value.kind, err.value.reason, err.value.code) == (
+        "server",
+        "url_elicitation_required",
+        -32042,
+    )
+    [wanted] = err.value.data["elicitations"]
+    assert (wanted["mode"], wanted["url"]) == ("url", "https://modelcontextprotocol.io")
+    assert handler.seen.of("elicit") == []
+
+    retried = client.call_tool("trigger-url-elicitation", args, timeout=CALL_TIMEOUT)
+    assert texts(retried)[0].startswith("✅ User completed the URL elicitation flow.")
+    [(request, _)] = handler.seen.of("elicit")
+    assert (request.mode, request.url) == ("url", "https://pay.example.org/x")
+
+
 @pytest.mark.parametrize("style", list(HANDLERS))
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_everything_lists_our_roots(
