@@ -105,7 +105,7 @@ class ClientOptions(TypedDict, total=False):
     catches up. Bounds the memory a flooding server can take. Default 10000."""
     max_answer_backlog: int
     """Bytes written for the server and not yet taken by it (stdio: the pipe's backlog;
-    HTTP: answer bodies being POSTed, and at most 32 answer POSTs at once); an answer to a
+    HTTP: answer bodies waiting or being POSTed, 32 POSTs at once); an answer to a
     server request (``ping``, ``-32601``) beyond it is dropped and counted (kind ``answer``).
     The client's own requests are never dropped (``max_in_flight`` bounds them). Default
     1 MiB."""

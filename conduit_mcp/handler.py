@@ -145,7 +145,7 @@ class Handler:
         raise NotImplementedError
 
     def handle_notification(
-        self, method: str, params: Mapping[str, Any] | None, ctx: HandlerContext
+        self, method: str, params: dict[str, Any] | None, ctx: HandlerContext
     ) -> Awaitable[None] | None:
         """A server notification (every one but ``notifications/message``, which goes to
         :meth:`handle_log`, and progress and cancellation, which the client handles), in

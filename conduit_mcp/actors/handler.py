@@ -589,7 +589,7 @@ class HandlerActor(SafeActor):
             if "handle_notification" not in self._implemented:
                 return
             fn = self._handler.handle_notification
-            args = (n.method, n.params)
+            args = (n.method, n.params if isinstance(n.params, dict) else None)
             name = "handle_notification"
         with self._note_lock:
             full = self._note_backlog >= self._max_backlog

@@ -35,9 +35,10 @@ open (a new sink supersedes the old at the transport), tells the connection it i
 
 It also owns the legacy era's HTTP GET stream (server messages outside any request): the
 connection asks for it on entering ``ready`` (``Want.get``, a number per session); this actor
-opens it through the same stream API, hands its messages to the connection as they are
-(``Inbound``: the connection routes notifications and server requests; answers to calls in
-flight already went to their callers), and reopens it when it ends, resumed with
+opens it through the same stream API (the transport holds the session's requests until it
+is answered, so the server sees it before them), hands its messages to the connection as they
+are (``Inbound``: the connection routes notifications and server requests; answers to calls
+in flight already went to their callers), and reopens it when it ends, resumed with
 ``Last-Event-ID`` after the server's ``retry``, but never sooner than the floor and later
 and later while it keeps ending at once (a server sending ``retry: 1`` and closing every
 stream must not get a reconnect per millisecond). After :data:`~conduit_mcp.protocol.listen.

@@ -178,7 +178,9 @@ class ServerWork:
             self._answer_error(m.id, INVALID_REQUEST, "Duplicate request id")
             return
         related = self._related(related_id)
-        first = related[0] if len(related) == 1 else None
+        # Named to the handler only when the wire said so (HTTP): over stdio the paused calls
+        # are a guess.
+        first = related[0] if related_id is not None and related else None
         context = ServeContext(
             "legacy",
             m.id,

@@ -40,6 +40,7 @@ class AskMixin(ServerState):
     """
 
     _roots_changed: int
+    _detached: set[asyncio.Task[Any]]  # ask calls with detach: true, still running
     _unexpected: collections.deque[Any]
 
     # ---- sending and recording ------------------------------------------------------------
@@ -121,9 +122,21 @@ class AskMixin(ServerState):
             return _tool_error("ask: timeout must be a number in (0, 600]")
         if not _is_num(grace) or not 0 <= grace <= 10:
             return _tool_error("ask: cancel_grace must be a number in [0, 10]")
+        concurrent = args.get("concurrent") is True
+        if args.get("detach") is True:
+            # Outside this call: the requests go on (GET stream over HTTP) after it answered.
+            work = self._ask(specs, concurrent, "get", timeout, grace)
+            task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
+            self._detached.add(task)
+            task.add_done_callback(self._detached.discard)
+            report = {"detached": len(specs)}
+            return {
+                "content": [{"type": "text", "text": orjson.dumps(report).decode()}],
+                "structuredContent": report,
+            }
         if via == "post":
             self._open_stream()
-        return self._ask(specs, args.get("concurrent") is True, via, timeout, grace)
+        return self._ask(specs, concurrent, via, timeout, grace)
 
     async def _ask(
         self, specs: list[dict[str, Any]], concurrent: bool, via: str, timeout: float, grace: float

@@ -169,6 +169,7 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
                 "timeout": {"type": "number", "default": 60},
                 "cancel_grace": {"type": "number", "default": 0.2},
                 "force": {"type": "boolean", "default": False},
+                "detach": {"type": "boolean", "default": False},
             },
             ("requests",),
         ),

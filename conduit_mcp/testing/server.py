@@ -153,6 +153,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
         self._asked = collections.OrderedDict()
         self._unexpected = collections.deque(maxlen=1000)
         self._roots_changed = 0
+        self._detached = set()
         self._conversations = {}
         self._ended = collections.deque(maxlen=MAX_KEPT)
         self._carriers = collections.deque(maxlen=MAX_CARRIERS)
@@ -281,7 +282,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
 
     def cancel_all(self) -> None:
         """Cancel every piece of work in progress (e.g. when the transport closes)."""
-        for task in list(self._tasks.values()):
+        for task in [*self._tasks.values(), *self._detached]:
             task.cancel()
         self._tasks.clear()
 

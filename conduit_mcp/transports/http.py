@@ -16,7 +16,8 @@ Era differences, decided per message (a modern request carries its version in ``
   (with a warning) and the header plans of the others kept for ``tools/call``.
 * **legacy**: the ``Mcp-Session-Id`` from the ``initialize`` answer is sent back, with the
   negotiated ``MCP-Protocol-Version``; once ``notifications/initialized`` was answered the
-  GET stream (opened by the listen actor) carries server notifications and requests; a
+  GET stream (opened by the listen actor) carries server notifications and requests, and the
+  session's requests wait for it to be answered (``LegacySession.streams_ready``); a
   broken response stream is resumed with ``Last-Event-ID`` after the server's ``retry``; a 404 for a request
   carrying the session is a :class:`SessionExpired` (the request is kept and re-sent once
   the connection has initialized again); ``close`` DELETEs the session; cancelling also
@@ -49,8 +50,10 @@ code, so it runs on a small worker pool (never on the loop or an actor), bounded
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -112,6 +115,9 @@ __all__ = ["Http", "HttpTransport"]
 #: Answers to server requests being POSTed at once, at most; one more is dropped and counted
 #: (docs/connection.md, "Floods"): each POST holds a task and a pooled connection's turn.
 ANSWER_POSTS = 32
+#: Answers that may wait for a POST slot; one more is dropped (and counted), like one past
+#: ``max_answer_backlog`` bytes: a flood of tiny answers is bounded in count too.
+ANSWER_WAITING = 1024
 
 # A tools/list the transport sends itself to learn header plans (never a connection's id).
 _PLANS_ID = "conduit-mcp:header-plans"
@@ -166,8 +172,11 @@ class HttpTransport:
         # counted (docs/connection.md, "Floods"). One writer each: no lock.
         self._answers_started = 0
         self._answers_done = 0
-        self._answer_posts = 0  # answers handed to the loop (connection's thread)
-        self._answer_posts_done = 0  # answers done posting (loop)
+        self._answer_posts = 0  # answers being POSTed now (loop)
+        self._answers_handed = 0  # answers handed to the loop (connection's thread)
+        self._answers_finished = 0  # answers posted, or dropped at close (loop)
+        # answers waiting for a POST slot, (body, size) (loop)
+        self._answer_queue: deque[tuple[bytes, int]] = deque()
         self._max_answers = max_answer_backlog
         self._others: set[asyncio.Task[Any]] = set()
         # The listen actor's streams by tag (their request ids).
@@ -208,40 +217,51 @@ class HttpTransport:
         io_loop.call_soon(self._start, rid, method or "", body, headers, modern)
 
     def send_answer(self, message: dict[str, Any]) -> None:
-        """An answer to a server request, POSTed like a notification; dropped (and counted)
-        while ``max_answer_backlog`` bytes or :data:`ANSWER_POSTS` answers are still being
-        posted, so a server that floods requests cannot pile up POSTs. Connection's
-        thread."""
+        """An answer to a server request, POSTed like a notification. At most
+        :data:`ANSWER_POSTS` are being POSTed at once; the others wait their turn on the loop.
+        One that would take the answers waiting or being posted past ``max_answer_backlog``
+        bytes, or past :data:`ANSWER_WAITING` waiting, is dropped (and counted), so a server
+        that floods requests cannot pile up POSTs or memory. Connection's thread."""
         body = encode(message)
         size = len(body)
         if (
             self._answers_started - self._answers_done + size > self._max_answers
-            or self._answer_posts - self._answer_posts_done >= ANSWER_POSTS
+            or self._answers_handed - self._answers_finished >= ANSWER_POSTS + ANSWER_WAITING
         ):
             drops = getattr(self._pending, "drops", None)
             if drops is not None:
                 drops.add("answer")
             return
         self._answers_started += size
-        self._answer_posts += 1
-        io_loop.call_soon(self._start_answer, body, size)
+        self._answers_handed += 1
+        io_loop.call_soon(self._queue_answer, body, size)
 
-    def _start_answer(self, body: bytes, size: int) -> None:
-        if self._closing or self._session is None:
-            self._answers_done += size
-            self._answer_posts_done += 1
-            return
-        # As send() posts a response: no method, so no modern headers (a modern server
-        # sends no requests; a legacy session's id goes with it).
-        task = asyncio.ensure_future(self._post_other("", body, False))
-        self._others.add(task)
+    def _queue_answer(self, body: bytes, size: int) -> None:
+        self._answer_queue.append((body, size))
+        self._pump_answers()
 
-        def done(t: asyncio.Task[Any]) -> None:
-            self._others.discard(t)
-            self._answers_done += size
-            self._answer_posts_done += 1
+    def _pump_answers(self) -> None:
+        """Start the waiting answers' POSTs while fewer than :data:`ANSWER_POSTS` run (loop)."""
+        queue = self._answer_queue
+        while queue and self._answer_posts < ANSWER_POSTS:
+            body, size = queue.popleft()
+            if self._closing or self._session is None:
+                self._answers_done += size
+                self._answers_finished += 1
+                continue
+            self._answer_posts += 1
+            # As send() posts a response: no method, so no modern headers (a modern server
+            # sends no requests; a legacy session's id goes with it).
+            task = asyncio.ensure_future(self._post_other("", body, False))
+            self._others.add(task)
+            task.add_done_callback(functools.partial(self._answer_posted, size))
 
-        task.add_done_callback(done)
+    def _answer_posted(self, size: int, task: asyncio.Task[Any]) -> None:
+        self._others.discard(task)
+        self._answers_done += size
+        self._answers_finished += 1
+        self._answer_posts -= 1
+        self._pump_answers()
 
     def set_credentials(self, spec: Http) -> None:
         """``Client.set_auth``: the next request carries these (connection thread; each

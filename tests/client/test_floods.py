@@ -171,7 +171,8 @@ def test_a_ping_flood_over_legacy_http_is_answered_within_bounds(
     response: str,
 ) -> None:
     # sse: the pings come on the tool call's response stream; json: on the session's GET
-    # stream. Each answer is a POST: at most ANSWER_POSTS (32) at once, the rest dropped.
+    # stream. Each answer is a POST: ANSWER_POSTS (32) at once, the rest wait, and
+    # past max_answer_backlog bytes waiting they are dropped.
     _, proc = serve_http(era="legacy", flood_tools=True, http_response=response)
     client = start_client(mcp.Http(proc.url), protocol="legacy", meter_provider=dropped.provider)
     client.await_ready(10)

@@ -187,3 +187,19 @@ def test_conformance_scenario(
     node: str, version: str, spec: str | None, scenario: str, tmp_path: Path
 ) -> None:
     run_scenario(node, version, spec, scenario, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("version", "spec"), [("0.1.16", None), ("0.2.0-alpha.12", "2026-07-28")], ids=str
+)
+def test_every_non_auth_client_scenario_of_the_harness_is_run(
+    node: str, version: str, spec: str | None
+) -> None:
+    # The harness's own list (`list --client`): a scenario it adds is run here or noticed.
+    argv = [node, str(harness(version)), "list", "--client"]
+    if spec is not None:
+        argv += ["--spec-version", spec]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    listed = {m.group(1) for m in re.finditer(r"^\s*-\s+(\S+)", out, re.M)}
+    offered = {name for name in listed if not name.startswith("auth/")}
+    assert offered == {s for v, _, s in SCENARIOS if v == version}

@@ -201,6 +201,24 @@ def test_cancelling_the_call_cancels_its_pending_requests(spawn):
     srv.wait_for({"event": "cancelled", "id": call, "found": True})
 
 
+def test_detached_requests_go_on_after_the_call_answered(spawn):
+    srv, peer = spawn(era="legacy")
+    peer.initialize()
+    reply = peer.request(
+        "tools/call", {"name": "ask", "arguments": {"requests": [PING, ROOTS], "detach": True}}
+    )
+    assert structured(reply) == {"detached": 2}
+    for method in ("ping", "roots/list"):
+        request = peer.expect(lambda m, method=method: m.get("method") == method)
+        answer(peer, request["id"], result={"m": method})
+        srv.wait_for(lambda e, rid=request["id"]: e.get("dir") == "in" and e.get("id") == rid)
+    learned = structured(peer.request("tools/call", {"name": "learned"}))["requests"]
+    assert [(r["id"], r["outcome"], r["result"]) for r in learned] == [
+        ("s-1", "result", {"m": "ping"}),
+        ("s-2", "result", {"m": "roots/list"}),
+    ]
+
+
 def test_bad_arguments_and_the_modern_era_are_tool_errors(spawn):
     _, peer = spawn()
     modern = peer.call("ask", {"requests": [PING]})["result"]
