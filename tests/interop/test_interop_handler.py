@@ -431,6 +431,57 @@ def test_everything_lists_our_roots(
     assert all(ctx.era == "legacy" for _, ctx in handler.seen.of("list_roots"))
 
 
+class Failing(mcp.Handler):
+    """``create_message`` raises; ``elicit`` never answers (until it is cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut_short: queue.Queue[bool] = queue.Queue()
+
+    def create_message(
+        self, request: mcp.SamplingRequest, ctx: mcp.HandlerContext
+    ) -> mcp.SamplingResult:
+        raise ValueError("a private failure text")
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> mcp.ElicitResult:
+        ctx.cancelled.wait(CALL_TIMEOUT)
+        self.cut_short.put(ctx.cancelled.is_set())
+        return mcp.ElicitResult.decline()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_everything_gets_an_error_when_the_handler_raises_or_times_out(
+    start_client: Callable[..., mcp.Client],
+    everything: Callable[[str], Any],
+    transport: str,
+) -> None:
+    """The server is answered a JSON-RPC error it can report (its tool result says so),
+    never the exception's text; a handler past ``handler_timeout`` is cancelled; the client
+    stays up."""
+    handler = Failing()
+    client = start_client(
+        everything(transport), handler=handler, protocol="legacy", handler_timeout=0.5
+    )
+    client.await_ready(timeout=READY_TIMEOUT)
+
+    raised = client.call_tool("trigger-sampling-request", {"prompt": "x"}, timeout=CALL_TIMEOUT)
+    assert (raised.is_error, raised.text) == (
+        True,
+        "MCP error -32603: the client's handler raised ValueError on sampling/createMessage",
+    )
+    late = client.call_tool("trigger-elicitation-request", {}, timeout=CALL_TIMEOUT)
+    assert (late.is_error, late.text) == (
+        True,
+        "MCP error -32603: the client's handler did not answer elicitation/create within "
+        "0.5 s (handler_timeout)",
+    )
+    assert handler.cut_short.get(timeout=5) is True
+    assert client.status().state == "ready"
+    assert client.call_tool("echo", {"message": "still here"}, timeout=10).text == (
+        "Echo: still here"
+    )
+
+
 class ElicitOnly(mcp.Handler):
     def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> mcp.ElicitResult:
         return mcp.ElicitResult.decline()
