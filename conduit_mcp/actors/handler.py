@@ -74,6 +74,7 @@ from ..otp.supervisor import ChildSpec, child_spec_for
 from ..otp.timers import TimerHandle, schedule
 from ..protocol import serving
 from ..protocol.client_caps import check_elicitation_modes
+from ..protocol.results import parse_server_info
 from ..protocol.serving import Refusal
 from ..published import Published
 from .events import HandlerNotification, Serve, Served, ServeError, Unserve
@@ -487,7 +488,7 @@ class HandlerActor(SafeActor):
         ctx = HandlerContext(
             self._client_name,
             c.era,
-            self._shared.server_info,
+            parse_server_info(self._shared.server_info),
             c.request_id,
             c.related_method,
             c.related_id,
@@ -599,7 +600,9 @@ class HandlerActor(SafeActor):
             self._drop_notification()
             return
         status = self._shared.status
-        ctx = HandlerContext(self._client_name, status.era or "legacy", self._shared.server_info)
+        ctx = HandlerContext(
+            self._client_name, status.era or "legacy", parse_server_info(self._shared.server_info)
+        )
         method, halt, ended, timeout = n.method, self._halt, self._ended, self._timeout
         loop = self._ensure_loop() if _is_async(fn) else None
 

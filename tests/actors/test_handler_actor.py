@@ -32,9 +32,9 @@ from conduit_mcp.handler_types import (
     SamplingResult,
 )
 from conduit_mcp.otp import Link, Registry, SafeActor, Supervisor, WhichChildren
+from conduit_mcp.protocol.results import parse_server_info
 from conduit_mcp.published import Published
 from conduit_mcp.status import Status
-from conduit_mcp.types import ServerInfo
 
 if TYPE_CHECKING:
     from conftest import Events
@@ -80,7 +80,7 @@ class Rig:
         self.registry = Registry()
         self.registry.set("connection", Connection.start(events))
         self.shared = Published()
-        self.shared.server_info = ServerInfo("srv", "1.0")
+        self.shared.server_info = {"name": "srv", "version": "1.0"}  # as the handshake publishes it
         self.shared.status = Status("ready", era="legacy")
         self.config = build_config({"handler": handler, **options})
         self.halt = threading.Event()
@@ -265,7 +265,7 @@ def test_plain_methods_are_served_with_their_context(events: Events) -> None:
     (ctx,) = handler.contexts
     assert (ctx.client_name, ctx.era, ctx.request_id) == ("c1", "legacy", f"srv-{k1}")
     assert (ctx.related_method, ctx.related_id) == ("tools/call", 41)
-    assert ctx.server_info == ServerInfo("srv", "1.0")
+    assert ctx.server_info == parse_server_info({"name": "srv", "version": "1.0"})
     assert not ctx.cancelled.is_set()
     assert handler.threads[0] != threading.current_thread().name
     assert rig.stats() == HandlerStats(0, 0, 4, 0, 0, 0)
@@ -571,7 +571,11 @@ def test_notifications_run_in_arrival_order_while_a_serve_runs(
     assert rig.stats().running == 1  # the Serve is still waiting
     assert "RuntimeError" in caplog.text and SECRET not in caplog.text
     ctx = handler.contexts[0]
-    assert (ctx.client_name, ctx.era, ctx.server_info) == ("c1", "legacy", ServerInfo("srv", "1.0"))
+    assert (ctx.client_name, ctx.era, ctx.server_info) == (
+        "c1",
+        "legacy",
+        parse_server_info({"name": "srv", "version": "1.0"}),
+    )
     gated.gate.set()
     assert rig.served(key).error is None
 

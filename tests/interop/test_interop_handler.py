@@ -678,14 +678,6 @@ def test_mcp_peer_modern_round_asks_both_questions_at_once(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "handler bug: HandlerContext.server_info is the handshake's raw serverInfo dict, not "
-        "the conduit_mcp.ServerInfo its docstring promises (the handler actor passes "
-        "shared.server_info unparsed)"
-    ),
-)
 @pytest.mark.parametrize("protocol", list(ERAS))
 def test_handler_context_names_the_server(
     start_client: Callable[..., mcp.Client], handler_peer: Callable[[str], Any], protocol: str
