@@ -745,7 +745,7 @@ def test_mcp_peer_declined_sampling_and_undeclared_roots_fail_the_call(
 class SlowHuman(SyncHandler):
     """Takes ``think`` seconds to answer (a person reading the question)."""
 
-    think = 1.5
+    think = 3.0
 
     def __init__(self) -> None:
         super().__init__()
@@ -765,14 +765,14 @@ def test_mcp_peer_call_deadline_pauses_while_the_user_answers(
     transport: str,
     protocol: str,
 ) -> None:
-    """A call with a 1 s timeout whose server asks the user, who takes 1.5 s, still succeeds:
+    """A call with a 2 s timeout whose server asks the user, who takes 3 s, still succeeds:
     the deadline is paused while the handler works."""
     handler = SlowHuman()
     client = start_client(handler_peer(transport), handler=handler, protocol=protocol)
     client.await_ready(timeout=READY_TIMEOUT)
 
     started = time.monotonic()
-    booked = client.call_tool("book_table", {"party": 3}, timeout=1.0)
+    booked = client.call_tool("book_table", {"party": 3}, timeout=2.0)
     assert booked.text == "booked a table for 3: Ada Lovelace <ada@example.org>"
     assert time.monotonic() - started >= SlowHuman.think
     assert handler.cut_short.get(timeout=5) is False
@@ -812,7 +812,7 @@ def test_mcp_peer_max_total_timeout_ends_the_call_and_the_question(
     client.await_ready(timeout=READY_TIMEOUT)
 
     with pytest.raises(mcp.Error) as err:
-        client.call_tool("book_table", {"party": 5}, timeout=1.0, max_total_timeout=1.2)
+        client.call_tool("book_table", {"party": 5}, timeout=2.0, max_total_timeout=2.5)
     assert (err.value.kind, err.value.reason) == ("timeout", "max_total_timeout")
     assert handler.cut_short.get(timeout=5) is True
 
