@@ -22,6 +22,13 @@ Tools:
   ``inputRequests`` entries), returns ``"<colour> <number>"``.
 * ``summarize(text)``: samples the client's model, returns ``"<model>: <text>"``.
 * ``client_roots()``: the client's roots as a JSON list of ``[uri, name]``.
+
+Modern only (hand-rolled rounds: the function returns an ``InputRequiredResult`` itself and
+reads the answer from ``ctx.input_responses`` on the retry, which must echo
+``requestState``): the prompt ``welcome(guest)`` asks for a nickname and answers one user
+message ``"Welcome <guest>, alias <nickname> (state <state>)"``; the resource template
+``peer://secret/{name}`` asks for a password and reads ``"<name> unlocked with <password>"``.
+In the legacy era both fail (there is no round to answer).
 """
 
 from __future__ import annotations
@@ -36,9 +43,18 @@ from mcp.server.elicitation import (
     DeclinedElicitation,
     ElicitationResult,
 )
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
-from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+from mcp_types import (
+    CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+)
 from pydantic import BaseModel, Field
 
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
@@ -134,6 +150,43 @@ def summarize(text: str, sampled: Annotated[CreateMessageResult, Resolve(ask_mod
 def client_roots(roots: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
     """The client's roots."""
     return json.dumps([[str(r.uri), r.name] for r in roots.roots])
+
+
+def _ask_form(message: str, field: str) -> ElicitRequest:
+    schema = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def _answer(ctx: Context, key: str, field: str) -> str | None:
+    """The form answer to ``key`` if this is the retry (``None`` on the first request)."""
+    answer = (ctx.input_responses or {}).get(key)
+    if isinstance(answer, ElicitResult) and answer.action == "accept" and answer.content:
+        return str(answer.content[field])
+    return None
+
+
+@server.prompt()
+def welcome(guest: str, ctx: Context) -> str | InputRequiredResult:
+    """Welcome a guest; asks the user for the guest's nickname first (modern rounds)."""
+    nickname = _answer(ctx, "nickname", "nickname")
+    if nickname is None:
+        return InputRequiredResult(
+            input_requests={"nickname": _ask_form(f"Nickname for {guest}?", "nickname")},
+            request_state=f"welcome:{guest}",
+        )
+    return f"Welcome {guest}, alias {nickname} (state {ctx.request_state})"
+
+
+@server.resource("peer://secret/{name}", mime_type="text/plain")
+def secret(name: str, ctx: Context) -> str | InputRequiredResult:
+    """A locked document; asks the user for its password first (modern rounds)."""
+    password = _answer(ctx, "password", "password")
+    if password is None:
+        return InputRequiredResult(
+            input_requests={"password": _ask_form(f"Password for {name}?", "password")},
+            request_state=f"secret:{name}",
+        )
+    return f"{name} unlocked with {password}"
 
 
 def main() -> None:

@@ -13,7 +13,10 @@ Peers:
   after ``initialized`` and then serves only files under them (started without directories).
 * ``handler_peer.py``: the official ``mcp`` 2.3.0 server whose tools elicit, sample and list
   roots through the SDK's resolvers, in both eras: ``input_required`` rounds (2026-07-28) and
-  standalone server requests (2025-11-25), over stdio and HTTP.
+  standalone server requests (2025-11-25), over stdio and HTTP; its prompt and template
+  resource run hand-made rounds (modern only).
+* ``probe_handler_official.py`` drives the same peers with the official client, by hand, to
+  tell a peer's quirk from a bug of ours.
 
 Every test asserts what a user sees: the tool's result, the requests the handler was given.
 """
@@ -98,6 +101,8 @@ def answer_elicit(request: mcp.ElicitRequest, action: str) -> mcp.ElicitResult:
     properties = set((request.requested_schema or {}).get("properties", {}))
     answers: dict[str, Any] = {
         "name": "Ada Lovelace",
+        "nickname": "Ada Lovelace",
+        "password": "Ada Lovelace",
         "email": "ada@example.org",
         "check": True,
         "integer": 7,
@@ -857,3 +862,31 @@ def test_everything_logs_and_notifications_reach_the_handler(
     )
     if transport == "stdio":
         assert handler.notes.get(timeout=10) == "notifications/tools/list_changed"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_peer_prompt_and_resource_rounds(
+    start_client: Callable[..., mcp.Client], handler_peer: Callable[[str], Any], transport: str
+) -> None:
+    """Modern rounds on ``prompts/get`` and ``resources/read`` (the peer's prompt and template
+    resource return ``input_required`` themselves and read the answer on the retry, which
+    must echo their ``requestState``)."""
+    handler = SyncHandler()
+    client = start_client(handler_peer(transport), handler=handler, protocol="modern")
+    assert client.await_ready(timeout=READY_TIMEOUT).era == "modern"
+
+    prompt = client.get_prompt("welcome", {"guest": "Ada"}, timeout=CALL_TIMEOUT)
+    [message] = prompt.messages
+    assert message["content"]["text"] == "Welcome Ada, alias Ada Lovelace (state welcome:Ada)"
+
+    read = client.read_resource("peer://secret/diary", timeout=CALL_TIMEOUT)
+    [content] = read.contents
+    assert (content["uri"], content["text"]) == (
+        "peer://secret/diary",
+        "diary unlocked with Ada Lovelace",
+    )
+    asked = [(r.message, ctx.related_method) for r, ctx in handler.seen.of("elicit")]
+    assert asked == [
+        ("Nickname for Ada?", "prompts/get"),
+        ("Password for diary?", "resources/read"),
+    ]
