@@ -15,6 +15,8 @@ Peers:
   roots through the SDK's resolvers, in both eras: ``input_required`` rounds (2026-07-28) and
   standalone server requests (2025-11-25), over stdio and HTTP; its prompt and template
   resource run hand-made rounds (modern only).
+* ``handler_legacy_peer.py``: ``mcp`` 1.30.0 ``FastMCP`` (legacy only), whose tools elicit and
+  sample related to the call and ask for roots outside it (over HTTP: the GET stream).
 * ``probe_handler_official.py`` drives the same peers with the official client, by hand, to
   tell a peer's quirk from a bug of ours.
 
@@ -890,3 +892,58 @@ def test_mcp_peer_prompt_and_resource_rounds(
         ("Nickname for Ada?", "prompts/get"),
         ("Password for diary?", "resources/read"),
     ]
+
+
+# -- mcp 1.30.0 FastMCP (legacy only): ctx.elicit, session.create_message, list_roots --------
+
+
+@pytest.fixture
+def legacy_handler_peer(
+    legacy_python: Path, http_peers: Callable[..., HttpPeer]
+) -> Callable[[str], mcp.Stdio | mcp.Http]:
+    """``legacy_handler_peer(transport)``: a fresh ``handler_legacy_peer.py`` (mcp 1.30.0)."""
+    script = str(Path(__file__).resolve().parent / "handler_legacy_peer.py")
+
+    def spec(transport: str) -> mcp.Stdio | mcp.Http:
+        if transport == "stdio":
+            return mcp.Stdio(str(legacy_python), [script, "stdio"])
+        port = free_port()
+        peer = http_peers([str(legacy_python), script, "http", "--port", str(port)], port, ready=[])
+        return mcp.Http(peer.url)
+
+    return spec
+
+
+@pytest.mark.parametrize("style", list(HANDLERS))
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_legacy_sdk_peer_asks_in_the_call_and_outside_it(
+    start_client: Callable[..., mcp.Client],
+    legacy_handler_peer: Callable[[str], Any],
+    transport: str,
+    style: str,
+) -> None:
+    """mcp 1.30.0 sends its elicitation and sampling requests related to the call (over HTTP
+    on the call's POST stream) and its ``roots/list`` unrelated (over HTTP on the GET
+    stream); ``auto`` falls back to the handshake."""
+    handler = HANDLERS[style]()
+    client = start_client(legacy_handler_peer(transport), handler=handler, protocol="auto")
+    status = client.await_ready(timeout=READY_TIMEOUT)
+    assert (status.era, status.version, status.origin) == ("legacy", "2025-11-25", "probe")
+
+    assert client.call_tool("ask_name", {}, timeout=CALL_TIMEOUT).text == "hello Ada Lovelace"
+    assert client.call_tool("sample", {"prompt": "hi"}, timeout=CALL_TIMEOUT).text == (
+        f"stub-model: {SAMPLED}"
+    )
+    assert json.loads(client.call_tool("roots", {}, timeout=CALL_TIMEOUT).text) == [
+        ["file:///srv/projects/alpha", "alpha"],
+        ["file:///srv/projects/beta", None],
+    ]
+    handler.action = "decline"
+    assert client.call_tool("ask_name", {}, timeout=CALL_TIMEOUT).text == "declined"
+
+    [(_, elicit_ctx), _] = handler.seen.of("elicit")
+    [(_, sample_ctx)] = handler.seen.of("create_message")
+    [(_, roots_ctx)] = handler.seen.of("list_roots")
+    assert elicit_ctx.related_method == related_method(transport, "legacy")
+    assert sample_ctx.related_method == related_method(transport, "legacy")
+    assert roots_ctx.related_method is None
