@@ -372,3 +372,26 @@ def test_max_total_timeout_is_checked_in_the_caller(make_server: Any, start_clie
     with pytest.raises(mcp.Error) as err:
         client.call_tool("echo", {"text": "x"}, max_total_timeout=-1)
     assert (err.value.kind, err.value.reason) == ("argument", "max_total_timeout")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_handler_taking_notifications_is_a_listen_consumer(
+    transport: str, make_server: Any, serve_http: Any, start_client: Any
+) -> None:
+    """No subscriber, no cached list: the handler alone makes the modern client listen."""
+    handler = Assistant()
+    if transport == "stdio":
+        spec: Any = make_server().stdio()
+    else:
+        _, proc = serve_http()
+        spec = mcp.Http(proc.url)
+    client = start_client(spec, protocol="modern", handler=handler)
+    # every kind the server advertises (without a handler the client would not listen)
+    assert client.await_listening(timeout=10) == {
+        "toolsListChanged": True,
+        "promptsListChanged": True,
+        "resourcesListChanged": True,
+    }
+    client.call_tool("changed", {"kind": "tools"})
+    assert handler.noted.wait(10)
+    assert handler.notes == ["notifications/tools/list_changed"]

@@ -1,5 +1,5 @@
 """The handler against real servers nobody here wrote: what they ask of the client, answered
-through ``mcp.Handler`` (docs/architecture.md, "The handler").
+through ``mcp.Handler`` (docs/connection.md, "Server-to-client requests").
 
 Peers:
 
