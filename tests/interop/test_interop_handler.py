@@ -313,6 +313,8 @@ def test_everything_sampling_returns_our_answer(
     ]
     assert ctx.era == "legacy"
     assert ctx.related_method == related_method(transport, "legacy")
+    assert ctx.server_info is not None
+    assert (ctx.server_info.name, ctx.server_info.version) == EVERYTHING_SERVER_INFO
     assert not ctx.cancelled.is_set()
 
 
@@ -626,6 +628,7 @@ def test_mcp_peer_tools_elicit_sample_and_list_roots(
     assert set(request.requested_schema["properties"]) == {"name", "email"}
     assert ctx.era == era
     assert ctx.related_method == related_method(transport, era)
+    assert ctx.server_info == client.server_info()
 
     assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
         "accepted: yes"
