@@ -11,13 +11,13 @@ Peers:
   capabilities the handler's methods declared.
 * npm ``@modelcontextprotocol/server-filesystem`` (stdio): asks the client for its roots right
   after ``initialized`` and then serves only files under them (started without directories).
-* ``handler_peer.py``: the official ``mcp`` 2.3.0 server whose tools elicit, sample and list
+* ``peers/handler_peer.py``: the official ``mcp`` 2.3.0 server whose tools elicit, sample and list
   roots through the SDK's resolvers, in both eras: ``input_required`` rounds (2026-07-28) and
   standalone server requests (2025-11-25), over stdio and HTTP; its prompt and template
   resource run hand-made rounds (modern only).
-* ``handler_legacy_peer.py``: ``mcp`` 1.30.0 ``FastMCP`` (legacy only), whose tools elicit and
+* ``peers/handler_legacy_peer.py``: ``mcp`` 1.30.0 ``FastMCP`` (legacy only), whose tools elicit and
   sample related to the call and ask for roots outside it (over HTTP: the GET stream).
-* ``probe_handler_official.py`` drives the same peers with the official client, by hand, to
+* ``peers/probe_handler_official.py`` drives the same peers with the official client, by hand, to
   tell a peer's quirk from a bug of ours.
 
 Every test asserts what a user sees: the tool's result, the requests the handler was given.
@@ -47,7 +47,10 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.interop]
 
 READY_TIMEOUT = 20.0
 CALL_TIMEOUT = 15.0
-HANDLER_PEER = Path(__file__).resolve().parent / "handler_peer.py"
+# Not collected by pytest (``norecursedirs`` has "peers"): scripts for a peer's own venv.
+PEERS = Path(__file__).resolve().parent / "peers"
+HANDLER_PEER = PEERS / "handler_peer.py"
+HANDLER_LEGACY_PEER = PEERS / "handler_legacy_peer.py"
 BIND_LOCALHOST = REPO_ROOT / "tests" / "peers" / "bind-localhost.cjs"
 FILESYSTEM_JS = (
     REPO_ROOT
@@ -905,7 +908,7 @@ def legacy_handler_peer(
     legacy_python: Path, http_peers: Callable[..., HttpPeer]
 ) -> Callable[[str], mcp.Stdio | mcp.Http]:
     """``legacy_handler_peer(transport)``: a fresh ``handler_legacy_peer.py`` (mcp 1.30.0)."""
-    script = str(Path(__file__).resolve().parent / "handler_legacy_peer.py")
+    script = str(HANDLER_LEGACY_PEER)
 
     def spec(transport: str) -> mcp.Stdio | mcp.Http:
         if transport == "stdio":

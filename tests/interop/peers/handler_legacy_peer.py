@@ -1,12 +1,10 @@
 """A legacy-only MCP peer on the official ``mcp`` 1.30.0 ``FastMCP`` whose tools ask the client.
 
-Not a test module. Run it with the legacy venv (``make peers``). The imports live in
-:func:`build` because this folder is imported by the main venv's test run (mcp 2.x has no
-``mcp.server.fastmcp``), and there is no ``from __future__ import annotations``: FastMCP
-evaluates the tools' annotations, which name classes local to :func:`build`.
+Not a test module (pytest does not enter ``peers`` folders: mcp 2.x, in the main venv, has no
+``mcp.server.fastmcp``). Run it with the legacy venv (``make peers``):
 
-    .venv-legacy/bin/python tests/interop/handler_legacy_peer.py stdio
-    .venv-legacy/bin/python tests/interop/handler_legacy_peer.py http --port 39032
+    .venv-legacy/bin/python tests/interop/peers/handler_legacy_peer.py stdio
+    .venv-legacy/bin/python tests/interop/peers/handler_legacy_peer.py http --port 39032
 
 Tools, each a standalone server request in the middle of the call (what most servers in the
 wild still run):
@@ -19,16 +17,21 @@ wild still run):
   HTTP: on the session's GET stream): the roots as a JSON list of ``[uri, name]``.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
-from typing import Any
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import SamplingMessage, TextContent
+from pydantic import BaseModel
 
 
-def build(host: str, port: int) -> Any:
-    from mcp.server.fastmcp import Context, FastMCP
-    from mcp.types import SamplingMessage, TextContent
-    from pydantic import BaseModel
+class Name(BaseModel):
+    name: str
 
+
+def build(host: str, port: int) -> FastMCP:
     server = FastMCP(
         "conduit-handler-legacy-peer",
         log_level="WARNING",
@@ -36,9 +39,6 @@ def build(host: str, port: int) -> Any:
         port=port,
         streamable_http_path="/mcp",
     )
-
-    class Name(BaseModel):
-        name: str
 
     @server.tool()
     async def ask_name(ctx: Context) -> str:

@@ -3,9 +3,9 @@
 When a handler interop test fails, run the same peer through the official client to tell a
 peer quirk from a bug of ours. Usage (from the repo root, after ``make venv peers``):
 
-    .venv/bin/python tests/interop/probe_handler_official.py legacy -- .venv/bin/python tests/interop/handler_peer.py stdio
-    .venv/bin/python tests/interop/probe_handler_official.py 2026-07-28 --url http://127.0.0.1:39031/mcp
-    .venv/bin/python tests/interop/probe_handler_official.py legacy -- node .peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
+    .venv/bin/python tests/interop/peers/probe_handler_official.py legacy -- .venv/bin/python tests/interop/peers/handler_peer.py stdio
+    .venv/bin/python tests/interop/peers/probe_handler_official.py 2026-07-28 --url http://127.0.0.1:39031/mcp
+    .venv/bin/python tests/interop/peers/probe_handler_official.py legacy -- node .peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
 
 It answers every elicitation with the form's known fields (or accepts a URL), every sampling
 request with "SAMPLED" from "stub-model", and lists one root; then calls each handler tool

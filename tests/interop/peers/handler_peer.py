@@ -1,9 +1,9 @@
 """A real MCP peer on the official ``mcp`` 2.3.0 server whose tools ask the client for input.
 
-Not a test module (pytest collects only ``test_*.py``). Run it:
+Not a test module (pytest does not enter ``peers`` folders). Run it:
 
-    .venv/bin/python tests/interop/handler_peer.py stdio
-    .venv/bin/python tests/interop/handler_peer.py http --port 39031   # http://127.0.0.1:39031/mcp
+    .venv/bin/python tests/interop/peers/handler_peer.py stdio
+    .venv/bin/python tests/interop/peers/handler_peer.py http --port 39031   # http://127.0.0.1:39031/mcp
 
 The tools use the SDK's resolvers (``Annotated[T, Resolve(fn)]`` with ``Elicit``, ``Sample`` and
 ``ListRoots`` markers), so the SDK picks the transport by the negotiated era: a 2026-07-28
