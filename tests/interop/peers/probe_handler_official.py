@@ -5,6 +5,7 @@ peer quirk from a bug of ours. Usage (from the repo root, after ``make venv peer
 
     .venv/bin/python tests/interop/peers/probe_handler_official.py legacy -- .venv/bin/python tests/interop/peers/handler_peer.py stdio
     .venv/bin/python tests/interop/peers/probe_handler_official.py 2026-07-28 --url http://127.0.0.1:39031/mcp
+    .venv/bin/python tests/interop/peers/probe_handler_official.py auto -- .venv-legacy/bin/python tests/interop/peers/handler_legacy_peer.py stdio
     .venv/bin/python tests/interop/peers/probe_handler_official.py legacy -- node .peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio
 
 It answers every elicitation with the form's known fields (or accepts a URL), every sampling
@@ -31,6 +32,9 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("two_questions", {}),
     ("summarize", {"text": "tides"}),
     ("client_roots", {}),
+    ("ask_name", {}),
+    ("sample", {"prompt": "hi"}),
+    ("roots", {}),
     ("trigger-sampling-request", {"prompt": "hi", "maxTokens": 5}),
     ("trigger-elicitation-request", {}),
     ("trigger-url-elicitation", {"url": "https://example.org/x"}),
