@@ -953,3 +953,51 @@ def test_legacy_sdk_peer_asks_in_the_call_and_outside_it(
     assert elicit_ctx.related_method == related_method(transport, "legacy")
     assert sample_ctx.related_method == related_method(transport, "legacy")
     assert roots_ctx.related_method is None
+
+
+class ToolUser(SyncHandler):
+    """A model that answers by calling the tool it was offered."""
+
+    def create_message(
+        self, request: mcp.SamplingRequest, ctx: mcp.HandlerContext
+    ) -> mcp.SamplingResult:
+        self.seen.add("create_message", request, ctx)
+        [tool] = request.tools or [{}]
+        call = {"type": "tool_use", "id": "t1", "name": tool.get("name"), "input": {"city": "Oslo"}}
+        return mcp.SamplingResult(content=[call], model="stub-model", stop_reason="toolUse")
+
+
+@pytest.mark.parametrize("protocol", list(ERAS))
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_peer_sampling_with_tools(
+    start_client: Callable[..., mcp.Client],
+    handler_peer: Callable[[str], Any],
+    transport: str,
+    protocol: str,
+) -> None:
+    """``capabilities={"sampling": {"tools": {}}}`` declares sampling with tools: the peer
+    offers its tool and takes the model's ``tool_use`` answer; without it the peer refuses
+    the call (-32021, naming ``sampling.tools``)."""
+    handler = ToolUser()
+    client = start_client(
+        handler_peer(transport),
+        handler=handler,
+        protocol=protocol,
+        capabilities={"sampling": {"tools": {}}},
+    )
+    client.await_ready(timeout=READY_TIMEOUT)
+    planned = client.call_tool("plan_trip", {"city": "Oslo"}, timeout=CALL_TIMEOUT)
+    assert (planned.is_error, planned.text) == (False, 'toolUse: get_weather({"city": "Oslo"})')
+    [(request, _)] = handler.seen.of("create_message")
+    assert [t["name"] for t in request.tools or []] == ["get_weather"]
+    assert request.tool_choice == {"mode": "auto"}
+    assert request.messages == [
+        {"role": "user", "content": {"type": "text", "text": "Trip to Oslo?"}}
+    ]
+
+    plain = start_client(handler_peer(transport), handler=ToolUser(), protocol=protocol)
+    plain.await_ready(timeout=READY_TIMEOUT)
+    with pytest.raises(mcp.Error) as err:
+        plain.call_tool("plan_trip", {"city": "Oslo"}, timeout=CALL_TIMEOUT)
+    assert (err.value.reason, err.value.code) == ("missing_client_capability", -32021)
+    assert "sampling.tools" in str(err.value)

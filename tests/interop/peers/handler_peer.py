@@ -22,6 +22,9 @@ Tools:
   ``inputRequests`` entries), returns ``"<colour> <number>"``.
 * ``summarize(text)``: samples the client's model, returns ``"<model>: <text>"``.
 * ``client_roots()``: the client's roots as a JSON list of ``[uri, name]``.
+* ``plan_trip(city)``: samples with a tool (``get_weather``, ``toolChoice: auto``; needs the
+  client's ``sampling.tools``) and returns ``"<stopReason>: <name>(<input JSON>)"`` for a
+  ``tool_use`` answer, ``"<stopReason>: <text>"`` otherwise.
 
 Modern only (hand-rolled rounds: the function returns an ``InputRequiredResult`` itself and
 reads the answer from ``ctx.input_responses`` on the retry, which must echo
@@ -47,6 +50,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp_types import (
     CreateMessageResult,
+    CreateMessageResultWithTools,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
@@ -54,6 +58,9 @@ from mcp_types import (
     ListRootsResult,
     SamplingMessage,
     TextContent,
+    Tool,
+    ToolChoice,
+    ToolUseContent,
 )
 from pydantic import BaseModel, Field
 
@@ -108,6 +115,22 @@ def ask_model(text: str) -> Sample:
     )
 
 
+WEATHER = Tool(
+    name="get_weather",
+    description="The weather in a city",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def ask_model_with_tools(city: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=f"Trip to {city}?"))],
+        max_tokens=64,
+        tools=[WEATHER],
+        tool_choice=ToolChoice(mode="auto"),
+    )
+
+
 def ask_roots() -> ListRoots:
     return ListRoots()
 
@@ -144,6 +167,21 @@ def summarize(text: str, sampled: Annotated[CreateMessageResult, Resolve(ask_mod
     content = sampled.content
     said = content.text if isinstance(content, TextContent) else repr(content)
     return f"{sampled.model}: {said}"
+
+
+@server.tool()
+def plan_trip(
+    city: str, sampled: Annotated[CreateMessageResultWithTools, Resolve(ask_model_with_tools)]
+) -> str:
+    """Plan a trip with the client's model, which may call get_weather."""
+    blocks = sampled.content if isinstance(sampled.content, list) else [sampled.content]
+    said = []
+    for block in blocks:
+        if isinstance(block, ToolUseContent):
+            said.append(f"{block.name}({json.dumps(block.input, sort_keys=True)})")
+        elif isinstance(block, TextContent):
+            said.append(block.text)
+    return f"{sampled.stop_reason}: {' '.join(said)}"
 
 
 @server.tool()
