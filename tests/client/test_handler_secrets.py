@@ -115,6 +115,8 @@ class SecretHandler(mcp.Handler):
         self.contexts.append(ctx)
         self.requests.append(request)
         self._maybe_fail(request.message, ctx)
+        if request.mode == "url":
+            return mcp.ElicitResult.accept()
         return mcp.ElicitResult.accept({"password": ANSWER})
 
     def create_message(
@@ -334,3 +336,140 @@ def test_handler_messages_never_show_params_or_results() -> None:
         for secret in SECRETS:
             assert secret not in repr(message)
             assert secret not in str(message)
+
+
+class UrlSecretHandler(SecretHandler):
+    elicitation_modes = ("form", "url")
+
+
+def search(
+    texts: list[str], errors: list[BaseException], captured: _Capture, exporter: Any
+) -> None:
+    texts = texts + [t for e in errors for t in (str(e), repr(e), repr(e.args))]
+    texts += captured.texts
+    exported = exporter.get_finished_spans()
+    assert exported
+    texts += [t for s in exported for t in span_texts(s)]
+    for secret in SECRETS:
+        leaks = [t for t in texts if secret in t]
+        assert leaks == [], (secret, leaks[:3])
+
+
+def test_no_secret_from_modern_rounds(
+    make_server: Callable[..., Any],
+    captured: _Capture,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """A modern call of three rounds: every kind of input request with the secret in its
+    params, a secret ``requestState`` (echoed byte for byte), a state-only round; then a
+    round whose answer the handler refuses (raises), which fails the call."""
+    server = make_server(era="modern")
+    provider, exporter = spans
+    handler = SecretHandler()
+    script = {
+        "rounds": [
+            {
+                "inputRequests": {
+                    "ask": {"method": "elicitation/create", "params": elicit_params()},
+                    "llm": {"method": "sampling/createMessage", "params": sampling_params()},
+                    "roots": {"method": "roots/list", "params": {"_meta": {"k": ASKED}}},
+                },
+                "requestState": f"state-{ASKED}",
+            },
+            {"requestState": f"state2-{ASKED}"},
+        ],
+        "strict": True,
+    }
+    client = mcp.Client.start(
+        server.stdio(), handler=handler, protocol="modern", tracer_provider=provider
+    )
+    errors: list[BaseException] = []
+    try:
+        client.await_ready(timeout=10)
+        result = client.call_tool("rounds", script, timeout=20)
+        report = result.structured_content
+        assert report["ok"] is True and report["rounds"] == 2
+        sent = report["requests"][1]["inputResponses"]
+        assert ANSWER in str(sent["ask"]) and SAMPLED in str(sent["llm"]) and ROOT in str(sent)
+        failing = {
+            "rounds": [
+                {
+                    "inputRequests": {
+                        "x": {
+                            "method": "sampling/createMessage",
+                            "params": sampling_params("raise"),
+                        }
+                    },
+                    "requestState": f"state3-{ASKED}",
+                }
+            ],
+            "tag": 2,
+        }
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("rounds", failing, timeout=20)
+        errors.append(err.value)
+        texts = [repr(client), repr(client.status())]
+        texts += [repr(ctx) for ctx in handler.contexts]
+        texts += [repr(r) for r in handler.requests]
+    finally:
+        client.stop()
+    search(texts, errors, captured, exporter)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_no_secret_from_cancelled_and_url_server_requests(
+    make_server: Callable[..., Any],
+    captured: _Capture,
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+    transport: str,
+) -> None:
+    """Legacy: the server cancels a request the handler is holding (the secret in its
+    params), then sends a URL-mode elicitation whose URL and id carry the secret, and its
+    ``notifications/elicitation/complete``."""
+    server = make_server(era="legacy")
+    provider, exporter = spans
+    handler = UrlSecretHandler()
+    asks = {
+        "requests": [
+            {"method": "elicitation/create", "params": elicit_params("hang"), "cancel_after": 0.3},
+            {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "url",
+                    "message": f"Open the page for {ASKED}",
+                    "url": f"https://pay.example.org/{ASKED}",
+                    "elicitationId": f"id-{ASKED}",
+                },
+                "complete": True,
+            },
+        ]
+    }
+    options: dict[str, Any] = {
+        "handler": handler,
+        "protocol": "legacy",
+        "tracer_provider": provider,
+    }
+
+    def run(spec: Any) -> tuple[list[str], Any]:
+        client = mcp.Client.start(spec, **options)
+        try:
+            client.await_ready(timeout=10)
+            result = client.call_tool("ask", asks, timeout=20)
+            return [repr(client), repr(client.status())], result
+        finally:
+            client.stop()
+
+    if transport == "stdio":
+        texts, result = run(server.stdio())
+    else:
+        with server.http_server() as srv:
+            texts, result = run(srv.spec())
+    cancelled, url = result.structured_content["answers"]
+    assert (cancelled["outcome"], cancelled["answered_after_cancel"]) == ("cancelled", False)
+    assert (url["outcome"], url["result"], url["completed"]) == (
+        "result",
+        {"action": "accept"},
+        True,
+    )
+    texts += [repr(ctx) for ctx in handler.contexts] + [repr(r) for r in handler.requests]
+    search(texts, [], captured, exporter)

@@ -11,9 +11,14 @@ Peers:
   capabilities the handler's methods declared.
 * npm ``@modelcontextprotocol/server-filesystem`` (stdio): asks the client for its roots right
   after ``initialized`` and then serves only files under them (started without directories).
-* ``handler_peer.py``: the official ``mcp`` 2.3.0 server whose tools elicit, sample and list
+* ``peers/handler_peer.py``: the official ``mcp`` 2.3.0 server whose tools elicit, sample and list
   roots through the SDK's resolvers, in both eras: ``input_required`` rounds (2026-07-28) and
-  standalone server requests (2025-11-25), over stdio and HTTP.
+  standalone server requests (2025-11-25), over stdio and HTTP; its prompt and template
+  resource run hand-made rounds (modern only).
+* ``peers/handler_legacy_peer.py``: ``mcp`` 1.30.0 ``FastMCP`` (legacy only), whose tools elicit and
+  sample related to the call and ask for roots outside it (over HTTP: the GET stream).
+* ``peers/probe_handler_official.py`` drives the same peers with the official client, by hand, to
+  tell a peer's quirk from a bug of ours.
 
 Every test asserts what a user sees: the tool's result, the requests the handler was given.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import shutil
 import sys
 import threading
@@ -41,7 +47,10 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.interop]
 
 READY_TIMEOUT = 20.0
 CALL_TIMEOUT = 15.0
-HANDLER_PEER = Path(__file__).resolve().parent / "handler_peer.py"
+# Not collected by pytest (``norecursedirs`` has "peers"): scripts for a peer's own venv.
+PEERS = Path(__file__).resolve().parent / "peers"
+HANDLER_PEER = PEERS / "handler_peer.py"
+HANDLER_LEGACY_PEER = PEERS / "handler_legacy_peer.py"
 BIND_LOCALHOST = REPO_ROOT / "tests" / "peers" / "bind-localhost.cjs"
 FILESYSTEM_JS = (
     REPO_ROOT
@@ -97,6 +106,8 @@ def answer_elicit(request: mcp.ElicitRequest, action: str) -> mcp.ElicitResult:
     properties = set((request.requested_schema or {}).get("properties", {}))
     answers: dict[str, Any] = {
         "name": "Ada Lovelace",
+        "nickname": "Ada Lovelace",
+        "password": "Ada Lovelace",
         "email": "ada@example.org",
         "check": True,
         "integer": 7,
@@ -247,6 +258,12 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> N
         pause.wait(0.02)
 
 
+def related_method(transport: str, era: str) -> str | None:
+    """The call a server request is named as part of: known when the wire says so (a legacy
+    request on the call's HTTP POST stream, a modern round); over legacy stdio it is not."""
+    return None if (transport, era) == ("stdio", "legacy") else "tools/call"
+
+
 def texts(result: mcp.CallToolResult) -> list[str]:
     return [block["text"] for block in result.content if block.get("type") == "text"]
 
@@ -298,9 +315,9 @@ def test_everything_sampling_returns_our_answer(
         }
     ]
     assert ctx.era == "legacy"
-    # the call is named when the wire says so: its HTTP stream carried the request (over
-    # stdio nothing relates a server request to a call)
-    assert ctx.related_method == ("tools/call" if transport == "http" else None)
+    assert ctx.related_method == related_method(transport, "legacy")
+    assert ctx.server_info is not None
+    assert (ctx.server_info.name, ctx.server_info.version) == EVERYTHING_SERVER_INFO
     assert not ctx.cancelled.is_set()
 
 
@@ -329,10 +346,7 @@ def test_everything_elicitation_accept_decline_cancel(
     assert request.requested_schema is not None
     assert request.requested_schema["required"] == ["name"]
     assert {"name", "check", "email", "integer"} <= set(request.requested_schema["properties"])
-    assert (ctx.era, ctx.related_method) == (
-        "legacy",
-        "tools/call" if transport == "http" else None,
-    )
+    assert (ctx.era, ctx.related_method) == ("legacy", related_method(transport, "legacy"))
 
     handler.action = "decline"
     declined = client.call_tool("trigger-elicitation-request", {}, timeout=CALL_TIMEOUT)
@@ -380,6 +394,32 @@ def test_everything_url_elicitation(
     assert texts(result)[0] == "❌ User declined to open the URL (Elicitation ID: order-18)."
 
 
+def test_everything_url_elicitation_required_error_then_retry(
+    start_client: Callable[..., mcp.Client], everything: Callable[[str], Any]
+) -> None:
+    """The error path: the tool fails with -32042, whose data names the page to open; the
+    caller sees a clear ``Error`` carrying it, and the same call retried asks the handler."""
+    handler = SyncHandler()
+    client = start_client(everything("stdio"), handler=handler, protocol="legacy")
+    client.await_ready(timeout=READY_TIMEOUT)
+    args = {"url": "https://pay.example.org/x", "errorPath": True}
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("trigger-url-elicitation", args, timeout=CALL_TIMEOUT)
+    assert (err.value.kind, err.value.reason, err.value.code) == (
+        "server",
+        "url_elicitation_required",
+        -32042,
+    )
+    [wanted] = err.value.data["elicitations"]
+    assert (wanted["mode"], wanted["url"]) == ("url", "https://modelcontextprotocol.io")
+    assert handler.seen.of("elicit") == []
+
+    retried = client.call_tool("trigger-url-elicitation", args, timeout=CALL_TIMEOUT)
+    assert texts(retried)[0].startswith("✅ User completed the URL elicitation flow.")
+    [(request, _)] = handler.seen.of("elicit")
+    assert (request.mode, request.url) == ("url", "https://pay.example.org/x")
+
+
 @pytest.mark.parametrize("style", list(HANDLERS))
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_everything_lists_our_roots(
@@ -401,6 +441,57 @@ def test_everything_lists_our_roots(
     )
     assert handler.seen.of("list_roots"), "the server got roots without asking the handler?"
     assert all(ctx.era == "legacy" for _, ctx in handler.seen.of("list_roots"))
+
+
+class Failing(mcp.Handler):
+    """``create_message`` raises; ``elicit`` never answers (until it is cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut_short: queue.Queue[bool] = queue.Queue()
+
+    def create_message(
+        self, request: mcp.SamplingRequest, ctx: mcp.HandlerContext
+    ) -> mcp.SamplingResult:
+        raise ValueError("a private failure text")
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> mcp.ElicitResult:
+        ctx.cancelled.wait(CALL_TIMEOUT)
+        self.cut_short.put(ctx.cancelled.is_set())
+        return mcp.ElicitResult.decline()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_everything_gets_an_error_when_the_handler_raises_or_times_out(
+    start_client: Callable[..., mcp.Client],
+    everything: Callable[[str], Any],
+    transport: str,
+) -> None:
+    """The server is answered a JSON-RPC error it can report (its tool result says so),
+    never the exception's text; a handler past ``handler_timeout`` is cancelled; the client
+    stays up."""
+    handler = Failing()
+    client = start_client(
+        everything(transport), handler=handler, protocol="legacy", handler_timeout=0.5
+    )
+    client.await_ready(timeout=READY_TIMEOUT)
+
+    raised = client.call_tool("trigger-sampling-request", {"prompt": "x"}, timeout=CALL_TIMEOUT)
+    assert (raised.is_error, raised.text) == (
+        True,
+        "MCP error -32603: the client's handler raised ValueError on sampling/createMessage",
+    )
+    late = client.call_tool("trigger-elicitation-request", {}, timeout=CALL_TIMEOUT)
+    assert (late.is_error, late.text) == (
+        True,
+        "MCP error -32603: the client's handler did not answer elicitation/create within "
+        "0.5 s (handler_timeout)",
+    )
+    assert handler.cut_short.get(timeout=5) is True
+    assert client.status().state == "ready"
+    assert client.call_tool("echo", {"message": "still here"}, timeout=10).text == (
+        "Echo: still here"
+    )
 
 
 class ElicitOnly(mcp.Handler):
@@ -539,8 +630,8 @@ def test_mcp_peer_tools_elicit_sample_and_list_roots(
     assert request.requested_schema is not None
     assert set(request.requested_schema["properties"]) == {"name", "email"}
     assert ctx.era == era
-    related = transport == "http" or era == "modern"  # stdio's legacy requests name no call
-    assert ctx.related_method == ("tools/call" if related else None)
+    assert ctx.related_method == related_method(transport, era)
+    assert ctx.server_info == client.server_info()
 
     assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
         "accepted: yes"
@@ -615,3 +706,298 @@ def test_handler_context_names_the_server(
     info = client.server_info()
     assert info is not None and (info.name, info.version) == ("conduit-handler-peer", "1.0.0")
     assert ctx.server_info == info
+
+
+class DeclinesSampling(mcp.Handler):
+    """Elicits, refuses to sample (the user said no), and has no roots."""
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> mcp.ElicitResult:
+        return mcp.ElicitResult.accept({"yes": True})
+
+    def create_message(
+        self, request: mcp.SamplingRequest, ctx: mcp.HandlerContext
+    ) -> mcp.SamplingResult:
+        raise mcp.Declined()
+
+
+@pytest.mark.parametrize("protocol", list(ERAS))
+def test_mcp_peer_declined_sampling_and_undeclared_roots_fail_the_call(
+    start_client: Callable[..., mcp.Client], handler_peer: Callable[[str], Any], protocol: str
+) -> None:
+    """A ``create_message`` that raises ``mcp.Declined`` fails the call (modern: the client's
+    own ``handler``/``declined`` error; legacy: the server relays the -1 it was answered), and
+    a handler without ``list_roots`` declares no roots, which the server refuses (-32021)."""
+    client = start_client(handler_peer("stdio"), handler=DeclinesSampling(), protocol=protocol)
+    client.await_ready(timeout=READY_TIMEOUT)
+    assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
+        "accepted: yes"
+    )
+
+    with pytest.raises(mcp.Error) as declined:
+        client.call_tool("summarize", {"text": "tides"}, timeout=CALL_TIMEOUT)
+    if protocol == "modern":
+        assert (declined.value.kind, declined.value.reason) == ("handler", "declined")
+    else:
+        assert (declined.value.kind, declined.value.code) == ("server", -1)
+        assert "User rejected sampling request" in str(declined.value)
+
+    with pytest.raises(mcp.Error) as no_roots:
+        client.call_tool("client_roots", {}, timeout=CALL_TIMEOUT)
+    assert (no_roots.value.kind, no_roots.value.reason, no_roots.value.code) == (
+        "server",
+        "missing_client_capability",
+        -32021,
+    )
+    assert "roots" in str(no_roots.value)
+    # The client is still fine.
+    assert client.call_tool("confirm", {"question": "Go?"}, timeout=CALL_TIMEOUT).text == (
+        "accepted: yes"
+    )
+
+
+class SlowHuman(SyncHandler):
+    """Takes ``think`` seconds to answer (a person reading the question)."""
+
+    think = 3.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut_short: queue.Queue[bool] = queue.Queue()
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> mcp.ElicitResult:
+        ctx.cancelled.wait(self.think)  # returns early only if the wait is cut short
+        self.cut_short.put(ctx.cancelled.is_set())
+        return super().elicit(request, ctx)
+
+
+@pytest.mark.parametrize("protocol", list(ERAS))
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_peer_call_deadline_pauses_while_the_user_answers(
+    start_client: Callable[..., mcp.Client],
+    handler_peer: Callable[[str], Any],
+    transport: str,
+    protocol: str,
+) -> None:
+    """A call with a 2 s timeout whose server asks the user, who takes 3 s, still succeeds:
+    the deadline is paused while the handler works."""
+    handler = SlowHuman()
+    client = start_client(handler_peer(transport), handler=handler, protocol=protocol)
+    client.await_ready(timeout=READY_TIMEOUT)
+
+    started = time.monotonic()
+    booked = client.call_tool("book_table", {"party": 3}, timeout=2.0)
+    assert booked.text == "booked a table for 3: Ada Lovelace <ada@example.org>"
+    assert time.monotonic() - started >= SlowHuman.think
+    assert handler.cut_short.get(timeout=5) is False
+
+
+LEGACY_HTTP_CANCEL_LOST = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "client bug: over legacy HTTP the server's notifications/cancelled for its "
+        "elicitation/create arrives on the POST stream of the call that just ended; the "
+        "client no longer reads that stream, so the handler is never cancelled and its "
+        "answer is POSTed for a request the server cancelled"
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("transport", "protocol"),
+    [
+        ("stdio", "legacy"),
+        ("stdio", "modern"),
+        pytest.param("http", "legacy", marks=LEGACY_HTTP_CANCEL_LOST),
+        ("http", "modern"),
+    ],
+)
+def test_mcp_peer_max_total_timeout_ends_the_call_and_the_question(
+    start_client: Callable[..., mcp.Client],
+    handler_peer: Callable[[str], Any],
+    transport: str,
+    protocol: str,
+) -> None:
+    """``max_total_timeout`` bounds the paused call; when it ends the call, the question the
+    user is still reading is withdrawn too (``ctx.cancelled`` is set): modern by the client
+    itself, legacy by the server's ``notifications/cancelled`` once it cancels the tool."""
+    handler = SlowHuman()
+    client = start_client(handler_peer(transport), handler=handler, protocol=protocol)
+    client.await_ready(timeout=READY_TIMEOUT)
+
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("book_table", {"party": 5}, timeout=2.0, max_total_timeout=2.5)
+    assert (err.value.kind, err.value.reason) == ("timeout", "max_total_timeout")
+    assert handler.cut_short.get(timeout=5) is True
+
+
+class Listener(SyncHandler):
+    """Records server logs and notifications, in order, as they reach the handler."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logs: queue.Queue[tuple[str, Any, str | None]] = queue.Queue()
+        self.notes: queue.Queue[str] = queue.Queue()
+
+    def handle_log(
+        self, level: str, data: object, logger: str | None, ctx: mcp.HandlerContext
+    ) -> None:
+        self.logs.put((level, data, logger))
+
+    def handle_notification(
+        self, method: str, params: dict[str, Any] | None, ctx: mcp.HandlerContext
+    ) -> None:
+        self.notes.put(method)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_everything_logs_and_notifications_reach_the_handler(
+    start_client: Callable[..., mcp.Client],
+    everything: Callable[[str], Any],
+    transport: str,
+) -> None:
+    """server-everything logs "Roots updated" once our roots reached it (over HTTP on the
+    GET stream): ``handle_log`` gets it. Over stdio its ``tools/list_changed`` (it registers
+    tools by the client's capabilities around ``initialized``; how many it sends varies)
+    reach ``handle_notification``."""
+    handler = Listener()
+    client = start_client(everything(transport), handler=handler, protocol="legacy")
+    client.await_ready(timeout=READY_TIMEOUT)
+    level, data, logger = handler.logs.get(timeout=10)
+    assert (level, data, logger) == (
+        "info",
+        "Roots updated: 2 root(s) received from client",
+        "everything-server",
+    )
+    if transport == "stdio":
+        assert handler.notes.get(timeout=10) == "notifications/tools/list_changed"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_peer_prompt_and_resource_rounds(
+    start_client: Callable[..., mcp.Client], handler_peer: Callable[[str], Any], transport: str
+) -> None:
+    """Modern rounds on ``prompts/get`` and ``resources/read`` (the peer's prompt and template
+    resource return ``input_required`` themselves and read the answer on the retry, which
+    must echo their ``requestState``)."""
+    handler = SyncHandler()
+    client = start_client(handler_peer(transport), handler=handler, protocol="modern")
+    assert client.await_ready(timeout=READY_TIMEOUT).era == "modern"
+
+    prompt = client.get_prompt("welcome", {"guest": "Ada"}, timeout=CALL_TIMEOUT)
+    [message] = prompt.messages
+    assert message["content"]["text"] == "Welcome Ada, alias Ada Lovelace (state welcome:Ada)"
+
+    read = client.read_resource("peer://secret/diary", timeout=CALL_TIMEOUT)
+    [content] = read.contents
+    assert (content["uri"], content["text"]) == (
+        "peer://secret/diary",
+        "diary unlocked with Ada Lovelace",
+    )
+    asked = [(r.message, ctx.related_method) for r, ctx in handler.seen.of("elicit")]
+    assert asked == [
+        ("Nickname for Ada?", "prompts/get"),
+        ("Password for diary?", "resources/read"),
+    ]
+
+
+# -- mcp 1.30.0 FastMCP (legacy only): ctx.elicit, session.create_message, list_roots --------
+
+
+@pytest.fixture
+def legacy_handler_peer(
+    legacy_python: Path, http_peers: Callable[..., HttpPeer]
+) -> Callable[[str], mcp.Stdio | mcp.Http]:
+    """``legacy_handler_peer(transport)``: a fresh ``handler_legacy_peer.py`` (mcp 1.30.0)."""
+    script = str(HANDLER_LEGACY_PEER)
+
+    def spec(transport: str) -> mcp.Stdio | mcp.Http:
+        if transport == "stdio":
+            return mcp.Stdio(str(legacy_python), [script, "stdio"])
+        port = free_port()
+        peer = http_peers([str(legacy_python), script, "http", "--port", str(port)], port, ready=[])
+        return mcp.Http(peer.url)
+
+    return spec
+
+
+@pytest.mark.parametrize("style", list(HANDLERS))
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_legacy_sdk_peer_asks_in_the_call_and_outside_it(
+    start_client: Callable[..., mcp.Client],
+    legacy_handler_peer: Callable[[str], Any],
+    transport: str,
+    style: str,
+) -> None:
+    """mcp 1.30.0 sends its elicitation and sampling requests related to the call (over HTTP
+    on the call's POST stream) and its ``roots/list`` unrelated (over HTTP on the GET
+    stream); ``auto`` falls back to the handshake."""
+    handler = HANDLERS[style]()
+    client = start_client(legacy_handler_peer(transport), handler=handler, protocol="auto")
+    status = client.await_ready(timeout=READY_TIMEOUT)
+    assert (status.era, status.version, status.origin) == ("legacy", "2025-11-25", "probe")
+
+    assert client.call_tool("ask_name", {}, timeout=CALL_TIMEOUT).text == "hello Ada Lovelace"
+    assert client.call_tool("sample", {"prompt": "hi"}, timeout=CALL_TIMEOUT).text == (
+        f"stub-model: {SAMPLED}"
+    )
+    assert json.loads(client.call_tool("roots", {}, timeout=CALL_TIMEOUT).text) == [
+        ["file:///srv/projects/alpha", "alpha"],
+        ["file:///srv/projects/beta", None],
+    ]
+    handler.action = "decline"
+    assert client.call_tool("ask_name", {}, timeout=CALL_TIMEOUT).text == "declined"
+
+    [(_, elicit_ctx), _] = handler.seen.of("elicit")
+    [(_, sample_ctx)] = handler.seen.of("create_message")
+    [(_, roots_ctx)] = handler.seen.of("list_roots")
+    assert elicit_ctx.related_method == related_method(transport, "legacy")
+    assert sample_ctx.related_method == related_method(transport, "legacy")
+    assert roots_ctx.related_method is None
+
+
+class ToolUser(SyncHandler):
+    """A model that answers by calling the tool it was offered."""
+
+    def create_message(
+        self, request: mcp.SamplingRequest, ctx: mcp.HandlerContext
+    ) -> mcp.SamplingResult:
+        self.seen.add("create_message", request, ctx)
+        [tool] = request.tools or [{}]
+        call = {"type": "tool_use", "id": "t1", "name": tool.get("name"), "input": {"city": "Oslo"}}
+        return mcp.SamplingResult(content=[call], model="stub-model", stop_reason="toolUse")
+
+
+@pytest.mark.parametrize("protocol", list(ERAS))
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_mcp_peer_sampling_with_tools(
+    start_client: Callable[..., mcp.Client],
+    handler_peer: Callable[[str], Any],
+    transport: str,
+    protocol: str,
+) -> None:
+    """``capabilities={"sampling": {"tools": {}}}`` declares sampling with tools: the peer
+    offers its tool and takes the model's ``tool_use`` answer; without it the peer refuses
+    the call (-32021, naming ``sampling.tools``)."""
+    handler = ToolUser()
+    client = start_client(
+        handler_peer(transport),
+        handler=handler,
+        protocol=protocol,
+        capabilities={"sampling": {"tools": {}}},
+    )
+    client.await_ready(timeout=READY_TIMEOUT)
+    planned = client.call_tool("plan_trip", {"city": "Oslo"}, timeout=CALL_TIMEOUT)
+    assert (planned.is_error, planned.text) == (False, 'toolUse: get_weather({"city": "Oslo"})')
+    [(request, _)] = handler.seen.of("create_message")
+    assert [t["name"] for t in request.tools or []] == ["get_weather"]
+    assert request.tool_choice == {"mode": "auto"}
+    assert request.messages == [
+        {"role": "user", "content": {"type": "text", "text": "Trip to Oslo?"}}
+    ]
+
+    plain = start_client(handler_peer(transport), handler=ToolUser(), protocol=protocol)
+    plain.await_ready(timeout=READY_TIMEOUT)
+    with pytest.raises(mcp.Error) as err:
+        plain.call_tool("plan_trip", {"city": "Oslo"}, timeout=CALL_TIMEOUT)
+    assert (err.value.reason, err.value.code) == ("missing_client_capability", -32021)
+    assert "sampling.tools" in str(err.value)
