@@ -650,7 +650,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         rid = reply.request_id
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
-            if item.pauses:  # paused for the handler: what ran out is max_total_timeout
+            paused = item.pauses
+            self._work.call_ended(rid)  # its stream is closed: the work it carried stops
+            if paused:  # paused for the handler: what ran out is max_total_timeout
                 reply.fail(total_timeout_error(item))
                 return
             reply.fail(
@@ -698,6 +700,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             if call is not None:
                 self.set_timeout(call, None, None)
                 self._cancel_at_server(rid, ev.reason)
+                self._work.call_ended(rid)
                 reply.done = True
                 return
             if self._work.abandon(rid):

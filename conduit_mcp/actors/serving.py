@@ -87,11 +87,13 @@ class ServingPort(Protocol):
 
 
 class _Legacy(NamedTuple):
-    """One legacy server request the handler works on."""
+    """One legacy server request the handler works on. ``stream``: the id of the call whose
+    HTTP response stream carried it (None: stdio, or the GET stream)."""
 
     server_id: Any
     gen: int
     related: list[Call]
+    stream: Any = None
 
 
 class _Round:
@@ -194,7 +196,7 @@ class ServerWork:
         now = _monotonic()
         for call in related:
             self._pause(call, now)
-        self._legacy[key] = _Legacy(m.id, self._port.gen, related)
+        self._legacy[key] = _Legacy(m.id, self._port.gen, related, related_id)
         self._port.set_timeout(("serve", key), self._serve_bound, ServeExpired(key))
 
     def _related(self, related_id: Any) -> list[Call]:
@@ -225,6 +227,22 @@ class ServerWork:
         for call in entry.related:
             self._resume(call, now, rearm=True)
         return True
+
+    def call_ended(self, rid: Any) -> None:
+        """The client ended call ``rid`` itself (its deadline, or the caller gave up) and
+        closed its HTTP response stream: the server cancels what it asked on that stream, but
+        says so on the stream just closed, which nobody reads any more. So that work stops
+        here, and nothing is answered for it."""
+        if not self._legacy:
+            return
+        for key, entry in list(self._legacy.items()):
+            if entry.stream is not None and entry.stream == rid:
+                del self._legacy[key]
+                self._port.tell_handler(Unserve(key))
+                self._port.set_timeout(("serve", key), None, None)
+                now = _monotonic()
+                for call in entry.related:
+                    self._resume(call, now, rearm=True)
 
     # -- the handler's answers -----------------------------------------------------------------
 

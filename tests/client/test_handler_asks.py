@@ -182,3 +182,28 @@ def test_a_request_outside_any_call_is_answered(make_server: Any, start_client: 
         if last["answered"] or time.monotonic() > deadline:
             break
     assert last["roots"] == [{"uri": "file:///data", "name": "data"}]
+
+
+def test_a_call_ended_by_its_deadline_withdraws_the_questions_its_stream_carried(
+    serve_http: Any, start_client: Any
+) -> None:
+    """Legacy HTTP: the server cancels what it asked on the call's stream, but on the stream
+    the client just closed; the client stops that work itself and answers nothing."""
+    withdrawn = threading.Event()
+
+    class Patient(mcp.Handler):
+        def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> Any:
+            if ctx.cancelled.wait(10):
+                withdrawn.set()
+            return mcp.ElicitResult.decline()
+
+    _, proc = serve_http()
+    client = start_client(mcp.Http(proc.url), protocol="legacy", handler=Patient())
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("ask", {"requests": [ELICIT]}, timeout=0.5, max_total_timeout=1.0)
+    assert (err.value.kind, err.value.reason) == ("timeout", "max_total_timeout")
+    assert withdrawn.wait(5)
+    learned = client.call_tool("learned").structured_content
+    assert learned is not None
+    (asked,) = [r for r in learned["requests"] if r["method"] == "elicitation/create"]
+    assert asked["outcome"] != "result" and asked["late"] == []  # never answered

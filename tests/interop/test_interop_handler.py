@@ -791,23 +791,12 @@ def test_mcp_peer_call_deadline_pauses_while_the_user_answers(
     assert handler.cut_short.get(timeout=5) is False
 
 
-LEGACY_HTTP_CANCEL_LOST = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "client bug: over legacy HTTP the server's notifications/cancelled for its "
-        "elicitation/create arrives on the POST stream of the call that just ended; the "
-        "client no longer reads that stream, so the handler is never cancelled and its "
-        "answer is POSTed for a request the server cancelled"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     ("transport", "protocol"),
     [
         ("stdio", "legacy"),
         ("stdio", "modern"),
-        pytest.param("http", "legacy", marks=LEGACY_HTTP_CANCEL_LOST),
+        ("http", "legacy"),
         ("http", "modern"),
     ],
 )
