@@ -253,6 +253,14 @@ class AuthorizingStates(ConnectionCore):
             self._auth_user = False
             resume = self._auth_resume
             return resume if resume in ("discovering", "initializing") else "ready"
+        data = ev.error.data
+        if isinstance(data, dict) and data.get("unreachable"):
+            # The authorization server could not be reached: no refusal, so back off and
+            # try again (bounded by max_reconnects), as for a server that is down.
+            log.warning("OAuth: the authorization server is unreachable; reconnecting")
+            self._auth_user = False
+            self._fail_pending(ev.error)
+            return self._lost("oauth_unreachable", ev.error.reason)
         log.warning("OAuth failed (%s); closing", ev.error.reason)
         self._auth_error = ev.error
         return self._closed("auth_failed")

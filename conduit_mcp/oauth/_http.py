@@ -25,6 +25,12 @@ HTTP_TIMEOUT = 10.0
 MAX_BODY = 256 * 1024
 
 
+#: ``Error.data`` of a failure to reach an authorization server at all (a timeout, a refused
+#: connection): worth trying again later, unlike a refusal, so the connection backs off and
+#: reconnects instead of closing (docs/connection.md, "Authorizing").
+UNREACHABLE: dict[str, Any] = {"unreachable": True}
+
+
 def require_secure(url: Any, what: str, reason: str) -> str:
     """``url`` when it is an https (or loopback http) URL, else ``Error("auth", reason)``."""
     if not isinstance(url, str) or not is_secure(url):
@@ -95,10 +101,18 @@ async def request(
                 content_type = resp.headers.get("Content-Type", "")
                 status = resp.status
     except TimeoutError:
-        raise Error("auth", reason, f"the {what} did not answer within {timeout} s") from None
+        raise Error(
+            "auth",
+            reason,
+            f"the {what} did not answer within {timeout} s",
+            data=UNREACHABLE,
+        ) from None
     except aiohttp.ClientError as e:
         raise Error(
-            "auth", reason, f"the {what} could not be reached ({type(e).__name__})"
+            "auth",
+            reason,
+            f"the {what} could not be reached ({type(e).__name__})",
+            data=UNREACHABLE,
         ) from None
     parsed: dict[str, Any] | None = None
     if raw:

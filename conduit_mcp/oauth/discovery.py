@@ -29,7 +29,15 @@ import aiohttp
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata, get_well_known_url
 
 from ..errors import Error
-from ._http import HTTP_TIMEOUT, MAX_BODY, is_loopback, is_secure, request, require_secure
+from ._http import (
+    HTTP_TIMEOUT,
+    MAX_BODY,
+    UNREACHABLE,
+    is_loopback,
+    is_secure,
+    request,
+    require_secure,
+)
 from .challenge import Challenge
 
 log = logging.getLogger("conduit_mcp.oauth")
@@ -289,7 +297,9 @@ async def fetch_as_metadata(
     the path of their endpoints in it, ``<origin>/oauth``) is used, with its own issuer.
     """
     mismatched: str | None = None
+    tried = unreachable = 0
     for url in as_metadata_urls(issuer):
+        tried += 1
         try:
             resp = await request(
                 session,
@@ -302,6 +312,8 @@ async def fetch_as_metadata(
             )
         except Error as e:
             log.debug("authorization server metadata at %s: %s", url, e.message)
+            if e.data == UNREACHABLE:
+                unreachable += 1
             continue
         if resp.status != 200 or resp.json is None:
             continue
@@ -322,6 +334,14 @@ async def fetch_as_metadata(
             "issuer_mismatch",
             f"the authorization server metadata at {mismatched} names another issuer "
             f"than {issuer}; not using it",
+        )
+    if tried and unreachable == tried:
+        # Not one answer: the server is down or unreachable, not wrong (worth a retry).
+        raise Error(
+            "auth",
+            "discovery_failed",
+            f"the authorization server {issuer} could not be reached",
+            data=UNREACHABLE,
         )
     return None
 

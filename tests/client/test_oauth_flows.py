@@ -670,3 +670,25 @@ def test_a_persons_step_up_asks_them_again_with_the_union_of_scopes(
         client.authorize(auth.approve(second))
         assert client.call_tool("add", ADD).text == "3"
         assert person.count == 2
+
+
+def test_an_unreachable_authorization_server_is_retried_not_fatal(
+    auth_server, make_server, start_client
+):
+    """No refusal, only silence: the client backs off and tries again, like a server that is
+    down, and gets its token once the authorization server is back."""
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        auth.stop()
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            request_timeout=5,
+            max_reconnects=None,
+            backoff=lambda attempt: 0.2,
+        )
+        client.wait_for_state("reconnecting", timeout=20)
+        assert client.status().reason == "oauth_unreachable"
+        auth.restart()
+        assert client.call_tool("add", ADD, timeout=30).text == "3"
+        assert client.status().state == "ready"
