@@ -31,7 +31,10 @@ def test_a_given_up_get_stream_is_visible_in_the_status(serve_http, start_client
     assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"  # requests still work
     srv.kill()
     srv.restart()
-    client.wait_for_state(lambda s: s.state != "ready", timeout=10)
+    # A new session clears it. (Waiting to see the client leave ready first raced: the new
+    # initialize can go and come back between two looks at the status.)
+    client.wait_for_state(lambda s: s.degraded is None, timeout=10)
     status = client.await_ready(timeout=10)
     assert status.degraded is None  # a new session, a new GET stream
+    assert client.call_tool("add", {"a": 2, "b": 2}).text == "4"
     assert isinstance(status, mcp.Status)
