@@ -25,7 +25,7 @@ import pykka
 
 from . import request as rq
 from . import subscriptions, tree
-from .actors.events import Call, ReconnectNow
+from .actors.events import Call, ReconnectNow, RootsChanged
 from .actors.oauth import Authorize
 from .aio import AsyncClient
 from .config import ClientOptions, build_config
@@ -288,6 +288,18 @@ class Client:
         reply = SyncReply()
         conn = self._handle.tell(ReconnectNow(reply), deadline)
         rq.wait_blocking(reply, deadline, None, conn, "reconnect")
+
+    def roots_changed(self) -> None:
+        """Tell the server that what the handler's ``list_roots`` returns has changed, so it
+        asks again: ``notifications/roots/list_changed`` in the legacy era, when the client
+        declares ``roots``. The modern era has no such notification (a server asks for roots
+        in each request that needs them), and a client not ``ready`` has nothing to tell: the
+        next session's server asks anyway. Never waits.
+
+        Raises:
+            Error: ``closed``/``stopped`` if the client is not running.
+        """
+        self._handle.tell_now(RootsChanged())
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -743,6 +755,7 @@ CLIENT_ONLY: frozenset[str] = frozenset(
         "stderr",
         "wait_for_state",
         "reconnect",
+        "roots_changed",
         "authorize",
         "cached_tools",
         "cached_prompts",

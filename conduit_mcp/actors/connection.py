@@ -109,6 +109,7 @@ from .events import (
     Deadline,
     OAuthBack,
     ReconnectNow,
+    RootsChanged,
     RoundRetry,
     Served,
     ServeExpired,
@@ -848,6 +849,12 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             return
         self._work.server_request(m, m.related)
 
+    def _ready_roots_changed(self, kind: str, ev: RootsChanged) -> None:
+        # Legacy only: a modern server asks for roots in each request that needs them.
+        roots = self._capabilities.get("roots")
+        if self._era != "modern" and isinstance(roots, dict) and roots.get("listChanged"):
+            self.send_raw({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+
     def _common_served(self, kind: str, ev: Served) -> Any:
         return self._resend(self._work.served(ev))
 
@@ -877,6 +884,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         TransportDown: _ready_down,
         AwaitReady: _ready_await,
         SessionExpired: _ready_session_expired,
+        RootsChanged: _ready_roots_changed,
         str: _ready_named,
     }
     _IN_RECONNECTING: ClassVar[Handlers] = {
@@ -909,6 +917,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         TransportDown: _ignore,
         ReconnectNow: _common_reconnect_now,
         StreamGaveUp: _common_stream_gave_up,
+        RootsChanged: _ignore,  # not ready: the next session's server asks anyway
         Served: _common_served,
         ServeExpired: _common_serve_expired,
         RoundRetry: _common_round_retry,

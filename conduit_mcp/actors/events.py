@@ -128,6 +128,12 @@ class ReconnectNow:
         self.reply = reply
 
 
+class RootsChanged:
+    """``Client.roots_changed()``: tell a legacy server the handler's roots changed."""
+
+    __slots__ = ()
+
+
 # -- internal events -------------------------------------------------------------------------
 
 CONNECT = "connect"

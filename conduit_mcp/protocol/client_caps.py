@@ -4,7 +4,7 @@ What a client declares decides what a server may ask of it (docs/connection.md,
 "Server-to-client requests"): a server must not send ``sampling/createMessage`` to a client
 without ``sampling``, nor an elicitation mode the client did not declare. So the declaration
 follows from what the handler can answer: ``create_message`` -> ``sampling``, ``elicit`` ->
-``elicitation`` with the handler's ``elicitation_modes``, ``list_roots`` -> ``roots``. The
+``elicitation`` with the handler's ``elicitation_modes``, ``list_roots`` -> ``roots`` (with ``listChanged``: ``Client.roots_changed``). The
 user's ``capabilities`` option is merged over that (one level deep: ``{"sampling":
 {"tools": {}}}`` adds tools to sampling), and may never declare what nothing would answer:
 a server trusting it would wait on a request the client can only refuse.
@@ -75,7 +75,7 @@ def client_capabilities(
     if "elicit" in implemented:
         derived["elicitation"] = {mode: {} for mode in ELICITATION_MODES if mode in modes}
     if "list_roots" in implemented:
-        derived["roots"] = {}
+        derived["roots"] = {"listChanged": True}  # Client.roots_changed() tells the server
     declared = declared or {}
     for name, method in _SERVED_BY.items():
         if name in declared and method not in implemented:

@@ -116,7 +116,7 @@ def test_capabilities_follow_the_methods_the_handler_implements(
     client = start_client(server.stdio(), protocol="legacy", handler=Roots())
     client.await_ready(timeout=10)
     sent = server.received("initialize")[-1]["params"]["capabilities"]
-    assert sent == {"roots": {}}
+    assert sent == {"roots": {"listChanged": True}}
 
 
 def test_a_capability_without_its_method_is_a_config_error() -> None:
@@ -137,7 +137,11 @@ def test_modern_requests_carry_the_derived_capabilities(
     client.call_tool("echo", {"text": "hi"})
     meta = server.received("tools/call")[-1]["params"]["_meta"]
     caps = meta["io.modelcontextprotocol/clientCapabilities"]
-    assert caps == {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
+    assert caps == {
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+        "roots": {"listChanged": True},
+    }
 
 
 # -- legacy: server requests ------------------------------------------------------------------

@@ -207,3 +207,65 @@ def test_a_call_ended_by_its_deadline_withdraws_the_questions_its_stream_carried
     assert learned is not None
     (asked,) = [r for r in learned["requests"] if r["method"] == "elicitation/create"]
     assert asked["outcome"] != "result" and asked["late"] == []  # never answered
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_roots_changed_makes_the_server_ask_again(
+    transport: str, make_server: Any, serve_http: Any, start_client: Any
+) -> None:
+    roots = ["file:///first"]
+
+    class Roots(mcp.Handler):
+        def list_roots(self, ctx: mcp.HandlerContext) -> Any:
+            return list(roots)
+
+    if transport == "stdio":
+        spec: Any = make_server(extra_args=["--ask-roots"]).stdio()
+    else:
+        _, proc = serve_http(ask_roots=True)
+        spec = mcp.Http(proc.url)
+    client = start_client(spec, protocol="legacy", handler=Roots())
+
+    def last_roots(until: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + 10
+        while True:
+            last = client.call_tool("last_roots").structured_content
+            assert last is not None
+            if until(last) or time.monotonic() > deadline:
+                return dict(last)
+
+    assert last_roots(lambda r: r["answered"] >= 1)["roots"] == [{"uri": "file:///first"}]
+    roots[:] = ["file:///second"]
+    client.roots_changed()
+    last = last_roots(lambda r: r["list_changed"] >= 1 and r["answered"] >= 2)
+    assert last["list_changed"] == 1
+    assert last["roots"] == [{"uri": "file:///second"}]
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+def test_roots_changed_tells_only_a_legacy_server_that_was_promised_it(
+    protocol: str, make_server: Any, start_client: Any
+) -> None:
+    class Roots(mcp.Handler):
+        def list_roots(self, ctx: mcp.HandlerContext) -> Any:
+            return []
+
+    promised = make_server()
+    client = start_client(promised.stdio(), protocol=protocol, handler=Roots())
+    client.await_ready(timeout=10)
+    client.roots_changed()
+    client.call_tool("echo", {"text": "after"})  # stdio is ordered: sent before this call
+    told = promised.received("notifications/roots/list_changed")
+    assert len(told) == (1 if protocol == "legacy" else 0)
+
+    unpromised = make_server()
+    client = start_client(
+        unpromised.stdio(),
+        protocol=protocol,
+        handler=Roots(),
+        capabilities={"roots": {"listChanged": False}},
+    )
+    client.await_ready(timeout=10)
+    client.roots_changed()
+    client.call_tool("echo", {"text": "after"})
+    assert unpromised.received("notifications/roots/list_changed") == []

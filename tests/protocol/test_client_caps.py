@@ -39,7 +39,7 @@ def test_each_implemented_method_declares_its_capability() -> None:
     assert for_handler(Everything()) == {
         "sampling": {},
         "elicitation": {"form": {}, "url": {}},
-        "roots": {},
+        "roots": {"listChanged": True},
     }
 
 
