@@ -84,13 +84,15 @@ def test_batches_are_delivered_in_order_of_arrival(notifier: pykka.ActorRef[Any]
 def test_each_notification_reaches_subscribers_in_subscription_order(
     notifier: pykka.ActorRef[Any],
 ) -> None:
-    seen: list[tuple[str, int]] = []
+    # Callables get their notifications in slices the notifier tells itself, so they are
+    # awaited on a queue, not read after a Stats ask (which may come between two slices).
+    seen: queue.SimpleQueue[tuple[str, int]] = queue.SimpleQueue()
     names = ["a", "b", "c"]
     for name in names:
-        notifier.tell(Subscribe(lambda n, name=name: seen.append((name, n.params["i"]))))
+        notifier.tell(Subscribe(lambda n, name=name: seen.put((name, n.params["i"]))))
     notifier.tell(Deliver([note(0), note(1)]))
     assert stats(notifier).subscribers == 3
-    assert seen == [(name, i) for i in (0, 1) for name in names]
+    assert drain(seen, 6) == [(name, i) for i in (0, 1) for name in names]
 
 
 def test_callable_runs_in_the_notifier_thread(notifier: pykka.ActorRef[Any]) -> None:
@@ -178,18 +180,18 @@ def test_raising_callable_is_logged_by_type_and_stays(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="conduit_mcp")
     after: queue.SimpleQueue[ServerNotification] = queue.SimpleQueue()
-    calls: list[int] = []
+    calls: queue.SimpleQueue[int] = queue.SimpleQueue()
 
     def bad(n: ServerNotification) -> None:
-        calls.append(n.params["i"])
+        calls.put(n.params["i"])
         raise ValueError(f"bad params {n.params['secret']}")
 
     notifier.tell(Subscribe(bad))
     notifier.tell(Subscribe(after))
     notifier.tell(Deliver([note(0), note(1)]))
     assert stats(notifier).subscribers == 2
-    assert calls == [0, 1]
     assert [n.params["i"] for n in drain(after, 2)] == [0, 1]
+    assert drain(calls, 2) == [0, 1]
     assert "ValueError" in caplog.text
     assert SECRET not in caplog.text
     assert "stays subscribed" in caplog.text
