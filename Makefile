@@ -15,6 +15,8 @@ LEGACY_MCP_VERSION := 1.30.0
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
+# pytest-xdist workers for `make test` (TEST_WORKERS=0 runs the suite in one process).
+TEST_WORKERS ?= 3
 # Two stamps: the demo needs only the runtime dependencies; lint and tests need the
 # developer tools too (the `dev` dependency group of pyproject.toml).
 RUNTIME_STAMP := $(VENV)/.stamp-runtime
@@ -112,7 +114,7 @@ lint: $(DEV_STAMP)
 
 test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 bench: venv
 	$(BIN)/python benchmarks/bench_stdio.py
