@@ -35,8 +35,6 @@ from typing import Any
 
 import pytest
 
-import conduit_mcp as mcp
-
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).resolve().parent / "client.py"
 PEERS = ROOT / ".peers"
@@ -117,13 +115,6 @@ SCENARIOS = [
     *[(V2, MODERN, name) for name in AUTH_COMMON + AUTH_MODERN_ONLY],
     *[(V2, None, name) for name in CLIENT_CREDENTIALS],
 ]
-# These need ``mcp.Handler`` (the server elicits, or every client capability is declared).
-NEEDS_HANDLER = {
-    "elicitation-sep1034-client-defaults",
-    "sep-2322-client-request-state",
-    "request-metadata",
-}
-
 INSTALL_HINT = "`make test` installs it (`make peers`; see the Makefile)"
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(RUN_TIMEOUT + 10)]
@@ -257,27 +248,9 @@ def run_scenario(node: str, version: str, spec: str | None, scenario: str, out: 
     )
 
 
-def expected_failure(scenario: str) -> Any:
-    if scenario.startswith("auth/"):
-        return pytest.mark.xfail(
-            not hasattr(mcp, "OAuth"), reason="needs mcp.OAuth", strict=True, run=False
-        )
-    return pytest.mark.xfail(
-        scenario in NEEDS_HANDLER and not hasattr(mcp, "Handler"),
-        reason="needs mcp.Handler, which this branch does not have yet",
-        strict=True,
-        run=False,
-    )
-
-
 @pytest.mark.parametrize(
     ("version", "spec", "scenario"),
-    [
-        pytest.param(
-            *case, id=f"{case[0]}-{case[1] or 'default'}-{case[2]}", marks=expected_failure(case[2])
-        )
-        for case in SCENARIOS
-    ],
+    [pytest.param(*case, id=f"{case[0]}-{case[1] or 'default'}-{case[2]}") for case in SCENARIOS],
 )
 def test_conformance_scenario(
     node: str, version: str, spec: str | None, scenario: str, tmp_path: Path
