@@ -76,6 +76,13 @@ def answer(result: mcp.CallToolResult) -> Any:
     return {"error": result.structured_content["error"]}
 
 
+def warmed(client: mcp.Client) -> mcp.Client:
+    """``client`` once ready and past its first call (over legacy HTTP the first calls wait
+    for the session's GET stream), so a short timeout measures only the call under test."""
+    client.call_tool("echo", {"text": "warm"}, timeout=20)
+    return client
+
+
 @pytest.fixture(params=["stdio", "http"])
 def legacy_client(request: Any, make_server: Any, serve_http: Any, start_client: Any) -> Any:
     def start(handler: mcp.Handler | None, **options: Any) -> mcp.Client:
@@ -215,7 +222,7 @@ def test_the_related_call_deadline_is_paused_while_the_handler_works(legacy_clie
             release.wait(2.5)  # a person taking 2.5 s to answer
             return ["file:///late"]
 
-    client = legacy_client(Slow())
+    client = warmed(legacy_client(Slow()))
     try:
         # a 1 s timeout, but the handler takes 2.5 s: the deadline waits for it (1 s, not
         # less: the call must reach the handler within it on a loaded machine)
@@ -233,7 +240,7 @@ def test_max_total_timeout_bounds_a_paused_call(legacy_client: Any) -> None:
             release.wait(30)
             return []
 
-    client = legacy_client(Stuck())
+    client = warmed(legacy_client(Stuck()))
     try:
         with pytest.raises(mcp.Error) as err:
             client.call_tool("client_request", ROOTS, timeout=1.0, max_total_timeout=2.0)
@@ -324,7 +331,7 @@ def test_a_modern_round_deadline_is_paused(modern_client: Any) -> None:
             release.wait(2.5)  # a person taking 2.5 s to answer
             return mcp.ElicitResult.accept({"name": "late"})
 
-    client = modern_client(Slow())
+    client = warmed(modern_client(Slow()))
     try:
         result = client.call_tool("client_request", ELICIT, timeout=1.0)
     finally:

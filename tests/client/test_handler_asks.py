@@ -199,6 +199,7 @@ def test_a_call_ended_by_its_deadline_withdraws_the_questions_its_stream_carried
 
     _, proc = serve_http()
     client = start_client(mcp.Http(proc.url), protocol="legacy", handler=Patient())
+    client.call_tool("echo", {"text": "warm"}, timeout=20)  # past the wait for the GET stream
     with pytest.raises(mcp.Error) as err:
         client.call_tool("ask", {"requests": [ELICIT]}, timeout=1.0, max_total_timeout=2.0)
     assert (err.value.kind, err.value.reason) == ("timeout", "max_total_timeout")

@@ -73,8 +73,12 @@ def test_dropped_responses(make_server, start_client, otel):
     client = start_client(server.stdio())
     assert otel.counts(DROPPED) == {}
     assert client.call_tool("echo", {"text": "twice"}).text == "twice"
-    # the duplicate precedes this answer on the pipe, so it has been routed (and dropped)
+    # The duplicate precedes this answer on the pipe, so the reader has handed it to the
+    # connection before this call returns (the reader answers a pending call itself; an
+    # unmatched id goes to the connection's inbox, where it is counted)...
     client.call_tool("add", {"a": 1, "b": 1})
+    # ...and this call is told to the connection after it, so by its answer it was counted.
+    client.call_tool("add", {"a": 2, "b": 2})
     assert otel.counts(DROPPED) == {frozenset(): 1}
 
 
