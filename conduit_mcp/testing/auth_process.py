@@ -20,20 +20,20 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
 
 from .http_process import option_args
+from .process_handle import ProcessHandle
 
 __all__ = ["AuthServerProcess"]
 
 _REQUEST_ID = re.compile(r'name="request_id" value="([^"]+)"')
 
 
-class AuthServerProcess:
+class AuthServerProcess(ProcessHandle):
     """One ``python -m conduit_mcp.testing.auth_server`` process (restartable on its port).
 
     ``issuer`` is the server's real issuer URL (``http://127.0.0.1:<port>`` plus
@@ -135,49 +135,6 @@ class AuthServerProcess:
             return self.stderr_path.read_text(errors="replace")[-4000:]
         except OSError as e:
             return f"<unreadable: {e}>"
-
-    @staticmethod
-    def _reap(proc: subprocess.Popen[bytes], sig: int, timeout: float = 5.0) -> int:
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                return proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        code = proc.wait()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
-        return code
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> int:
-        assert self.proc is not None
-        return self._reap(self.proc, signal.SIGKILL)
-
-    def stop(self, timeout: float = 5.0) -> int:
-        assert self.proc is not None
-        return self._reap(self.proc, signal.SIGTERM, timeout)
-
-    def restart(self) -> AuthServerProcess:
-        """Start again on the same port: every client, code and token is forgotten."""
-        if self.running():
-            self.stop()
-        self._start()
-        return self
-
-    def __enter__(self) -> AuthServerProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.proc is not None:
-            self.kill()
 
     def __repr__(self) -> str:
         state = "running" if self.running() else "stopped"

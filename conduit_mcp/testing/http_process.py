@@ -17,8 +17,9 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from .process_handle import ProcessHandle
 
 if TYPE_CHECKING:
     from ..transports.http_spec import Http
@@ -50,7 +51,7 @@ def option_args(options: Mapping[str, Any]) -> list[str]:
     return args
 
 
-class HttpServerProcess:
+class HttpServerProcess(ProcessHandle):
     """One ``python -m conduit_mcp.testing --http`` process (restartable on its port).
 
     ``url`` is ``http://127.0.0.1:<port>/mcp``; the server's log is its
@@ -138,19 +139,6 @@ class HttpServerProcess:
         except OSError as e:
             return f"<unreadable: {e}>"
 
-    @staticmethod
-    def _reap(proc: subprocess.Popen[bytes], sig: int, timeout: float = 5.0) -> int:
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                return proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        code = proc.wait()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
-        return code
-
     # ---- the handle -------------------------------------------------------------------------
 
     @property
@@ -161,9 +149,6 @@ class HttpServerProcess:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def spec(self, **kw: Any) -> Http:
         """A :class:`~conduit_mcp.transports.http_spec.Http` spec for this server."""
@@ -191,35 +176,6 @@ class HttpServerProcess:
             raise RuntimeError(f"/admin/oauth answered {resp.status}: {data[:300]!r}")
         result: dict[str, Any] = orjson.loads(data)
         return result
-
-    def kill(self) -> int:
-        """SIGKILL the process and wait for it; return its exit status."""
-        assert self.proc is not None
-        return self._reap(self.proc, signal.SIGKILL)
-
-    def stop(self, timeout: float = 5.0) -> int:
-        """SIGTERM the process (SIGKILL after ``timeout``) and wait; return its exit status."""
-        assert self.proc is not None
-        return self._reap(self.proc, signal.SIGTERM, timeout)
-
-    def restart(self) -> HttpServerProcess:
-        """Start the server again on the same port (stopping it first if it still runs)."""
-        if self.running():
-            self.stop()
-        self._start()
-        return self
-
-    def __enter__(self) -> HttpServerProcess:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.proc is not None:
-            self.kill()
 
     def __repr__(self) -> str:
         state = "running" if self.running() else "stopped"
