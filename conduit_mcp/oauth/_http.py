@@ -58,12 +58,19 @@ class Response:
 
 
 async def _read(resp: aiohttp.ClientResponse, limit: int, what: str, reason: str) -> bytes:
+    """The whole body, to its end, or ``Error`` past ``limit`` bytes. One ``read(n)`` would
+    return only what has arrived so far (a body written in two segments, a large one), so
+    the chunks are gathered until the end; the caller's deadline bounds the wait."""
     if resp.content_length is not None and resp.content_length > limit:
         raise Error("auth", reason, f"the {what} answered more than {limit} bytes")
-    body = await resp.content.read(limit + 1)
-    if len(body) > limit:
-        raise Error("auth", reason, f"the {what} answered more than {limit} bytes")
-    return body
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise Error("auth", reason, f"the {what} answered more than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def request(

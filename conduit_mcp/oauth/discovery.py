@@ -10,7 +10,13 @@ The order (Authorization, "Authorization Server Discovery"):
    spec's URLs, in the spec's order; the document's ``issuer`` must be identical to the
    issuer the URL was built from (``issuer_mismatch``).
 3. No PRM at all: the 2025-03-26 rules (the server's origin is the authorization server:
-   its metadata, else the default ``/authorize``, ``/token`` and ``/register``).
+   its metadata, else the default ``/authorize``, ``/token`` and ``/register``). Only when
+   there really is none: no ``resource_metadata`` in the challenge, and a definite "no"
+   (404, ...) at every well-known URL. A fetch that fails (no answer, a 5xx, a 429, a JSON
+   body that does not parse) is ``discovery_failed`` marked worth a retry
+   (``Error.data["unreachable"]``): the client backs off and tries again, as for an
+   unreachable authorization server, and sends no credential anywhere meanwhile; the same
+   holds for the authorization server's metadata (no default endpoints after a 503).
 
 PKCE with S256 must be advertised (``no_pkce``). Every authorization server URL must be
 https, or http to a loopback host. RFC 9728 is written here by hand (authlib has none);
@@ -197,9 +203,55 @@ def _str_list(value: Any) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(v for v in value if isinstance(v, str) and v))
 
 
+#: Statuses that say "try again later" (a server error, a timeout, a rate limit), not "there
+#: is no document here": such an answer never leads to the 2025-03-26 fallback.
+_TRANSIENT = frozenset({408, 425, 429})
+
+
+def classify_answer(status: int, parsed: bool, content_type: str) -> str:
+    """What one metadata answer says: ``found`` (200 with a JSON object), ``absent`` (a
+    definite "no document here": 404, 410, a redirect (never followed), any other status
+    below 500, or a 200 page that is not JSON at all, an HTML catch-all) or ``failed`` (5xx,
+    408, 425, 429, or a 200 JSON body that does not parse: try again later, never fall back
+    on it).
+
+    >>> classify_answer(200, True, "application/json"), classify_answer(404, False, "")
+    ('found', 'absent')
+    >>> classify_answer(503, False, "text/plain"), classify_answer(429, False, "")
+    ('failed', 'failed')
+    >>> classify_answer(200, False, "application/json"), classify_answer(200, False, "text/html")
+    ('failed', 'absent')
+    """
+    if status == 200:
+        if parsed:
+            return "found"
+        return "failed" if "json" in content_type.lower() else "absent"
+    if status >= 500 or status in _TRANSIENT:
+        return "failed"
+    return "absent"
+
+
+def _retry_later(what: str, failures: list[str]) -> Error:
+    """A metadata fetch that failed (no answer, or a "try again" one): worth a retry, like an
+    unreachable authorization server, and never a reason to fall back."""
+    return Error(
+        "auth",
+        "discovery_failed",
+        f"the {what} could not be fetched ({failures[0]}); trying again later",
+        data=UNREACHABLE,
+    )
+
+
 async def _fetch_prm(
-    session: aiohttp.ClientSession, server_url: str, url: str, timeout: float, limit: int
+    session: aiohttp.ClientSession,
+    server_url: str,
+    url: str,
+    timeout: float,
+    limit: int,
+    failures: list[str],
 ) -> Mapping[str, Any] | None:
+    """The checked document at ``url``, or None: absent, or failed (then a note is added
+    to ``failures``). A body over ``limit`` is ``Error`` at once (a broken server)."""
     try:
         resp = await request(
             session,
@@ -211,12 +263,19 @@ async def _fetch_prm(
             limit=limit,
         )
     except Error as e:
+        if e.data != UNREACHABLE:
+            raise
         log.debug("protected resource metadata at %s: %s", url, e.message)
+        failures.append(e.message)
         return None
-    if resp.status != 200 or resp.json is None:
+    outcome = classify_answer(resp.status, resp.json is not None, resp.content_type)
+    if outcome != "found":
         log.debug("no protected resource metadata at %s (HTTP %d)", url, resp.status)
+        if outcome == "failed":
+            failures.append(f"{url} answered HTTP {resp.status}")
         return None
     doc = resp.json
+    assert doc is not None
     resource = doc.get("resource")
     if not isinstance(resource, str) or not resource_matches(resource, server_url):
         raise Error(
@@ -297,9 +356,8 @@ async def fetch_as_metadata(
     the path of their endpoints in it, ``<origin>/oauth``) is used, with its own issuer.
     """
     mismatched: str | None = None
-    tried = unreachable = 0
+    failures: list[str] = []
     for url in as_metadata_urls(issuer):
-        tried += 1
         try:
             resp = await request(
                 session,
@@ -311,11 +369,15 @@ async def fetch_as_metadata(
                 limit=limit,
             )
         except Error as e:
+            if e.data != UNREACHABLE:
+                raise  # a body over the limit: a broken server, not an absent document
             log.debug("authorization server metadata at %s: %s", url, e.message)
-            if e.data == UNREACHABLE:
-                unreachable += 1
+            failures.append(e.message)
             continue
-        if resp.status != 200 or resp.json is None:
+        outcome = classify_answer(resp.status, resp.json is not None, resp.content_type)
+        if outcome == "failed":
+            failures.append(f"{url} answered HTTP {resp.status}")
+        if outcome != "found" or resp.json is None:
             continue
         named = resp.json.get("issuer")
         if named != issuer and not (
@@ -335,14 +397,10 @@ async def fetch_as_metadata(
             f"the authorization server metadata at {mismatched} names another issuer "
             f"than {issuer}; not using it",
         )
-    if tried and unreachable == tried:
-        # Not one answer: the server is down or unreachable, not wrong (worth a retry).
-        raise Error(
-            "auth",
-            "discovery_failed",
-            f"the authorization server {issuer} could not be reached",
-            data=UNREACHABLE,
-        )
+    if failures:
+        # No answer, or "try again later", from one of the URLs: the server is down or
+        # unwell, not without metadata (worth a retry; never the default endpoints).
+        raise _retry_later(f"authorization server metadata of {issuer}", failures)
     return None
 
 
@@ -360,17 +418,32 @@ async def discover(
     ``no_pkce``, ``discovery_failed`` (nothing found, an insecure or malformed document).
     """
     challenge_url = challenge.resource_metadata if challenge is not None else None
+    named = challenge_url is not None
     if challenge_url is not None and not (
         is_secure(challenge_url) or origin(challenge_url) == origin(server_url)
     ):
         log.debug("ignoring an insecure resource_metadata URL from the challenge")
         challenge_url = None
     prm: Mapping[str, Any] | None = None
+    failures: list[str] = []
     for url in prm_urls(server_url, challenge_url):
-        prm = await _fetch_prm(session, server_url, url, timeout, limit)
+        prm = await _fetch_prm(session, server_url, url, timeout, limit, failures)
         if prm is not None:
             break
     if prm is None:
+        # The 2025-03-26 rules (the MCP server's origin is the authorization server, and
+        # gets the client's credentials) only when there is really no metadata: none
+        # named by the challenge, and a definite "no" at every well-known URL.
+        if failures:
+            raise _retry_later("protected resource metadata", failures)
+        if named:
+            raise Error(
+                "auth",
+                "discovery_failed",
+                "the server's challenge names protected resource metadata (resource_metadata) "
+                "that is not served there nor at the well-known URLs; not falling back to "
+                "the 2025-03-26 rules",
+            )
         return await _discover_legacy(session, server_url, timeout=timeout, limit=limit)
     # The resource as the PRM names it, verbatim: it is what the authorization server
     # knows the resource by (a root document names the origin).
@@ -421,6 +494,7 @@ __all__ = [
     "Discovered",
     "as_metadata_urls",
     "canonical_resource",
+    "classify_answer",
     "discover",
     "fetch_as_metadata",
     "is_loopback",

@@ -58,6 +58,10 @@ class AuthBase:
         )
         self.issuer_override = options.issuer
         self.iss_mode = options.iss
+        # The hostile levers (POST /admin/hostile changes them at run time).
+        self.split_bodies = options.split_bodies
+        self.registration_padding = options.registration_padding
+        self.metadata_status = options.metadata_status
         self.pending: dict[str, dict[str, str]] = {}
         self.client_docs: dict[str, bytes] = {}
         self.hosted_by_id: dict[str, str] = {}  # a hosted document's client_id -> its name

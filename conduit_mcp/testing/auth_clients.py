@@ -52,6 +52,8 @@ class ClientsMixin(AuthBase):
         if client.secret is not None:
             answer["client_secret"] = client.secret
             answer["client_secret_expires_at"] = 0
+        if self.registration_padding:  # a large (valid) answer: the client must read it all
+            answer["x_padding"] = "p" * self.registration_padding
         return json_answer(answer, 201, NO_STORE)
 
     def _is_cimd_id(self, client_id: str) -> bool:

@@ -15,7 +15,7 @@ import orjson
 
 from .auth_state import AUTH_METHODS
 
-__all__ = ["AuthOptions", "build_parser", "options_from_args"]
+__all__ = ["AuthOptions", "build_parser", "check_hostile", "options_from_args"]
 
 
 def _csv(value: str) -> list[str]:
@@ -45,6 +45,9 @@ class AuthOptions:
     default_scopes: list[str] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
     auth_methods: list[str] = field(default_factory=lambda: list(AUTH_METHODS))
+    split_bodies: float | None = None
+    registration_padding: int = 0
+    metadata_status: int | None = None
     log_path: str | None = None
 
 
@@ -116,6 +119,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(AUTH_METHODS),
         help="token_endpoint_auth_methods_supported, comma-separated",
     )
+    hostile = p.add_argument_group("hostile answers (a test's levers; POST /admin/hostile)")
+    hostile.add_argument(
+        "--split-bodies",
+        type=float,
+        metavar="DELAY",
+        help="write every answer's body in two segments, DELAY seconds apart",
+    )
+    hostile.add_argument(
+        "--registration-padding",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="pad every registration answer with this many bytes (an x_padding field)",
+    )
+    hostile.add_argument(
+        "--metadata-status",
+        type=int,
+        metavar="STATUS",
+        help="answer every metadata request with this HTTP status (503: unavailable)",
+    )
     p.add_argument("--log", help="append one JSON line per request and event")
     return p
 
@@ -151,6 +174,7 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         raise ValueError(f"--auth-methods: each one of {', '.join(AUTH_METHODS)}")
     if ns.token_ttl <= 0 or (ns.refresh_ttl is not None and ns.refresh_ttl <= 0):
         raise ValueError("--token-ttl and --refresh-ttl must be > 0")
+    check_hostile(ns.split_bodies, ns.registration_padding, ns.metadata_status)
     return AuthOptions(
         port=ns.port,
         issuer_path=path,
@@ -173,5 +197,18 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         default_scopes=_csv(ns.default_scopes),
         resources=list(ns.resource),
         auth_methods=methods,
+        split_bodies=ns.split_bodies,
+        registration_padding=ns.registration_padding,
+        metadata_status=ns.metadata_status,
         log_path=ns.log,
     )
+
+
+def check_hostile(split: Any, padding: Any, status: Any) -> None:
+    """The hostile levers' values (the command line's and ``POST /admin/hostile``'s)."""
+    if split is not None and (not isinstance(split, (int, float)) or not 0 <= split <= 60):
+        raise ValueError("split_bodies: a delay in seconds, 0 to 60")
+    if not isinstance(padding, int) or not 0 <= padding <= 64 << 20:
+        raise ValueError("registration_padding: a byte count, 0 to 64 MiB")
+    if status is not None and (not isinstance(status, int) or not 100 <= status <= 599):
+        raise ValueError("metadata_status: an HTTP status, 100 to 599")

@@ -251,6 +251,14 @@ class AuthServerProcess(ProcessHandle):
         """Pre-register a client (``client_secret``, ``redirect_uris``, ``public_key``, ...)."""
         self.admin("clients", client_id=client_id, **metadata)
 
+    def set_hostile(self, **levers: Any) -> dict[str, Any]:
+        """Change the hostile levers (``POST /admin/hostile``): ``split_bodies`` (a delay in
+        seconds: every answer's body in two segments; None: whole), ``registration_padding``
+        (bytes added to every registration answer), ``metadata_status`` (every metadata
+        request answers it; None: the documents). Returns the levers now set."""
+        answer: dict[str, Any] = self.admin("hostile", **levers)
+        return answer
+
     def forget_clients(self) -> None:
         """Drop every registered (DCR, CIMD) client and revoke every token."""
         self.admin("reset")

@@ -29,8 +29,9 @@ from aiohttp import web
 
 from .auth_base import NO_STORE, json_answer, with_query
 from .auth_clients import ClientsMixin
-from .auth_options import AuthOptions, options_from_args
+from .auth_options import AuthOptions, check_hostile, options_from_args
 from .auth_state import OAuthFailure, client_from_metadata, redirect_uri_matches
+from .split_body import write_split
 from .stdio import EventLog
 
 __all__ = ["AuthServer", "main"]
@@ -101,6 +102,13 @@ class AuthServer(ClientsMixin):
         if "location" in response.headers:
             record["location"] = response.headers["Location"]
         self.event("http", **record)
+        delay = self.split_bodies
+        if (
+            delay is not None
+            and isinstance(response, web.Response)
+            and "/admin/" not in request.path
+        ):
+            return await write_split(request, response, delay)
         return response
 
     # ---- metadata ---------------------------------------------------------------------------
@@ -135,6 +143,8 @@ class AuthServer(ClientsMixin):
         return doc
 
     async def metadata(self, request: web.Request) -> web.Response:
+        if self.metadata_status is not None:
+            return web.Response(status=self.metadata_status, text="metadata unavailable")
         return json_answer(self.metadata_document("openid-configuration" in request.path))
 
     async def jwks(self, request: web.Request) -> web.Response:
@@ -378,6 +388,27 @@ class AuthServer(ClientsMixin):
             if not isinstance(client_id, str):
                 raise OAuthFailure("invalid_request", "client_id is required")
             self._register(client_from_metadata(body, "pre", client_id))
+        elif action == "hostile":
+            levers = {
+                "split_bodies": self.split_bodies,
+                "registration_padding": self.registration_padding,
+                "metadata_status": self.metadata_status,
+                **body,
+            }
+            try:
+                check_hostile(
+                    levers["split_bodies"],
+                    levers["registration_padding"],
+                    levers["metadata_status"],
+                )
+            except ValueError as e:
+                raise OAuthFailure("invalid_request", str(e)) from None
+            self.split_bodies = levers["split_bodies"]
+            self.registration_padding = levers["registration_padding"]
+            self.metadata_status = levers["metadata_status"]
+            answer = {
+                k: levers[k] for k in ("split_bodies", "registration_padding", "metadata_status")
+            }
         elif action == "reset":
             if body.get("clients", True):
                 self.state.clients = {

@@ -184,9 +184,9 @@ class HttpFront(ExchangeMixin):
         challenge = f'Bearer resource_metadata="{metadata}", scope="mcp"'
         return web.Response(status=401, headers={"WWW-Authenticate": challenge})
 
-    async def resource_metadata(self, request: web.Request) -> web.Response:
+    async def resource_metadata(self, request: web.Request) -> web.StreamResponse:
         if self.guard is not None:
-            return json_response(orjson.dumps(self.guard.metadata()))
+            return await self.guard.metadata_answer(request)
         body = {
             "resource": f"http://127.0.0.1:{self.port}/mcp",
             "authorization_servers": [],

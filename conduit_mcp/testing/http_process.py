@@ -158,8 +158,10 @@ class HttpServerProcess(ProcessHandle):
 
     def set_oauth(self, **changes: Any) -> dict[str, Any]:
         """With ``require_oauth``: change ``authorization_server`` (a server that moved),
-        ``introspection_url``, ``prm_resource``, ``scope`` or ``tool_scopes`` at run time
-        (``POST /admin/oauth``); returns the protected resource metadata now served."""
+        ``introspection_url``, ``prm_resource``, ``scope``, ``tool_scopes`` or
+        ``metadata_fault`` (``"unavailable"``: the metadata answers 503; ``"split"``: it is
+        written in two segments; None: whole) at run time (``POST /admin/oauth``); returns
+        the protected resource metadata now served."""
         import http.client
 
         import orjson

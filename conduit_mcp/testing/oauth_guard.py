@@ -22,8 +22,14 @@ import orjson
 from aiohttp import web
 
 from .options import Config
+from .split_body import write_split
 
-__all__ = ["OAuthGuard"]
+__all__ = ["METADATA_FAULTS", "OAuthGuard"]
+
+#: What ``metadata_fault`` may be set to.
+METADATA_FAULTS = (None, "unavailable", "split")
+#: The pause between the two segments of a split metadata answer (seconds).
+SPLIT_DELAY = 0.2
 
 
 def _quote(value: str) -> str:
@@ -44,6 +50,9 @@ class OAuthGuard:
         self.prm_at = config.prm_at
         self.cache_seconds = config.introspection_cache
         self.metadata_param = not config.no_resource_metadata_param
+        # A lever of POST /admin/oauth: "unavailable" (503), "split" (the document in two
+        # segments), or None (the document, whole).
+        self.metadata_fault: str | None = None
         self._port = port
         self._event = event
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -82,6 +91,15 @@ class OAuthGuard:
         if scopes:
             doc["scopes_supported"] = scopes
         return doc
+
+    async def metadata_answer(self, request: web.Request) -> web.StreamResponse:
+        """The protected resource metadata, or the fault ``metadata_fault`` names."""
+        if self.metadata_fault == "unavailable":
+            return web.Response(status=503, text="the metadata is temporarily unavailable")
+        answer = web.Response(body=orjson.dumps(self.metadata()), content_type="application/json")
+        if self.metadata_fault == "split":
+            return await write_split(request, answer, SPLIT_DELAY)
+        return answer
 
     def _challenge(
         self, status: int, scope: list[str], error: str | None, why: str
@@ -186,7 +204,8 @@ class OAuthGuard:
 
     async def admin(self, request: web.Request) -> web.Response:
         """``POST /admin/oauth`` ``{"authorization_server"?, "introspection_url"?,
-        "prm_resource"?, "scope"?, "tool_scopes"?}``: change them; answers the metadata."""
+        "prm_resource"?, "scope"?, "tool_scopes"?, "metadata_fault"?}``: change them;
+        answers the metadata."""
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
@@ -202,6 +221,11 @@ class OAuthGuard:
             self.prm_resource = body["prm_resource"]
         if "scope" in body:
             self.scope = str(body["scope"]).split()
+        if "metadata_fault" in body:
+            fault = body["metadata_fault"]
+            if fault not in METADATA_FAULTS:
+                return web.Response(status=400, text="metadata_fault: unavailable, split or null")
+            self.metadata_fault = fault
         if "tool_scopes" in body:
             self.tool_scopes = {k: str(v).split() for k, v in dict(body["tool_scopes"]).items()}
         self._event("oauth_changed", **{k: v for k, v in body.items()})

@@ -3,6 +3,7 @@ and OIDC order, PKCE, the 2025-03-26 fallbacks, and the limits (time, size, redi
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -225,9 +226,12 @@ def test_a_stalled_server_is_bounded_by_the_timeout(server):
 
     server.handle("GET", AS_ROOT, stall)
     started = time.monotonic()
-    # every metadata URL is tried; the stalled one costs one timeout
-    found = run(discover, f"{server.url}/mcp", None, timeout=0.3)
-    assert found.legacy and time.monotonic() - started < 5
+    # every metadata URL is tried; the stalled one costs one timeout, and a stalled origin
+    # is no reason to use the default endpoints: try again later
+    err = failure(discover, f"{server.url}/mcp", None, timeout=0.3)
+    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+    assert time.monotonic() - started < 5
+    assert "/token" not in server.paths()
 
 
 def test_a_body_over_the_limit_is_not_read(server):
@@ -235,7 +239,8 @@ def test_a_body_over_the_limit_is_not_read(server):
     server.json(AS_ROOT, doc)
     size = len(web.json_response(doc).body)  # the exact bytes sent
     assert run(fetch_as_metadata, server.url, limit=size) is not None
-    assert run(fetch_as_metadata, server.url, limit=size - 1) is None  # treated as absent
+    err = failure(fetch_as_metadata, server.url, limit=size - 1)
+    assert err.reason == "discovery_failed" and f"more than {size - 1} bytes" in err.message
 
 
 def test_a_huge_streamed_body_is_cut_at_the_limit(server):
@@ -251,5 +256,126 @@ def test_a_huge_streamed_body_is_cut_at_the_limit(server):
 
     server.handle("GET", f"{PRM_ROOT}/mcp", endless)
     started = time.monotonic()
-    found = run(discover, f"{server.url}/mcp", None, limit=1024)
-    assert found.legacy and time.monotonic() - started < 10
+    err = failure(discover, f"{server.url}/mcp", None, limit=1024)
+    assert err.reason == "discovery_failed" and "more than 1024 bytes" in err.message
+    assert time.monotonic() - started < 10
+    assert server.paths() == [f"{PRM_ROOT}/mcp"]  # no fallback to the 2025-03-26 rules
+
+
+# -- a failed fetch is no "no metadata" (issue 16, item 1) ----------------------------------
+
+
+def unavailable(_seen):
+    return web.Response(status=503, text="down for a moment")
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_prm_answering_503_is_retried_later_never_the_2025_03_26_rules(server, named):
+    server.handle("GET", "/prm", unavailable)
+    server.handle("GET", f"{PRM_ROOT}/mcp", unavailable)
+    server.handle("GET", PRM_ROOT, unavailable)
+    challenge = Challenge("bearer", f"{server.url}/prm") if named else None
+    err = failure(discover, f"{server.url}/mcp", challenge)
+    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+    assert "HTTP 503" in err.message and "trying again later" in err.message
+    assert AS_ROOT not in server.paths()  # nothing asked of the MCP server as an AS
+
+
+def test_one_failed_well_known_url_is_enough_to_retry(server):
+    server.handle("GET", f"{PRM_ROOT}/mcp", unavailable)  # the root one is a 404
+    err = failure(discover, f"{server.url}/mcp", None)
+    assert err.data == {"unreachable": True}
+    assert server.paths() == [f"{PRM_ROOT}/mcp", PRM_ROOT]
+
+
+def test_a_failed_challenge_url_still_tries_the_well_known_ones(server):
+    server.handle("GET", "/prm", unavailable)
+    server.json(f"{PRM_ROOT}/mcp", prm(server))
+    server.json(AS_ROOT, as_metadata(server.url))
+    found = run(discover, f"{server.url}/mcp", Challenge("bearer", f"{server.url}/prm"))
+    assert not found.legacy and server.paths()[:2] == ["/prm", f"{PRM_ROOT}/mcp"]
+
+
+def test_a_named_prm_that_nobody_serves_is_no_2025_03_26_server(server):
+    err = failure(discover, f"{server.url}/mcp", Challenge("bearer", f"{server.url}/gone"))
+    assert err.reason == "discovery_failed" and err.data is None  # 404s: definite
+    assert "not falling back" in err.message
+    assert AS_ROOT not in server.paths()
+
+
+def test_an_insecure_named_prm_still_rules_out_the_2025_03_26_rules(server):
+    challenge = Challenge("bearer", "http://evil.example.com/prm")
+    assert failure(discover, f"{server.url}/mcp", challenge).reason == "discovery_failed"
+    assert AS_ROOT not in server.paths()
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 429])
+def test_a_try_again_status_at_the_origins_as_metadata_is_no_default_endpoints(server, status):
+    server.handle("GET", AS_ROOT, lambda _seen: web.Response(status=status))
+    err = failure(discover, f"{server.url}/mcp", None)
+    assert err.data == {"unreachable": True} and f"HTTP {status}" in err.message
+
+
+def test_a_try_again_status_at_a_listed_servers_metadata_is_retried(server):
+    server.json(f"{PRM_ROOT}/mcp", prm(server))
+    server.handle("GET", AS_ROOT, unavailable)  # the OpenID one is a 404
+    err = failure(discover, f"{server.url}/mcp", None)
+    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+
+
+def test_a_json_prm_that_does_not_parse_is_retried_an_html_page_is_absent(server):
+    bad = web.Response(body=b'{"resource": "http://', content_type="application/json")
+    server.handle("GET", f"{PRM_ROOT}/mcp", lambda _seen: bad)
+    assert failure(discover, f"{server.url}/mcp", None).data == {"unreachable": True}
+    page = web.Response(text="<!doctype html><p>app</p>", content_type="text/html")
+    server.handle("GET", f"{PRM_ROOT}/mcp", lambda _seen: page)
+    assert run(discover, f"{server.url}/mcp", None).legacy  # a catch-all page: no PRM
+
+
+# -- bodies are read to their end (issue 16, item 7) -------------------------------------------
+
+
+def segments(body: bytes, parts: int, *, length: bool = True):
+    """A handler writing ``body`` in ``parts`` flushed writes, 50 ms apart (chunked when
+    ``length`` is False)."""
+
+    async def answer(seen):
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if length:
+            resp.content_length = len(body)
+        await resp.prepare(seen.request)
+        step = -(-len(body) // parts)
+        for i in range(0, len(body), step):
+            await resp.write(body[i : i + step])
+            await asyncio.sleep(0.05)
+        await resp.write_eof()
+        return resp
+
+    return answer
+
+
+@pytest.mark.parametrize("length", [True, False])
+def test_a_document_written_in_segments_is_read_whole(server, length):
+    import orjson
+
+    server.handle("GET", f"{PRM_ROOT}/mcp", segments(orjson.dumps(prm(server)), 2, length=length))
+    server.handle("GET", AS_ROOT, segments(orjson.dumps(as_metadata(server.url)), 5, length=length))
+    found = run(discover, f"{server.url}/mcp", None)
+    assert not found.legacy and found.token_endpoint == f"{server.url}/token"
+
+
+@pytest.mark.parametrize("length", [True, False])
+def test_the_size_limit_at_its_edge_in_segments(server, length):
+    import orjson
+
+    from conduit_mcp.oauth._http import MAX_BODY
+
+    doc = as_metadata(server.url)
+    raw = orjson.dumps(doc)
+    exact = raw[:-1] + b" " * (MAX_BODY - len(raw)) + b"}"  # valid JSON, MAX_BODY bytes
+    assert len(exact) == MAX_BODY
+    server.handle("GET", AS_ROOT, segments(exact, 4, length=length))
+    assert run(fetch_as_metadata, server.url)["issuer"] == server.url
+    server.handle("GET", AS_ROOT, segments(exact + b" ", 4, length=length))
+    err = failure(fetch_as_metadata, server.url)
+    assert f"more than {MAX_BODY} bytes" in err.message

@@ -783,3 +783,62 @@ def test_bad_auth_server_options_are_refused_at_start(args):
         timeout=30,
     )
     assert proc.returncode == 2 and proc.stderr
+
+
+# ---- the hostile levers ------------------------------------------------------------------------
+
+
+def test_hostile_levers_split_bodies_pad_registrations_and_fail_metadata(tmp_path):
+    with AuthServerProcess(tmp_path, split_bodies=0.3, registration_padding=1000) as auth:
+        url = f"{auth.base}/.well-known/oauth-authorization-server"
+        whole = orjson.loads(auth.request("GET", url)[2])  # whole, however it arrived
+        assert whole["issuer"] == auth.issuer
+        started = time.monotonic()
+        status, headers, body = auth.request("GET", url)
+        assert time.monotonic() - started >= 0.3  # the pause between the two segments
+        assert status == 200 and int(headers["content-length"]) == len(body)
+        assert headers["content-type"].startswith("application/json")
+        assert register(auth)["x_padding"] == "p" * 1000
+        assert auth.set_hostile(split_bodies=None, metadata_status=503) == {
+            "split_bodies": None,
+            "registration_padding": 1000,
+            "metadata_status": 503,
+        }
+        assert auth.request("GET", url)[0] == 503
+        auth.set_hostile(metadata_status=None, registration_padding=0)
+        assert auth.request("GET", url)[0] == 200 and "x_padding" not in register(auth)
+        with pytest.raises(RuntimeError, match="400"):
+            auth.set_hostile(metadata_status=42)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--split-bodies", "-1"], ["--registration-padding", "-5"], ["--metadata-status", "99"]],
+)
+def test_bad_hostile_options_are_refused_at_start(args):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "conduit_mcp.testing.auth_server", *args],
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and b"auth_server:" in proc.stderr
+
+
+def test_protected_mcp_server_metadata_faults(auth, tmp_path):
+    server = ScriptedServer(tmp_path)
+    with server.http_server(require_oauth=auth.issuer) as mcp:
+        prm_url = f"http://127.0.0.1:{mcp.port}/.well-known/oauth-protected-resource/mcp"
+        mcp.set_oauth(metadata_fault="unavailable")
+        assert auth.request("GET", prm_url)[0] == 503
+        mcp.set_oauth(metadata_fault="split")
+        started = time.monotonic()
+        status, _, body = auth.request("GET", prm_url)
+        assert time.monotonic() - started >= 0.2
+        assert status == 200 and orjson.loads(body)["authorization_servers"] == [auth.issuer]
+        with pytest.raises(RuntimeError, match="400"):
+            mcp.set_oauth(metadata_fault="sometimes")
+        mcp.set_oauth(metadata_fault=None)
+        assert auth.request("GET", prm_url)[0] == 200

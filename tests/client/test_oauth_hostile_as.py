@@ -1,0 +1,210 @@
+"""Hostile and unwell authorization servers, through the public API (issue 16: items 1, 2, 7,
+10; issue 17: items 2, 4): a real authorization server subprocess
+(``conduit_mcp.testing.auth_server``) and the scripted MCP server it protects
+(``--require-oauth``), both on loopback, with the levers that make them misbehave
+(docs/testing.md: ``metadata_fault``, ``set_hostile``, ``forget_clients``).
+
+What a user observes: a metadata fetch that fails backs off and recovers and never sends a
+credential anywhere; answers written in segments or large are read whole; pre-registered
+credentials stay with their issuer; a pasted URL that is no redirect is an argument error; a
+registration the server forgot is replaced once; a desktop login keeps its loopback port and
+so its registration."""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+import conduit_mcp as mcp
+from conduit_mcp.testing import AuthServerProcess
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+M2M = {
+    "client_id": "m2m-basic",
+    "client_secret": "s3cret-m2m-5e1a",
+    "token_endpoint_auth_method": "client_secret_basic",
+    "grant_types": ["client_credentials"],
+}
+ADD = {"a": 1, "b": 2}
+PRM = "/.well-known/oauth-protected-resource"
+
+
+@pytest.fixture
+def auth_server(tmp_path: Any) -> Any:
+    """Start authorization servers in ``tmp_path``; stopped at teardown."""
+    started: list[AuthServerProcess] = []
+
+    def start(**options: Any) -> AuthServerProcess:
+        options.setdefault("scopes", "mcp,write,offline_access")
+        options.setdefault("client", [orjson.dumps(M2M).decode()])
+        server = AuthServerProcess(tmp_path / f"as{len(started)}", **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+class Person:
+    """Plays the application's ``on_authorize``: keeps every URL it is given."""
+
+    def __init__(self) -> None:
+        self.urls: queue.Queue[str] = queue.Queue()
+        self.count = 0
+
+    def __call__(self, url: str) -> None:
+        self.count += 1
+        self.urls.put(url)
+
+    def next_url(self, timeout: float = 10.0) -> str:
+        return self.urls.get(timeout=timeout)
+
+
+def person_oauth(person: Person, **kw: Any) -> mcp.OAuth:
+    return mcp.OAuth(on_authorize=person, redirect_uri="http://127.0.0.1:9/callback", **kw)
+
+
+def m2m_oauth(**kw: Any) -> mcp.OAuth:
+    return mcp.OAuth(
+        client_id=M2M["client_id"],
+        client_secret=M2M["client_secret"],
+        grant="client_credentials",
+        **kw,
+    )
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition did not hold in time")
+        time.sleep(0.02)
+
+
+def tokens_issued(auth: AuthServerProcess, grant: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in auth.events("token") if grant is None or e["grant"] == grant]
+
+
+def no_credential_reached(server: Any) -> None:
+    """Nothing but bearer tokens ever reached the MCP server: no Basic header, no token
+    request, and the client secret nowhere in what it received."""
+    requests = server.events("http")
+    assert requests, "the MCP server received nothing"
+    for r in requests:
+        assert not r["headers"].get("authorization", "").lower().startswith("basic"), r["path"]
+        assert not r["path"].endswith(("/token", "/register", "/authorize")), r["path"]
+    assert M2M["client_secret"] not in server.log_path.read_text()
+
+
+def authorized(client: mcp.Client, auth: AuthServerProcess, person: Person) -> str:
+    """Run a person's authorization to its end; the URL they were given."""
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", ADD)
+    assert (err.value.kind, err.value.reason) == ("auth", "authorization_required")
+    url = person.next_url()
+    client.authorize(auth.approve(url))
+    return url
+
+
+# -- issue 16, item 1: a failed metadata fetch is no "no metadata" ---------------------------
+
+
+def test_a_metadata_url_answering_503_sends_no_credential_and_recovers(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        srv.set_oauth(metadata_fault="unavailable")
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            request_timeout=5,
+            max_reconnects=None,
+            backoff=lambda attempt: 0.2,
+        )
+        status = client.wait_for_state("reconnecting", timeout=20)
+        assert status.reason == "oauth_unreachable"
+
+        def refused_fetches() -> int:
+            return sum(
+                1 for e in server.events("http") if e["path"].startswith(PRM) and e["status"] == 503
+            )
+
+        first = refused_fetches()
+        wait_until(lambda: refused_fetches() > first, timeout=20)  # it backs off and tries again
+        no_credential_reached(server)
+        assert auth.requests() == []  # not even the authorization server was asked yet
+
+        srv.set_oauth(metadata_fault=None)  # the metadata is back
+        assert client.call_tool("add", ADD, timeout=30).text == "3"
+        assert client.status().state == "ready"
+        (issued,) = tokens_issued(auth)
+        assert issued["grant"] == "client_credentials" and issued["client_id"] == M2M["client_id"]
+        no_credential_reached(server)
+
+
+def test_an_authorization_server_metadata_answering_503_is_retried(
+    auth_server, make_server, start_client
+):
+    auth = auth_server(metadata_status=503)
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            request_timeout=5,
+            max_reconnects=None,
+            backoff=lambda attempt: 0.2,
+        )
+        assert client.wait_for_state("reconnecting", timeout=20).reason == "oauth_unreachable"
+        assert tokens_issued(auth) == []
+        auth.set_hostile(metadata_status=None)
+        assert client.call_tool("add", ADD, timeout=30).text == "3"
+        no_credential_reached(server)
+
+
+# -- issue 16, item 7: answers are read to their end -----------------------------------------
+
+
+def test_answers_written_in_two_segments_are_read_whole(auth_server, make_server, start_client):
+    auth = auth_server(split_bodies=0.2)  # metadata and token answers, each in two segments
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        srv.set_oauth(metadata_fault="split")  # and the protected resource metadata
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        assert len(tokens_issued(auth)) == 1
+        no_credential_reached(server)
+
+
+def test_a_200_kb_registration_answer_is_read_whole(auth_server, make_server, start_client):
+    auth = auth_server(registration_padding=200_000)
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        authorized(client, auth, person)
+        assert client.call_tool("add", ADD).text == "3"
+        (registered,) = [e for e in auth.events("registered") if e["kind"] == "dcr"]
+        assert tokens_issued(auth)[0]["client_id"] == registered["client_id"]
+
+
+def test_a_registration_answer_past_the_limit_is_refused_clearly(
+    auth_server, make_server, start_client
+):
+    auth = auth_server(registration_padding=300_000)
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "registration_failed")
+        assert "more than 262144 bytes" in err.value.message
+        assert client.wait_for_state("closed", timeout=10).state == "closed"
+        assert person.count == 0
