@@ -191,8 +191,18 @@ def _redirect_params(redirect_url: str) -> dict[str, str]:
     if len(redirect_url) > MAX_REDIRECT:
         raise Error("argument", "redirect_url", f"the redirect URL is longer than {MAX_REDIRECT}")
     text = redirect_url.strip()
-    if "://" in text:
-        parts = urlsplit(text)
+    parts = urlsplit(text)
+    if parts.scheme:
+        # A pasted URL must be where a browser came back to: http(s) with a host. Anything
+        # else (javascript:, data:, file:, a bare host:port) is not a redirect at all, and
+        # is said so rather than read as a response with a wrong issuer.
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise Error(
+                "argument",
+                "redirect_url",
+                "the redirect URL must be the http(s) URL the browser was sent back to "
+                "(or its query, ?code=...&state=...)",
+            )
         query = parts.query or parts.fragment  # a fragment response is never ours: checked below
     else:
         query = text.lstrip("?")

@@ -208,3 +208,30 @@ def test_a_registration_answer_past_the_limit_is_refused_clearly(
         assert "more than 262144 bytes" in err.value.message
         assert client.wait_for_state("closed", timeout=10).state == "closed"
         assert person.count == 0
+
+
+# -- issue 16, item 10: a pasted URL that is no redirect -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    ["javascript:alert(document.cookie)", "data:text/html,<b>hi</b>", "file:///etc/passwd"],
+)
+def test_authorize_with_text_that_is_no_http_redirect_is_an_argument_error(
+    auth_server, make_server, start_client, pasted
+):
+    auth = auth_server()  # advertises RFC 9207 iss: before, this read as a wrong issuer
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)
+        url = person.next_url()
+        with pytest.raises(mcp.Error) as err:
+            client.authorize(pasted)
+        assert (err.value.kind, err.value.reason) == ("argument", "redirect_url")
+        assert "http(s)" in err.value.message and pasted not in str(err.value)
+        assert client.status().reason == "authorization_required"  # nothing changed
+        client.authorize(auth.approve(url))  # the real redirect still completes it
+        assert client.call_tool("add", ADD).text == "3"

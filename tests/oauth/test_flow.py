@@ -195,6 +195,36 @@ def test_malformed_redirects_are_argument_errors():
     assert e.value.reason == "redirect_url"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "javascript:alert(document.cookie)",
+        "JavaScript:void(0)?code=c&state=s",
+        "data:text/html,<script>x</script>",
+        "file:///etc/passwd?code=c&state=s",
+        "ftp://127.0.0.1/callback?code=c&state=s",
+        "http:/callback?code=c&state=s",
+        "localhost:9/callback?code=c&state=s",
+        "mailto:a@b?code=c",
+    ],
+)
+def test_text_that_is_no_http_redirect_is_an_argument_error(text):
+    # Before anything is read from it: never "issuer_mismatch", "state_mismatch" or a code.
+    pending = begin_authorization(
+        discovered(authorization_response_iss_parameter_supported=True), CLIENT, REDIRECT, ()
+    )
+    with pytest.raises(Error) as e:
+        finish_authorization(pending, text.replace("state=s", f"state={pending.state}"))
+    assert (e.value.kind, e.value.reason) == ("argument", "redirect_url")
+    assert "http(s)" in e.value.message
+
+
+def test_an_https_redirect_and_a_bare_query_still_work():
+    pending = begin_authorization(discovered(), CLIENT, REDIRECT, ())
+    assert finish_authorization(pending, f"HTTPS://app.example/cb?code=c&state={pending.state}")
+    assert finish_authorization(pending, f"code=c&state={pending.state}") == "c"
+
+
 def test_the_redirect_length_limit_at_its_edge():
     pending = begin_authorization(discovered(), CLIENT, REDIRECT, ())
     head = f"?state={pending.state}&code="
