@@ -428,7 +428,14 @@ class OAuthActor(SafeActor):
         if client is not None and client.usable(issuer, redirect_uri, time.time()):
             self._next(then)
             return
+        from ..oauth.issuers import bind_issuer
         from ..oauth.store import load_client
+
+        try:
+            bind_issuer(self._store, self._oauth, issuer)  # issuer_changed: nothing is sent
+        except Error as exc:
+            self._fail(exc)
+            return
 
         try:
             known = load_client(self._store, issuer)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from ..errors import Error
 from .store import MemoryTokenStore, TokenStore
-from .urls import is_loopback
+from .urls import is_loopback, is_secure
 
 Grant = Literal["authorization_code", "client_credentials"]
 ApplicationType = Literal["native", "web"]
@@ -67,6 +67,11 @@ class OAuth:
     client_metadata_url: str | None = None
     """An https URL of this client's metadata document, used as its ``client_id`` where the
     authorization server supports client ID metadata documents."""
+    issuer: str | None = None
+    """The one authorization server (its issuer identifier, compared exactly) this client
+    authorizes with; another one named by the server is refused (``issuer_changed``).
+    None: pre-registered credentials are bound to the issuer they are first used with
+    (kept in the store); a registration of the client's own follows the server."""
     private_key: str | None = field(default=None, repr=False)
     """A PEM private key for ``private_key_jwt`` client authentication."""
     signing_alg: str = "RS256"
@@ -111,6 +116,14 @@ class OAuth:
             )
         for name in ("client_id", "client_secret", "client_metadata_url", "private_key"):
             _check_str(getattr(self, name), name)
+        if self.issuer is not None:
+            parts = urlsplit(self.issuer) if isinstance(self.issuer, str) else None
+            if parts is None or not is_secure(self.issuer) or parts.query or parts.fragment:
+                raise _bad(
+                    "issuer",
+                    "OAuth issuer must be the authorization server's issuer: an https URL "
+                    "(http only to 127.0.0.1, ::1 or localhost) without query or fragment",
+                )
         if self.grant not in GRANTS:
             raise _bad("grant", "OAuth grant must be 'authorization_code' or 'client_credentials'")
         if self.client_secret is not None and self.client_id is None:

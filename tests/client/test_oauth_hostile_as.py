@@ -235,3 +235,59 @@ def test_authorize_with_text_that_is_no_http_redirect_is_an_argument_error(
         assert client.status().reason == "authorization_required"  # nothing changed
         client.authorize(auth.approve(url))  # the real redirect still completes it
         assert client.call_tool("add", ADD).text == "3"
+
+
+# -- issue 16, item 2: pre-registered credentials stay with their issuer ---------------------
+
+
+def test_pre_registered_credentials_never_follow_a_server_to_another_issuer(
+    auth_server, make_server, start_client
+):
+    first, moved = auth_server(), auth_server()  # both know the client: a real risk
+    server = make_server()
+    store = mcp.MemoryTokenStore()
+    with server.http_server(require_oauth=first.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth(store=store)), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        assert len(tokens_issued(first)) == 1
+
+        srv.set_oauth(authorization_server=moved.issuer)  # the server "moved"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "issuer_changed")
+        assert first.issuer in err.value.message and moved.issuer in err.value.message
+        assert "confirm" in err.value.message and f"OAuth(issuer='{moved.issuer}')" in (
+            err.value.message
+        )
+        assert client.wait_for_state("closed", timeout=10).state == "closed"
+        assert moved.requests("/token") == []  # the secret never went there
+        for r in moved.requests():  # (its log's "started" record holds the secret it was given)
+            assert "authorization" not in r["headers"], r["path"]
+            assert M2M["client_secret"] not in orjson.dumps(r.get("form")).decode()
+        assert M2M["client_secret"] not in str(err.value)
+
+        # A person confirms the move: the same credentials and store, issuer= named.
+        confirmed = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth(store=store, issuer=moved.issuer)),
+            request_timeout=5,
+        )
+        assert confirmed.call_tool("add", ADD).text == "3"
+        assert len(tokens_issued(moved)) == 1
+
+
+def test_an_issuer_option_refuses_any_other_from_the_first_request(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    elsewhere = "https://as.example.com"
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        for oauth in (m2m_oauth(issuer=elsewhere), person_oauth(person, issuer=elsewhere)):
+            client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+            with pytest.raises(mcp.Error) as err:
+                client.call_tool("add", ADD)
+            assert (err.value.kind, err.value.reason) == ("auth", "issuer_changed")
+            assert "allows only https://as.example.com" in err.value.message
+        assert auth.requests("/token") == [] and auth.requests("/register") == []
+        assert person.count == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 
 import conduit_mcp as mcp
@@ -76,46 +75,38 @@ def test_header_identities_are_hashes_never_the_values():
 
 # -- OAuth: the identity is principal, issuer and resource ------------------------------------
 
-M2M = {
-    "client_id": "m2m-basic",
-    "client_secret": "s3cret-m2m-5e1a",
-    "token_endpoint_auth_method": "client_secret_basic",
-    "grant_types": ["client_credentials"],
-}
-
-
-def m2m(**kw: Any) -> mcp.OAuth:
-    return mcp.OAuth(
-        client_id=M2M["client_id"],
-        client_secret=M2M["client_secret"],
-        grant="client_credentials",
-        **kw,
-    )
-
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_a_new_token_for_the_same_principal_keeps_the_private_lists_another_issuer_deletes_them(
     make_server, start_client, tmp_path
 ):
+    # A client of its own registration (dynamic): it follows the server to the new
+    # authorization server (pre-registered credentials would not: issuer_changed).
+    import queue
+
     from conduit_mcp.testing import AuthServerProcess
 
-    clients = [orjson.dumps(M2M).decode()]
+    urls: queue.Queue[str] = queue.Queue()
     with (
-        AuthServerProcess(tmp_path / "as1", scopes="mcp", client=clients) as first,
-        AuthServerProcess(tmp_path / "as2", scopes="mcp", client=clients) as moved,
+        AuthServerProcess(tmp_path / "as1", scopes="mcp,offline_access") as first,
+        AuthServerProcess(tmp_path / "as2", scopes="mcp,offline_access") as moved,
     ):
         server = make_server()
         with server.http_server(
             require_oauth=first.issuer, ttl_ms=60000, cache_scope="private"
         ) as srv:
-            client = start_client(mcp.Http(srv.url, auth=m2m()), request_timeout=5)
+            oauth = mcp.OAuth(on_authorize=urls.put, redirect_uri="http://127.0.0.1:9/cb")
+            client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+            with pytest.raises(mcp.Error):
+                client.await_ready(timeout=0.5)  # a person must authorize first
+            client.authorize(first.approve(urls.get(timeout=10)))
             assert client.await_ready(timeout=10).state == "ready"  # the first token
             tools = client.list_all_tools()
             client.list_all_tools()
             assert lists(server) == 1 and client.cached_tools() == tools  # stored under the token
             client.await_listening(timeout=10)  # the listen is open before the token expires
 
-            first.admin("expire")  # a 401, a new token for the same principal
+            first.admin("expire")  # a 401, a refreshed token for the same principal
             assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
             assert len(first.events("token")) == 2
             assert client.cached_tools() == tools  # kept
@@ -123,6 +114,10 @@ def test_a_new_token_for_the_same_principal_keeps_the_private_lists_another_issu
             assert lists(server) == 1
 
             srv.set_oauth(authorization_server=moved.issuer)  # the server moved
+            with pytest.raises(mcp.Error) as err:
+                client.call_tool("add", {"a": 1, "b": 2})
+            assert err.value.reason == "authorization_required"  # a new registration there
+            client.authorize(moved.approve(urls.get(timeout=10)))
             assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
             assert len(moved.events("token")) == 1  # a token of the new issuer
             assert client.cached_tools() is None  # the other identity's lists are gone

@@ -72,10 +72,22 @@ def test_paste_back_needs_a_redirect_uri_or_loopback():
         ({"principal": "", **LOOP}, "oauth.principal"),
         ({"client_name": "", **LOOP}, "oauth.client_name"),
         ({"application_type": "desktop", **LOOP}, "oauth.application_type"),
+        ({"issuer": "http://as.example.com", **LOOP}, "oauth.issuer"),
+        ({"issuer": "https://as.example.com/?x=1", **LOOP}, "oauth.issuer"),
+        ({"issuer": "https://as.example.com#f", **LOOP}, "oauth.issuer"),
+        ({"issuer": "as.example.com", **LOOP}, "oauth.issuer"),
+        ({"issuer": 5, **LOOP}, "oauth.issuer"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, why):
     assert reason(**kwargs) == why
+
+
+def test_an_issuer_is_an_https_or_loopback_url_kept_as_given():
+    assert OAuth(issuer="https://as.example.com/tenant", **LOOP).issuer == (
+        "https://as.example.com/tenant"
+    )
+    assert OAuth(issuer="http://127.0.0.1:9", **LOOP).issuer == "http://127.0.0.1:9"
 
 
 def test_scopes_become_a_tuple_without_duplicates():
