@@ -237,6 +237,7 @@ class OAuthActor(SafeActor):
         self._listener = 0  # the loopback listener's number (0: none)
         self._listener_port: int | None = None
         self._loop_state = _LoopState()  # touched on the I/O loop only
+        self._replaced_client = False  # a forgotten registration was replaced (once)
 
     def __repr__(self) -> str:
         return f"<OAuthActor {self._name!r} busy={self._busy} waiting_user={self._pending is not None}>"
@@ -553,6 +554,7 @@ class OAuthActor(SafeActor):
             self._listener_port = value
             self._with_client(self._redirect_uri(), "authorize")
         else:  # refresh, credentials, exchange: tokens
+            self._replaced_client = False
             self._publish(value, save=True)
             for reply in self._waiters:
                 reply.ok(None)
@@ -575,6 +577,8 @@ class OAuthActor(SafeActor):
         else:
             error = _as_auth_error(exc, reasons.get(step, "token_failed"))
         log.info("OAuth %s failed: %s", step, error.reason)
+        if self._forgotten(step, error):
+            return
         operation, self._operation = self._operation, None
         if operation is not None and step in ("credentials", "exchange"):
             # A step-up the authorization server refused (a scope it does not grant): only
@@ -609,6 +613,37 @@ class OAuthActor(SafeActor):
                 self._full(step_up=False)  # a new URL: the person may try again
             return
         self._fail(error)
+
+    def _forgotten(self, step: str, error: Error) -> bool:
+        """``invalid_client`` for a dynamic registration: the authorization server forgot
+        it (a reset, an expiry). Delete it, and register again, once until tokens come
+        (then authorize: a person, if the grant needs one); True when that is under way."""
+        client, data = self._client, error.data
+        if (
+            step not in ("refresh", "exchange", "credentials")
+            or client is None
+            or client.registration != "dcr"
+            or self._replaced_client
+            or not (isinstance(data, dict) and data.get("error") == "invalid_client")
+        ):
+            return False
+        log.info("the authorization server forgot this client's registration; registering again")
+        self._replaced_client = True
+        self._client = None
+        from ..oauth.store import delete_client
+
+        try:
+            delete_client(self._store, client.issuer)
+        except Exception as exc:
+            log.warning("the OAuth token store failed (%s)", type(exc).__name__)
+        if step == "refresh":
+            self._forget_tokens()  # its refresh token was the forgotten client's
+        for reply in self._waiters:
+            reply.fail(error)
+        self._waiters = []
+        if self._asked:
+            self._full(step_up=False)
+        return True
 
     def _forget_tokens(self) -> None:
         self._tokens = None

@@ -250,6 +250,11 @@ def load_client(store: TokenStore, issuer: str) -> ClientCredentials | None:
     return client if client is not None and client.issuer == issuer else None
 
 
+def delete_client(store: TokenStore, issuer: str) -> None:
+    """Forget the registration kept for ``issuer`` (the server forgot it: invalid_client)."""
+    store.delete(client_key(issuer))
+
+
 def save_client(store: TokenStore, client: ClientCredentials) -> None:
     """Keep a CIMD or dynamic registration under its issuer (pre-registered credentials
     live in the OAuth config and are never written)."""

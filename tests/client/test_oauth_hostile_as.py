@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 import pytest
@@ -291,3 +292,71 @@ def test_an_issuer_option_refuses_any_other_from_the_first_request(
             assert "allows only https://as.example.com" in err.value.message
         assert auth.requests("/token") == [] and auth.requests("/register") == []
         assert person.count == 0
+
+
+# -- issue 17, item 2: a registration the authorization server forgot ------------------------
+
+
+def client_id_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query)["client_id"][0]
+
+
+def test_a_forgotten_registration_is_replaced_once_then_a_person_authorizes(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    store = mcp.MemoryTokenStore()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(
+            mcp.Http(srv.url, auth=person_oauth(person, store=store)), request_timeout=5
+        )
+        first = client_id_of(authorized(client, auth, person))
+        assert client.call_tool("add", ADD).text == "3"
+
+        auth.forget_clients()  # every registration and token gone: the refresh is invalid_client
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "authorization_required")
+        url = person.next_url()
+        second = client_id_of(url)
+        assert second != first  # a new registration, never the forgotten one
+        assert [e["client_id"] for e in auth.events("registered") if e["kind"] == "dcr"] == [
+            first,
+            second,
+        ]
+        refused = [r for r in auth.requests("/token") if r.get("error") == "invalid_client"]
+        assert len(refused) == 1  # the refresh, once
+        client.authorize(auth.approve(url))  # the authorization server knows this one
+        assert client.call_tool("add", ADD).text == "3"
+        assert client.status().state == "ready"
+
+        # The replacement was kept: another client of the store uses it, registers nothing.
+        other = start_client(
+            mcp.Http(srv.url, auth=person_oauth(person, store=store, principal="bob")),
+            request_timeout=5,
+        )
+        assert client_id_of(authorized(other, auth, person)) == second
+        assert len([e for e in auth.events("registered") if e["kind"] == "dcr"]) == 2
+
+
+def test_a_registration_forgotten_again_before_any_token_is_not_replaced_twice(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    person = Person()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=person_oauth(person)), request_timeout=5)
+        authorized(client, auth, person)
+        auth.forget_clients()
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)  # replaced: a new registration, a person again
+        redirect = auth.approve(person.next_url())
+        auth.forget_clients()  # and forgotten again before its code is exchanged
+        with pytest.raises(mcp.Error) as err:
+            client.authorize(redirect)
+        assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
+        assert "invalid_client" in err.value.message
+        assert len([e for e in auth.events("registered") if e["kind"] == "dcr"]) == 2  # once

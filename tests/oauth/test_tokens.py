@@ -160,6 +160,20 @@ def test_a_revoked_refresh_token_is_refresh_failed(server):
         )
     assert (e.value.kind, e.value.reason) == ("auth", "refresh_failed")
     assert "invalid_grant" in e.value.message and "RT-1" not in str(e.value)
+    assert e.value.data == {"error": "invalid_grant"}  # the registered code, for the actor
+
+
+@pytest.mark.parametrize(
+    ("code", "data"), [("invalid_client", {"error": "invalid_client"}), ("RT-1-echo", None)]
+)
+def test_a_refusal_carries_only_a_registered_code_in_its_data(server, code, data):
+    token_answer(server, {"error": code}, status=401)
+    client = ClientCredentials("pub", None, "none", server.url)
+    with pytest.raises(Error) as e:
+        run(
+            refresh, discovered(server), client, OAuth(redirect_uri=REDIRECT), TokenSet("A", "RT-1")
+        )
+    assert e.value.data == data and "RT-1" not in str(e.value)
 
 
 def test_no_refresh_token_is_refresh_failed_without_a_request(server):
