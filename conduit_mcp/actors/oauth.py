@@ -411,10 +411,27 @@ class OAuthActor(SafeActor):
             return
         if oauth.loopback and self._listener_port is None:
             self._listener += 1
-            listener = self._listener
-            self._run("listener", lambda _session: self._start_listener(listener))
+            listener, reuse = self._listener, self._kept_port(d.issuer)
+            self._run("listener", lambda _session: self._start_listener(listener, reuse))
             return
         self._with_client(self._redirect_uri(), "authorize")
+
+    def _kept_port(self, issuer: str) -> int | None:
+        """The loopback port of the registration held or stored for ``issuer``: listening
+        there again keeps its redirect URI, so a desktop login does not register anew each
+        time (``redirect_uri`` with ``loopback=True`` pins the port instead)."""
+        if self._oauth.redirect_uri is not None:
+            return None
+        client = self._client
+        if client is None or client.issuer != issuer:
+            from ..oauth.store import load_client
+
+            try:
+                client = load_client(self._store, issuer)
+            except Exception as exc:
+                log.warning("the OAuth token store failed (%s)", type(exc).__name__)
+                client = None
+        return client.loopback_port() if client is not None else None
 
     def _redirect_uri(self) -> str:
         uri = self._oauth.redirect_uri
@@ -803,9 +820,10 @@ class OAuthActor(SafeActor):
             raise RuntimeError("OAuth step before registration")
         return client
 
-    async def _start_listener(self, listener: int) -> int:
-        """The loopback listener (I/O loop): ``redirect_uri``'s port and path, or any port
-        and ``/callback``; only immutable fields of the actor are read here."""
+    async def _start_listener(self, listener: int, reuse: int | None = None) -> int:
+        """The loopback listener (I/O loop): ``redirect_uri``'s port and path, or ``reuse``
+        (the kept registration's port) when it is free, else any port, and ``/callback``;
+        only immutable fields of the actor are read here."""
         uri = self._oauth.redirect_uri
         parts = urlsplit(uri) if uri is not None else None
         port = parts.port if parts is not None and parts.port else 0
@@ -815,7 +833,14 @@ class OAuthActor(SafeActor):
         def got(url: str) -> None:
             safe_tell(ref, _Redirect(url, listener))
 
-        bound = await self._loop_state.listen(port, path, got)
+        bound: int | None = None
+        if parts is None and reuse:
+            try:
+                bound = await self._loop_state.listen(reuse, path, got)
+            except OSError:
+                log.info("the kept loopback port is taken; listening on another one")
+        if bound is None:
+            bound = await self._loop_state.listen(port, path, got)
         loop = asyncio.get_running_loop()
         loop.call_later(LOOPBACK_TIMEOUT, safe_tell, ref, _ListenerTimeout(listener))
         return bound
@@ -861,7 +886,11 @@ class _LoopState:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port)
-        await site.start()
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()  # a port in use: nothing is left behind
+            raise
         self._runner = runner
         addresses = runner.addresses  # (host, port) of each bound socket
         return int(addresses[0][1]) if addresses else port

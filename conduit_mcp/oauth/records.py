@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -272,6 +273,26 @@ class ClientCredentials:
             return False
         expires = self.client_secret_expires_at
         return not (expires and now >= expires)
+
+    def loopback_port(self, path: str = "/callback") -> int | None:
+        """The port of the first ``http://127.0.0.1:<port><path>`` redirect URI registered,
+        or None: a desktop login listens there again when it is free, so the registration
+        still serves (its redirect URI is registered exactly; the loopback listener's).
+
+        >>> ClientCredentials("a", redirect_uris=("https://app/cb", "http://127.0.0.1:5123/callback"),
+        ...                   registration="dcr").loopback_port()
+        5123
+        >>> ClientCredentials("a", redirect_uris=("http://127.0.0.1/callback",)).loopback_port()
+        """
+        for uri in self.redirect_uris:
+            parts = urlsplit(uri)
+            try:
+                port = parts.port
+            except ValueError:
+                continue
+            if (parts.scheme, parts.hostname, parts.path) == ("http", "127.0.0.1", path) and port:
+                return port
+        return None
 
     def to_record(self) -> dict[str, Any]:
         return {

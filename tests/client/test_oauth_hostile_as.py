@@ -13,7 +13,9 @@ so its registration."""
 from __future__ import annotations
 
 import queue
+import socket
 import time
+import urllib.request
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -360,3 +362,57 @@ def test_a_registration_forgotten_again_before_any_token_is_not_replaced_twice(
         assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
         assert "invalid_client" in err.value.message
         assert len([e for e in auth.events("registered") if e["kind"] == "dcr"]) == 2  # once
+
+
+# -- issue 17, item 4: a desktop login keeps its loopback port and its registration -----------
+
+
+def test_a_desktop_login_reuses_the_stored_registrations_port(
+    auth_server, make_server, start_client, tmp_path
+):
+    auth = auth_server()
+    server = make_server()
+    redirects: list[str] = []
+
+    def browser(url: str) -> None:
+        redirect = auth.approve(url)
+        redirects.append(redirect)
+        with urllib.request.urlopen(redirect, timeout=5) as resp:
+            assert resp.status == 200
+
+    def login(principal: str) -> None:
+        oauth = mcp.OAuth(
+            loopback=True,
+            on_authorize=browser,
+            store=mcp.FileTokenStore(tmp_path / "tokens.json"),
+            principal=principal,  # another principal: no tokens, a login of its own
+        )
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
+        assert client.await_ready(timeout=20).state == "ready"
+        assert client.call_tool("add", ADD).text == "3"
+        client.stop()
+
+    def dcr() -> list[dict[str, Any]]:
+        return [e for e in auth.events("registered") if e["kind"] == "dcr"]
+
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        login("alice")
+        (registered,) = dcr()
+        port = urlsplit(redirects[0]).port
+        assert registered["redirect_uris"] == [f"http://127.0.0.1:{port}/callback"]
+
+        login("bob")  # a later login (a restarted app): the same port, no new registration
+        assert urlsplit(redirects[1]).port == port
+        assert len(dcr()) == 1
+        assert tokens_issued(auth)[-1]["client_id"] == registered["client_id"]
+
+        busy = socket.socket()  # the port is taken now: another one, and a new registration
+        try:
+            busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+            busy.bind(("127.0.0.1", port))
+            busy.listen()
+            login("carol")
+        finally:
+            busy.close()
+        assert urlsplit(redirects[2]).port != port
+        assert len(dcr()) == 2
