@@ -379,3 +379,23 @@ def test_the_size_limit_at_its_edge_in_segments(server, length):
     server.handle("GET", AS_ROOT, segments(exact + b" ", 4, length=length))
     err = failure(fetch_as_metadata, server.url)
     assert f"more than {MAX_BODY} bytes" in err.message
+
+
+def test_a_body_that_trickles_past_the_deadline_is_bounded(server):
+    async def trickle(seen):
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.content_length = 10_000
+        await resp.prepare(seen.request)
+        try:
+            while not server.release.is_set():
+                await resp.write(b" ")
+                await asyncio.sleep(0.05)
+        except (ConnectionResetError, ConnectionError):
+            pass
+        return resp
+
+    server.handle("GET", AS_ROOT, trickle)
+    started = time.monotonic()
+    err = failure(fetch_as_metadata, server.url, timeout=0.3)
+    assert err.data == {"unreachable": True} and "within 0.3 s" in err.message
+    assert time.monotonic() - started < 3
