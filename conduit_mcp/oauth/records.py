@@ -87,6 +87,20 @@ def safe_code(value: Any) -> str | None:
     return None
 
 
+def header_safe(token: str) -> bool:
+    """Whether ``token`` can be sent as ``Authorization: Bearer <token>``: visible ASCII
+    only (RFC 6750 section 2.1's b64token is a subset). A CR, LF or NUL could split or end
+    the header, and an HTTP library refuses to send it: such a token is refused when it is
+    issued, so calls fail at once instead of waiting for their deadlines.
+
+    >>> header_safe("eyJhbGciOi.x-y_z~+/="), header_safe("a\\r\\nX-Evil: 1"), header_safe("a b")
+    (True, False, False)
+    >>> header_safe("t\\x00"), header_safe("caf\\u00e9")
+    (False, False)
+    """
+    return token.isascii() and all(33 <= ord(c) <= 126 for c in token)
+
+
 def _opt_str(record: Mapping[str, Any], name: str) -> str | None:
     value = record.get(name)
     return value if isinstance(value, str) and value else None
@@ -153,6 +167,14 @@ class TokenSet:
         access = body.get("access_token")
         if not isinstance(access, str) or not access:
             raise Error("auth", reason, "the token endpoint's answer has no access_token")
+        if not header_safe(access):
+            raise Error(
+                "auth",
+                reason,
+                "the token endpoint issued an access token that cannot be sent in an HTTP "
+                "header (a control character such as CR, LF or NUL, a space, or a non-ASCII "
+                "character); refusing it: the authorization server is broken",
+            )
         token_type = body.get("token_type", "Bearer")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             shown = safe_code(token_type) or "unknown"
@@ -222,7 +244,7 @@ class TokenSet:
         """The token set a store kept, or None when the record is not one (a damaged or
         foreign record is treated as absent: the flow starts over, it does not crash)."""
         access = _opt_str(record, "access_token")
-        if access is None:
+        if access is None or not header_safe(access):
             return None
         scope = record.get("scope")
         return cls(

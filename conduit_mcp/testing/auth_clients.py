@@ -52,6 +52,11 @@ class ClientsMixin(AuthBase):
         if client.secret is not None:
             answer["client_secret"] = client.secret
             answer["client_secret_expires_at"] = 0
+        for name, value in self.opt.register_answer.items():  # hostile: the answer lies
+            if value is None:
+                answer.pop(name, None)
+            else:
+                answer[name] = value
         return json_answer(answer, 201, NO_STORE)
 
     def _is_cimd_id(self, client_id: str) -> bool:

@@ -15,7 +15,10 @@ import orjson
 
 from .auth_state import AUTH_METHODS
 
-__all__ = ["AuthOptions", "build_parser", "options_from_args"]
+#: ``--bad-access-token``: the character put in the middle of every access token issued.
+BAD_TOKEN_CHARS = {"cr": "\r", "lf": "\n", "nul": "\x00"}
+
+__all__ = ["BAD_TOKEN_CHARS", "AuthOptions", "build_parser", "options_from_args"]
 
 
 def _csv(value: str) -> list[str]:
@@ -46,6 +49,11 @@ class AuthOptions:
     resources: list[str] = field(default_factory=list)
     auth_methods: list[str] = field(default_factory=lambda: list(AUTH_METHODS))
     log_path: str | None = None
+    # hostile behaviour (docs/testing.md, "Hostile answers")
+    expires_in: float | None = None
+    bad_access_token: str | None = None
+    register_answer: dict[str, Any] = field(default_factory=dict)
+    token_error: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +125,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="token_endpoint_auth_methods_supported, comma-separated",
     )
     p.add_argument("--log", help="append one JSON line per request and event")
+    p.add_argument(
+        "--expires-in",
+        type=float,
+        help="hostile: advertise this expires_in (may be fractional) whatever --token-ttl is",
+    )
+    p.add_argument(
+        "--bad-access-token",
+        choices=tuple(BAD_TOKEN_CHARS),
+        help="hostile: every access token issued has a CR, LF or NUL in its middle",
+    )
+    p.add_argument(
+        "--register-answer",
+        metavar="JSON",
+        help="hostile: members merged over every registration answer (null removes one)",
+    )
+    p.add_argument(
+        "--token-error",
+        metavar="CODE",
+        help="hostile: the token endpoint refuses every request with this OAuth error code",
+    )
     return p
 
 
@@ -151,6 +179,14 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         raise ValueError(f"--auth-methods: each one of {', '.join(AUTH_METHODS)}")
     if ns.token_ttl <= 0 or (ns.refresh_ttl is not None and ns.refresh_ttl <= 0):
         raise ValueError("--token-ttl and --refresh-ttl must be > 0")
+    register_answer: dict[str, Any] = {}
+    if ns.register_answer:
+        try:
+            register_answer = orjson.loads(ns.register_answer)
+        except orjson.JSONDecodeError as e:
+            raise ValueError(f"--register-answer is not JSON: {e}") from None
+        if not isinstance(register_answer, dict):
+            raise ValueError("--register-answer must be a JSON object")
     return AuthOptions(
         port=ns.port,
         issuer_path=path,
@@ -174,4 +210,8 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         resources=list(ns.resource),
         auth_methods=methods,
         log_path=ns.log,
+        expires_in=ns.expires_in,
+        bad_access_token=ns.bad_access_token,
+        register_answer=register_answer,
+        token_error=ns.token_error,
     )

@@ -1,0 +1,85 @@
+"""Hostile and broken OAuth peers must not make the client loop, wait or lie (issues 16 and
+17): a real authorization server subprocess (``conduit_mcp.testing.auth_server``, with its
+hostile options) and the scripted MCP server protected by it, both on loopback.
+
+Every bound below is counted at the servers and derived from a documented limit: the
+handshake's refusal cap (``MAX_AUTH_RESENDS``) and the reconnect backoff, the renewal
+floor (``REFRESH_FLOOR``), one ``on_authorize`` per authorization a person must do."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+import conduit_mcp as mcp
+from conduit_mcp.testing import AuthServerProcess
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+M2M = {
+    "client_id": "m2m-basic",
+    "client_secret": "s3cret-m2m-5e1a",
+    "token_endpoint_auth_method": "client_secret_basic",
+    "grant_types": ["client_credentials"],
+}
+ADD = {"a": 1, "b": 2}
+
+
+@pytest.fixture
+def auth_server(tmp_path: Any) -> Any:
+    """Start authorization servers in ``tmp_path``; stopped at teardown."""
+    started: list[AuthServerProcess] = []
+
+    def start(**options: Any) -> AuthServerProcess:
+        options.setdefault("scopes", "mcp,write,offline_access")
+        options.setdefault("client", [orjson.dumps(M2M).decode()])
+        server = AuthServerProcess(tmp_path / f"as{len(started)}", **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def m2m_oauth(**kw: Any) -> mcp.OAuth:
+    return mcp.OAuth(
+        client_id=M2M["client_id"],
+        client_secret=M2M["client_secret"],
+        grant="client_credentials",
+        **kw,
+    )
+
+
+def token_requests(auth: AuthServerProcess) -> list[dict[str, Any]]:
+    return auth.requests("/token")
+
+
+# -- issue 16, item 8: a token that cannot be a header value ---------------------------------
+
+
+@pytest.mark.parametrize("bad", ["cr", "lf", "nul"])
+def test_a_token_that_cannot_be_a_header_value_is_refused_when_issued(
+    auth_server, make_server, start_client, bad
+):
+    auth = auth_server(bad_access_token=bad)
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=10)
+        started = time.monotonic()
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert time.monotonic() - started < 5.0  # at once, not at the 10 s deadline
+        assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
+        assert "HTTP header" in err.value.message
+        assert client.status().state == "closed"
+        with pytest.raises(mcp.Error) as again:  # and every later call, at once
+            client.call_tool("add", ADD, timeout=10)
+        assert (again.value.kind, again.value.reason) == ("auth", "token_failed")
+        assert len(token_requests(auth)) == 1
+        # The token never reached the MCP server: only the first, tokenless request did.
+        posts = [e for e in server.events("http") if e["path"] == "/mcp"]
+        assert all("authorization" not in p["headers"] for p in posts)
