@@ -642,12 +642,12 @@ class OAuthActor(SafeActor):
 
     def _schedule_refresh(self, tokens: TokenSet) -> None:
         self._refresh_gen += 1
-        at = tokens.refresh_at()
-        if at is None:
+        # Never sooner than REFRESH_FLOOR: a token expired by then is renewed on a 401 only.
+        delay = tokens.renewal_delay(time.time())
+        if delay is None:
             return
         if tokens.refresh_token is None and self._oauth.grant != "client_credentials":
             return  # nothing to renew it with: a 401 asks a person
-        delay = max(0.0, at - time.time())
         ref, gen = self.actor_ref, self._refresh_gen
         loop = io_loop.io_loop()
         loop.call_soon_threadsafe(lambda: loop.call_later(delay, safe_tell, ref, _RefreshDue(gen)))

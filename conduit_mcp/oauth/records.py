@@ -19,6 +19,10 @@ from ..errors import Error
 #: How long before expiry a token is refreshed, at most (seconds); a short-lived token is
 #: refreshed when half its lifetime is left instead (see :meth:`TokenSet.refresh_at`).
 REFRESH_LEEWAY = 60.0
+#: The soonest a proactive renewal comes after the last one (seconds): a token that would
+#: be expired by then (a lifetime under twice this) is renewed only when a server refuses it
+#: (401), so tiny ``expires_in`` values cannot make an idle client ask for tokens in a loop.
+REFRESH_FLOOR = 1.0
 #: The longest lifetime believed from an ``expires_in`` (seconds, ten years): a larger
 #: value, or a non-number, is treated as "no expiry given".
 MAX_LIFETIME = 10 * 365 * 86400.0
@@ -223,6 +227,26 @@ class TokenSet:
             return None
         lifetime = self.expires_at - self.issued_at if self.issued_at is not None else math.inf
         return self.expires_at - min(leeway, max(lifetime, 0.0) / 2)
+
+    def renewal_delay(self, now: float, floor: float = REFRESH_FLOOR) -> float | None:
+        """Seconds from ``now`` to the proactive renewal: at :meth:`refresh_at`, but never
+        sooner than ``floor``; None without an expiry, or when the token is expired by then
+        (renewed on a 401 only).
+
+        >>> TokenSet("a", expires_at=4000.0, issued_at=400.0).renewal_delay(400.0)
+        3540.0
+        >>> TokenSet("a", expires_at=1.5, issued_at=0.0).renewal_delay(0.0)
+        1.0
+        >>> TokenSet("a", expires_at=0.05, issued_at=0.0).renewal_delay(0.0) is None
+        True
+        """
+        at = self.refresh_at()
+        if at is None or self.expires_at is None:
+            return None
+        delay = max(at - now, floor)
+        if now + delay >= self.expires_at:
+            return None
+        return delay
 
     def authorization(self) -> str:
         """The ``Authorization`` header value (RFC 6750 section 2.1)."""

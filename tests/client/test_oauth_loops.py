@@ -83,3 +83,51 @@ def test_a_token_that_cannot_be_a_header_value_is_refused_when_issued(
         # The token never reached the MCP server: only the first, tokenless request did.
         posts = [e for e in server.events("http") if e["path"] == "/mcp"]
         assert all("authorization" not in p["headers"] for p in posts)
+
+
+# -- issue 16, item 5: very short token lifetimes ------------------------------------------
+
+
+def test_a_tiny_expires_in_is_never_renewed_ahead_only_on_a_401(
+    auth_server, make_server, start_client
+):
+    """``expires_in: 0.05``: renewing ahead of expiry would be 20 renewals a second (37 were
+    measured before the floor). Below ``REFRESH_FLOOR`` the token is renewed only when the
+    server refuses it."""
+    from conduit_mcp.oauth.records import REFRESH_FLOOR
+
+    auth = auth_server(expires_in=0.05)  # the real lifetime stays an hour
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        assert len(token_requests(auth)) == 1
+        window = 3 * REFRESH_FLOOR
+        time.sleep(window)  # an idle client over a window: what it asks for is counted
+        assert len(token_requests(auth)) == 1  # 0.05 s < 2 * REFRESH_FLOOR: nothing ahead
+        assert client.status().state == "ready"
+        auth.expire_access_tokens()  # now the server refuses it: renewed on that 401
+        assert client.call_tool("add", ADD).text == "3"
+        assert len(token_requests(auth)) == 2
+
+
+def test_a_short_lifetime_is_renewed_ahead_no_sooner_than_the_floor(
+    auth_server, make_server, start_client
+):
+    """``expires_in: 1.5``: its renewal would be due halfway (0.75 s), under the floor; it
+    comes REFRESH_FLOOR after the token instead, still before it expires."""
+    from conduit_mcp.oauth.records import REFRESH_FLOOR
+
+    auth = auth_server(expires_in=1.5 * REFRESH_FLOOR)
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth()), request_timeout=5)
+        assert client.call_tool("add", ADD).text == "3"
+        auth.wait_for("token", timeout=10, count=4)  # renewed ahead, three times
+        times = [e["t"] for e in auth.events("token")]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert min(gaps) >= REFRESH_FLOOR - 0.05, gaps  # never sooner than the floor
+        assert max(gaps[:3]) < 1.5 * REFRESH_FLOOR + 0.5, gaps  # and before each expired
+        assert client.call_tool("add", ADD).text == "3"
+        mcp_statuses = [p["status"] for p in server.events("http") if p["path"] == "/mcp"]
+        assert mcp_statuses.count(401) == 1  # the first request only
