@@ -8,6 +8,7 @@ floor (``REFRESH_FLOOR``), one ``on_authorize`` per authorization a person must 
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -125,7 +126,7 @@ def test_a_short_lifetime_is_renewed_ahead_no_sooner_than_the_floor(
         assert client.call_tool("add", ADD).text == "3"
         auth.wait_for("token", timeout=10, count=4)  # renewed ahead, three times
         times = [e["t"] for e in auth.events("token")]
-        gaps = [b - a for a, b in zip(times, times[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert min(gaps) >= REFRESH_FLOOR - 0.05, gaps  # never sooner than the floor
         assert max(gaps[:3]) < 1.5 * REFRESH_FLOOR + 0.5, gaps  # and before each expired
         assert client.call_tool("add", ADD).text == "3"
