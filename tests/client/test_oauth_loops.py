@@ -9,6 +9,7 @@ floor (``REFRESH_FLOOR``), one ``on_authorize`` per authorization a person must 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from typing import Any
 
@@ -132,3 +133,56 @@ def test_a_short_lifetime_is_renewed_ahead_no_sooner_than_the_floor(
         assert client.call_tool("add", ADD).text == "3"
         mcp_statuses = [p["status"] for p in server.events("http") if p["path"] == "/mcp"]
         assert mcp_statuses.count(401) == 1  # the first request only
+
+
+# -- issue 16, item 3: a server that refuses every token -------------------------------------
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_a_handshake_refusing_every_token_backs_off_and_says_why(
+    auth_server, make_server, start_client, era
+):
+    """401 to the handshake even with a fresh token: at most MAX_AUTH_RESENDS fresh tokens per
+    attempt (one more on the first, which had none), then the reconnect backoff. Before the
+    cap: about 120 token requests a second."""
+    from conduit_mcp.actors.authorizing import MAX_AUTH_RESENDS
+
+    auth = auth_server()
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    method = "server/discover" if era == "modern" else "initialize"
+    server = make_server(
+        rules=[
+            {"match": {"method": method}, "action": {"http": {"status": 401, "headers": challenge}}}
+        ]
+    )
+    backoff = 0.5
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        started = time.monotonic()
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            protocol=era,
+            request_timeout=10,
+            max_reconnects=None,
+            backoff=lambda attempt: backoff,
+        )
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert time.monotonic() - started < 5.0  # at once, not at the 10 s deadline
+        assert (err.value.kind, err.value.reason) == ("auth", "unauthorized")
+        assert "fresh tokens" in err.value.message and "resource" in err.value.message
+        status = client.wait_for_state("reconnecting", timeout=10)
+        assert status.reason == "unauthorized"
+        window = 3.0
+        time.sleep(max(0.0, window - (time.monotonic() - started)))  # count over a window
+        elapsed = time.monotonic() - started
+        attempts = 1 + math.floor(elapsed / backoff)  # at most: each waits `backoff` first
+        tokens = len(token_requests(auth))
+        print(f"{era}: {tokens} token requests in {elapsed:.1f} s, {attempts} attempts at most")
+        assert 1 + MAX_AUTH_RESENDS <= tokens <= 1 + MAX_AUTH_RESENDS * attempts, tokens
+        metadata = [r for r in auth.requests() if "/.well-known/" in r["path"]]
+        assert len(metadata) <= 2 * tokens  # one rediscovery per refused token, at most
+        asked = time.monotonic()
+        with pytest.raises(mcp.Error) as again:  # await_ready hears it at the next attempt
+            client.await_ready(timeout=10)
+        assert (again.value.kind, again.value.reason) == ("auth", "unauthorized")
+        assert time.monotonic() - asked < backoff + 5.0
