@@ -292,11 +292,13 @@ class AuthorizingStates(ConnectionCore):
         data = ev.error.data
         if isinstance(data, dict) and data.get("unreachable"):
             # The authorization server could not be reached: no refusal, so back off and
-            # try again (bounded by max_reconnects), as for a server that is down.
+            # try again (bounded by max_reconnects), as for a server that is down; the
+            # waiting requests hear why now, not at their deadlines.
             log.warning("OAuth: the authorization server is unreachable; reconnecting")
             self._auth_user = False
-            self._fail_pending(ev.error)
-            return self._lost("oauth_unreachable", ev.error.reason)
+            self._fail_waiting(ev.error)
+            where, detail = data.get("origin"), data.get("detail")
+            return self._lost("oauth_unreachable", f"{where}: {detail}" if where else detail)
         log.warning("OAuth failed (%s); closing", ev.error.reason)
         self._auth_error = ev.error
         return self._closed("auth_failed")

@@ -56,6 +56,7 @@ import pykka
 
 from ..config import Config
 from ..errors import Error
+from ..oauth._http import is_unreachable
 from ..oauth.records import identity as identity_of
 from ..otp.base import Link, SafeActor, safe_tell
 from ..otp.registry import Registry
@@ -188,6 +189,22 @@ def _as_auth_error(exc: BaseException, reason: str) -> Error:
         return Error("auth", reason, "the authorization server did not answer in time")
     return Error(
         "auth", reason, f"talking to the authorization server failed ({type(exc).__name__})"
+    )
+
+
+def _unreachable(error: Error) -> Error:
+    """``auth``/``oauth_unreachable``: which authorization server, what the last attempt
+    met, and what happens now (docs/connection.md, "Authorizing")."""
+    data = error.data if isinstance(error.data, dict) else {}
+    where = data.get("origin") or "(unknown)"
+    detail = data.get("detail") or error.reason
+    return Error(
+        "auth",
+        "oauth_unreachable",
+        f"the authorization server {where} cannot be reached ({detail}); the client keeps "
+        "trying with backoff (max_reconnects): check that it is running and reachable from "
+        "here",
+        data=data,
     )
 
 
@@ -567,6 +584,8 @@ class OAuthActor(SafeActor):
             )
         else:
             error = _as_auth_error(exc, reasons.get(step, "token_failed"))
+        if is_unreachable(error.data):
+            error = _unreachable(error)
         log.info("OAuth %s failed: %s", step, error.reason)
         operation, self._operation = self._operation, None
         if operation is not None and step in ("credentials", "exchange"):

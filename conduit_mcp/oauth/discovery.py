@@ -35,6 +35,7 @@ from ._http import (
     UNREACHABLE,
     is_loopback,
     is_secure,
+    is_unreachable,
     request,
     require_secure,
 )
@@ -298,6 +299,7 @@ async def fetch_as_metadata(
     """
     mismatched: str | None = None
     tried = unreachable = 0
+    last: Any = UNREACHABLE
     for url in as_metadata_urls(issuer):
         tried += 1
         try:
@@ -312,8 +314,9 @@ async def fetch_as_metadata(
             )
         except Error as e:
             log.debug("authorization server metadata at %s: %s", url, e.message)
-            if e.data == UNREACHABLE:
+            if is_unreachable(e.data):
                 unreachable += 1
+                last = e.data
             continue
         if resp.status != 200 or resp.json is None:
             continue
@@ -341,7 +344,7 @@ async def fetch_as_metadata(
             "auth",
             "discovery_failed",
             f"the authorization server {issuer} could not be reached",
-            data=UNREACHABLE,
+            data=last,
         )
     return None
 

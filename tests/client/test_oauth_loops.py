@@ -186,3 +186,69 @@ def test_a_handshake_refusing_every_token_backs_off_and_says_why(
             client.await_ready(timeout=10)
         assert (again.value.kind, again.value.reason) == ("auth", "unauthorized")
         assert time.monotonic() - asked < backoff + 5.0
+
+
+# -- issue 17, item 5: an authorization server that is down at start -----------------------
+
+
+def test_an_authorization_server_down_at_start_fails_the_first_call_at_once(
+    auth_server, make_server, start_client
+):
+    """Before: the first error came at the call's deadline (43 s measured with the
+    defaults) and named neither the server nor what to do."""
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        auth.stop()
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            request_timeout=20,
+            max_reconnects=None,
+            backoff=lambda attempt: 0.5,
+        )
+        started = time.monotonic()
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert time.monotonic() - started < 5.0  # at once, not at the 20 s deadline
+        e = err.value
+        assert (e.kind, e.reason) == ("auth", "oauth_unreachable")
+        assert auth.base in e.message  # the authorization server's origin
+        assert "ClientConnectorError" in e.message  # what the last attempt met
+        assert "keeps trying" in e.message
+        assert e.data["origin"] == auth.base
+        asked = time.monotonic()
+        with pytest.raises(mcp.Error) as ready:  # await_ready says the same
+            client.await_ready(timeout=20)
+        assert (ready.value.kind, ready.value.reason) == ("auth", "oauth_unreachable")
+        assert auth.base in ready.value.message
+        assert time.monotonic() - asked < 5.0
+        status = client.status()
+        assert (status.state, status.reason) in (
+            ("reconnecting", "oauth_unreachable"),
+            ("connecting", "oauth_unreachable"),
+            ("discovering", None),
+            ("authorizing", None),
+        )
+        auth.restart()  # the client kept trying: it gets its token now
+        assert client.call_tool("add", ADD, timeout=20).text == "3"
+
+
+def test_an_authorization_server_that_stays_down_closes_after_max_reconnects_naming_it(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        auth.stop()
+        client = start_client(
+            mcp.Http(srv.url, auth=m2m_oauth()),
+            request_timeout=5,
+            max_reconnects=2,
+            backoff=lambda attempt: 0.1,
+        )
+        status = client.wait_for_state("closed", timeout=20)
+        assert status.reason == "max_reconnects"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert err.value.reason == "max_reconnects"
+        assert "oauth_unreachable" in err.value.message and auth.base in err.value.message
