@@ -249,6 +249,7 @@ class OAuthActor(SafeActor):
         self._identity: str | None = None
         self._wanted: tuple[str, ...] = ()
         self._pending: Pending | None = None  # a person's authorization in progress
+        self._reauthorized = False  # a refused exchange started a new one (once per token)
         self._waiters: list[Reply] = []  # Client.authorize calls waiting for the tokens
         self._refresh_gen = 0
         self._listener = 0  # the loopback listener's number (0: none)
@@ -613,14 +614,25 @@ class OAuthActor(SafeActor):
             if self._asked:
                 self._full(step_up=False)
             return
-        if step == "exchange":
+        if step == "exchange" and self._asked and self._retry_authorization(error):
             for reply in self._waiters:
                 reply.fail(error)
             self._waiters = []
-            if self._asked:
-                self._full(step_up=False)  # a new URL: the person may try again
+            self._full(step_up=False)  # a new URL: the person may try again, once
             return
         self._fail(error)
+
+    def _retry_authorization(self, error: Error) -> bool:
+        """Whether a refused code exchange starts a new authorization by itself: only for a
+        code the token endpoint calls ``invalid_grant`` (expired while the person took
+        their time, or spent), and once until a token comes. Nothing else a person can fix
+        (a client the server refuses, a broken answer): the client closes instead of
+        handing ``on_authorize`` one URL after another."""
+        data = error.data if isinstance(error.data, dict) else {}
+        if self._reauthorized or data.get("oauth_error") != "invalid_grant":
+            return False
+        self._reauthorized = True
+        return True
 
     def _forget_tokens(self) -> None:
         self._tokens = None
@@ -638,6 +650,7 @@ class OAuthActor(SafeActor):
         """Keep, store and publish ``tokens`` (a new version), tell the connection, and
         schedule the next refresh."""
         self._tokens = tokens
+        self._reauthorized = False
         d = self._found()
         if save:
             from ..oauth.store import save_tokens

@@ -190,6 +190,7 @@ async def token_request(
             "auth",
             reason,
             f"the token endpoint refused the {grant_type} grant (HTTP {resp.status}){detail}",
+            data={"oauth_error": code} if code else None,
         )
     return TokenSet.from_response(
         resp.json,

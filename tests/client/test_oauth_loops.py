@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from typing import Any
 
@@ -252,3 +253,101 @@ def test_an_authorization_server_that_stays_down_closes_after_max_reconnects_nam
             client.call_tool("add", ADD)
         assert err.value.reason == "max_reconnects"
         assert "oauth_unreachable" in err.value.message and auth.base in err.value.message
+
+
+# -- issue 16, item 4: a registration that cannot work -------------------------------------
+
+
+class Browser:
+    """Plays a desktop application's ``on_authorize``: each URL opens a tab whose person
+    consents at once (the authorization server auto-approves), and the browser follows the
+    redirect to the loopback listener. Counts the tabs."""
+
+    def __init__(self, auth: AuthServerProcess) -> None:
+        self.auth = auth
+        self.tabs = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, url: str) -> None:
+        with self.lock:
+            self.tabs += 1
+        self.auth.approve(url, follow=True)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"token_endpoint_auth_method": "client_secret_basic", "client_secret": None},
+        {"token_endpoint_auth_method": "client_secret_post", "client_secret": None},
+        {"token_endpoint_auth_method": "private_key_jwt"},
+        {"token_endpoint_auth_method": "tls_client_auth"},
+    ],
+    ids=["basic-no-secret", "post-no-secret", "jwt-no-key", "unsupported"],
+)
+def test_a_registration_answer_no_token_request_can_use_is_refused(
+    auth_server, make_server, start_client, answer
+):
+    """Before: 300 to 700 registrations and as many browser tabs in 6 s (register, a tab,
+    the exchange fails, a new loopback port, register again...)."""
+    auth = auth_server(register_answer=orjson.dumps(answer).decode())
+    server = make_server()
+    browser = Browser(auth)
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        oauth = mcp.OAuth(loopback=True, on_authorize=browser)
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=10)
+        started = time.monotonic()
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert time.monotonic() - started < 5.0
+        assert (err.value.kind, err.value.reason) == ("auth", "registration_failed")
+        assert "register the client" in err.value.message or "private_key" in err.value.message
+        assert client.wait_for_state("closed", timeout=10).reason == "auth_failed"
+        time.sleep(2.0)  # a window: nothing more may happen by itself
+        assert len(auth.requests("/register")) == 1
+        assert browser.tabs == 0 and token_requests(auth) == []
+
+
+def test_a_code_exchange_no_person_can_fix_closes_after_one_tab(
+    auth_server, make_server, start_client
+):
+    """The token endpoint refuses the client (``invalid_client``): one tab, one exchange,
+    closed; never a new authorization by itself."""
+    auth = auth_server(token_error="invalid_client")
+    server = make_server()
+    browser = Browser(auth)
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        oauth = mcp.OAuth(loopback=True, on_authorize=browser)
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=10)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)  # authorization_required: the tab is open
+        status = client.wait_for_state("closed", timeout=15)
+        assert status.reason == "auth_failed"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
+        assert "invalid_client" in err.value.message
+        time.sleep(2.0)  # a window: nothing more may happen by itself
+        assert browser.tabs == 1 and len(token_requests(auth)) == 1
+        assert len(auth.requests("/register")) == 1
+
+
+def test_a_refused_code_gets_one_new_authorization_then_closes(
+    auth_server, make_server, start_client
+):
+    """``invalid_grant`` (a code expired while the person took their time) is the one
+    refusal a new authorization can fix: one more tab, then closed."""
+    auth = auth_server(token_error="invalid_grant")
+    server = make_server()
+    browser = Browser(auth)
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        oauth = mcp.OAuth(loopback=True, on_authorize=browser)
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=10)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)
+        status = client.wait_for_state("closed", timeout=15)
+        assert status.reason == "auth_failed"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
+        time.sleep(2.0)
+        assert browser.tabs == 2 and len(token_requests(auth)) == 2
