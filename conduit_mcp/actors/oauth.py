@@ -837,14 +837,14 @@ class _LoopState:
         ``got``. The bound port."""
         from aiohttp import web
 
+        from ..oauth.pages import redirect_page
+
         await self.stop_listening()
 
         async def callback(request: web.Request) -> web.Response:
             got(str(request.url))
-            return web.Response(
-                text="The authorization was received; you can close this window.",
-                content_type="text/plain",
-            )
+            status, text = redirect_page(request.query)  # says what happened, and what now
+            return web.Response(status=status, text=text, content_type="text/plain")
 
         app = web.Application()
         app.router.add_get(path, callback)

@@ -49,7 +49,7 @@ class AuthOptions:
     resources: list[str] = field(default_factory=list)
     auth_methods: list[str] = field(default_factory=lambda: list(AUTH_METHODS))
     log_path: str | None = None
-    # hostile behaviour (docs/testing.md, "Hostile answers")
+    # hostile answers (docs/testing.md, "The test authorization server")
     expires_in: float | None = None
     bad_access_token: str | None = None
     register_answer: dict[str, Any] = field(default_factory=dict)

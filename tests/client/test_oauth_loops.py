@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import queue
 import threading
 import time
 from typing import Any
@@ -351,3 +352,60 @@ def test_a_refused_code_gets_one_new_authorization_then_closes(
         assert (err.value.kind, err.value.reason) == ("auth", "token_failed")
         time.sleep(2.0)
         assert browser.tabs == 2 and len(token_requests(auth)) == 2
+
+
+# -- issue 17, item 3: the loopback page after a refusal -----------------------------------
+
+
+def _loopback_client(start_client, srv, **kw: Any) -> tuple[mcp.Client, queue.Queue[str]]:
+    urls: queue.Queue[str] = queue.Queue()
+    oauth = mcp.OAuth(loopback=True, on_authorize=urls.put, **kw)
+    return start_client(mcp.Http(srv.url, auth=oauth), request_timeout=10), urls
+
+
+def test_the_loopback_page_says_the_person_refused(auth_server, make_server, start_client):
+    auth = auth_server(require_person=True)
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client, urls = _loopback_client(start_client, srv)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)  # authorization_required
+        location = auth.approve(urls.get(timeout=10), deny=True)  # the person clicks Deny
+        assert "error=access_denied" in location
+        status, _, body = auth.request("GET", location)  # the browser follows it
+        page = body.decode()
+        assert status == 200
+        assert "refused" in page and "access_denied" in page and "received" not in page
+        assert "try again" in page
+        assert client.wait_for_state("closed", timeout=10).reason == "auth_failed"
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", ADD)
+        assert (err.value.kind, err.value.reason) == ("auth", "authorization_denied")
+
+
+def test_the_loopback_page_names_an_authorization_error(auth_server, make_server, start_client):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client, urls = _loopback_client(start_client, srv, scopes=["no-such-scope"])
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)
+        location = auth.approve(urls.get(timeout=10))  # the server answers invalid_scope
+        assert "error=invalid_scope" in location
+        status, _, body = auth.request("GET", location)
+        page = body.decode()
+        assert status == 200
+        assert "an error (invalid_scope)" in page and "received" not in page
+        assert client.wait_for_state("closed", timeout=10).reason == "auth_failed"
+
+
+def test_the_loopback_page_still_says_received_for_a_code(auth_server, make_server, start_client):
+    auth = auth_server()
+    server = make_server()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client, urls = _loopback_client(start_client, srv)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)
+        status, _, body = auth.request("GET", auth.approve(urls.get(timeout=10)))
+        assert status == 200 and "received" in body.decode()
+        assert client.await_ready(timeout=10).state == "ready"
