@@ -13,6 +13,7 @@ import math
 import queue
 import threading
 import time
+import urllib.parse
 from typing import Any
 
 import orjson
@@ -409,3 +410,32 @@ def test_the_loopback_page_still_says_received_for_a_code(auth_server, make_serv
         status, _, body = auth.request("GET", auth.approve(urls.get(timeout=10)))
         assert status == 200 and "received" in body.decode()
         assert client.await_ready(timeout=10).state == "ready"
+
+
+# -- issue 17, item 6: state_mismatch tells the truth --------------------------------------
+
+
+def test_a_stale_redirect_says_the_authorization_in_progress_still_waits(
+    auth_server, make_server, start_client
+):
+    auth = auth_server()
+    server = make_server()
+    urls: queue.Queue[str] = queue.Queue()
+    oauth = mcp.OAuth(on_authorize=urls.put, redirect_uri="http://127.0.0.1:9/callback")
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=10)
+        with pytest.raises(mcp.Error):
+            client.call_tool("add", ADD)
+        url = urls.get(timeout=10)
+        iss = urllib.parse.quote(auth.issuer, safe="")
+        stale = f"http://127.0.0.1:9/callback?code=old&state=an-older-state&iss={iss}"
+        with pytest.raises(mcp.Error) as err:
+            client.authorize(stale)
+        e = err.value
+        assert (e.kind, e.reason) == ("auth", "state_mismatch")
+        assert "still waits" in e.message and "start the authorization again" not in e.message
+        assert "an-older-state" not in e.message
+        assert client.status().reason == "authorization_required"  # what it said: it waits
+        client.authorize(auth.approve(url))  # and the pending authorization does work
+        assert client.call_tool("add", ADD).text == "3"
+        assert urls.empty()  # no new authorization was started
