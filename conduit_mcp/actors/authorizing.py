@@ -169,6 +169,16 @@ class AuthorizingStates(ConnectionCore):
         step_up = status == 403 and challenge.get("error") == "insufficient_scope"
         if not self._oauth or not (status == 401 or step_up):
             return None
+        stale = data.get("token", 0)
+        if not step_up and stale > 0 and stale >= self._shared.token.version:
+            # The current token refused: a fresh one is asked for at most MAX_AUTH_RESENDS
+            # times per attempt, then the normal backoff (a server that refuses every token
+            # must not make the client loop on the token endpoint).
+            gen, count = self._auth_refusals
+            count = count + 1 if gen == self._gen else 1
+            self._auth_refusals = (self._gen, count)
+            if count > MAX_AUTH_RESENDS:
+                return self._every_token_refused(ev.error, count)
         # A step-up of the handshake itself is limited like any operation's (the OAuth actor
         # counts them per resource and operation).
         operation = (
@@ -176,9 +186,35 @@ class AuthorizingStates(ConnectionCore):
             if step_up
             else None
         )
-        self._ask_token(status, challenge, data.get("token", 0), operation)
+        self._ask_token(status, challenge, stale, operation)
         self._auth_resume = self.state
         return "authorizing"
+
+    def _every_token_refused(self, refusal: Error, count: int) -> Any:
+        """The handshake refused ``count`` current tokens in a row: back off and reconnect
+        (``unauthorized``), and fail the waiting requests with why, at once."""
+        log.warning("the server refused %d fresh tokens for its handshake; backing off", count)
+        error = Error(
+            "auth",
+            "unauthorized",
+            f"the server refused the handshake with {count} fresh tokens in a row; the client "
+            "backs off and tries again (max_reconnects): check that the authorization server "
+            "issues tokens this server accepts (their resource, audience and scopes)",
+            data=refusal.data,
+        )
+        self._drop_transport()
+        self._fail_waiting(error)
+        return self._lost("unauthorized", f"{count} fresh tokens refused")
+
+    def _fail_waiting(self, error: Error) -> None:
+        """Fail the requests and ``await_ready`` waiters that wait for ``ready`` (and any in
+        flight) with ``error``: an attempt ended for a reason they must hear now, not at
+        their deadlines."""
+        self._fail_pending(error)
+        for item in self.remove_postponed(lambda e: type(e) in (Call, AwaitReady)):
+            self._queued_done(item)
+            if not item.reply.done:
+                item.reply.fail(error)
 
     def _ask_token(
         self, status: int, challenge: dict[str, str], stale: int, operation: str | None
@@ -256,11 +292,13 @@ class AuthorizingStates(ConnectionCore):
         data = ev.error.data
         if isinstance(data, dict) and data.get("unreachable"):
             # The authorization server could not be reached: no refusal, so back off and
-            # try again (bounded by max_reconnects), as for a server that is down.
+            # try again (bounded by max_reconnects), as for a server that is down; the
+            # waiting requests hear why now, not at their deadlines.
             log.warning("OAuth: the authorization server is unreachable; reconnecting")
             self._auth_user = False
-            self._fail_pending(ev.error)
-            return self._lost("oauth_unreachable", ev.error.reason)
+            self._fail_waiting(ev.error)
+            where, detail = data.get("origin"), data.get("detail")
+            return self._lost("oauth_unreachable", f"{where}: {detail}" if where else detail)
         log.warning("OAuth failed (%s); closing", ev.error.reason)
         self._auth_error = ev.error
         return self._closed("auth_failed")

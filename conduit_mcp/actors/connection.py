@@ -226,6 +226,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._auth_resume = "ready"
         self._auth_user = False
         self._auth_call = None
+        self._auth_refusals = (0, 0)
         choice = config.protocol
         self._mode = choice.mode
         self._pinned = choice.version

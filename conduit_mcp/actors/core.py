@@ -110,6 +110,7 @@ class ConnectionCore(Statem):
     _auth_resume: str  # the state a token leads back to: ready, discovering or initializing
     _auth_user: bool  # a person must authorize: requests fail at once
     _auth_call: Call | None  # the request a step-up is for (fails alone past its limit)
+    _auth_refusals: tuple[int, int]  # (transport gen, handshakes refused for a current token)
 
     # -- the port ServerWork uses (serving.ServingPort) ------------------------------------------
 

@@ -56,6 +56,7 @@ import pykka
 
 from ..config import Config
 from ..errors import Error
+from ..oauth._http import is_unreachable
 from ..oauth.records import identity as identity_of
 from ..otp.base import Link, SafeActor, safe_tell
 from ..otp.registry import Registry
@@ -191,6 +192,22 @@ def _as_auth_error(exc: BaseException, reason: str) -> Error:
     )
 
 
+def _unreachable(error: Error) -> Error:
+    """``auth``/``oauth_unreachable``: which authorization server, what the last attempt
+    met, and what happens now (docs/connection.md, "Authorizing")."""
+    data = error.data if isinstance(error.data, dict) else {}
+    where = data.get("origin") or "(unknown)"
+    detail = data.get("detail") or error.reason
+    return Error(
+        "auth",
+        "oauth_unreachable",
+        f"the authorization server {where} cannot be reached ({detail}); the client keeps "
+        "trying with backoff (max_reconnects): check that it is running and reachable from "
+        "here",
+        data=data,
+    )
+
+
 class OAuthActor(SafeActor):
     """See the module docstring."""
 
@@ -232,6 +249,7 @@ class OAuthActor(SafeActor):
         self._identity: str | None = None
         self._wanted: tuple[str, ...] = ()
         self._pending: Pending | None = None  # a person's authorization in progress
+        self._reauthorized = False  # a refused exchange started a new one (once per token)
         self._waiters: list[Reply] = []  # Client.authorize calls waiting for the tokens
         self._refresh_gen = 0
         self._listener = 0  # the loopback listener's number (0: none)
@@ -593,6 +611,8 @@ class OAuthActor(SafeActor):
             )
         else:
             error = _as_auth_error(exc, reasons.get(step, "token_failed"))
+        if is_unreachable(error.data):
+            error = _unreachable(error)
         log.info("OAuth %s failed: %s", step, error.reason)
         if self._forgotten(step, error):
             return
@@ -622,12 +642,11 @@ class OAuthActor(SafeActor):
             if self._asked:
                 self._full(step_up=False)
             return
-        if step == "exchange":
+        if step == "exchange" and self._asked and self._retry_authorization(error):
             for reply in self._waiters:
                 reply.fail(error)
             self._waiters = []
-            if self._asked:
-                self._full(step_up=False)  # a new URL: the person may try again
+            self._full(step_up=False)  # a new URL: the person may try again, once
             return
         self._fail(error)
 
@@ -641,7 +660,7 @@ class OAuthActor(SafeActor):
             or client is None
             or client.registration != "dcr"
             or self._replaced_client
-            or not (isinstance(data, dict) and data.get("error") == "invalid_client")
+            or not (isinstance(data, dict) and data.get("oauth_error") == "invalid_client")
         ):
             return False
         log.info("the authorization server forgot this client's registration; registering again")
@@ -662,6 +681,18 @@ class OAuthActor(SafeActor):
             self._full(step_up=False)
         return True
 
+    def _retry_authorization(self, error: Error) -> bool:
+        """Whether a refused code exchange starts a new authorization by itself: only for a
+        code the token endpoint calls ``invalid_grant`` (expired while the person took
+        their time, or spent), and once until a token comes. Nothing else a person can fix
+        (a client the server refuses, a broken answer): the client closes instead of
+        handing ``on_authorize`` one URL after another."""
+        data = error.data if isinstance(error.data, dict) else {}
+        if self._reauthorized or data.get("oauth_error") != "invalid_grant":
+            return False
+        self._reauthorized = True
+        return True
+
     def _forget_tokens(self) -> None:
         self._tokens = None
         d = self._discovered
@@ -678,6 +709,7 @@ class OAuthActor(SafeActor):
         """Keep, store and publish ``tokens`` (a new version), tell the connection, and
         schedule the next refresh."""
         self._tokens = tokens
+        self._reauthorized = False
         d = self._found()
         if save:
             from ..oauth.store import save_tokens
@@ -701,12 +733,12 @@ class OAuthActor(SafeActor):
 
     def _schedule_refresh(self, tokens: TokenSet) -> None:
         self._refresh_gen += 1
-        at = tokens.refresh_at()
-        if at is None:
+        # Never sooner than REFRESH_FLOOR: a token expired by then is renewed on a 401 only.
+        delay = tokens.renewal_delay(time.time())
+        if delay is None:
             return
         if tokens.refresh_token is None and self._oauth.grant != "client_credentials":
             return  # nothing to renew it with: a 401 asks a person
-        delay = max(0.0, at - time.time())
         ref, gen = self.actor_ref, self._refresh_gen
         loop = io_loop.io_loop()
         loop.call_soon_threadsafe(lambda: loop.call_later(delay, safe_tell, ref, _RefreshDue(gen)))
@@ -872,14 +904,14 @@ class _LoopState:
         ``got``. The bound port."""
         from aiohttp import web
 
+        from ..oauth.pages import redirect_page
+
         await self.stop_listening()
 
         async def callback(request: web.Request) -> web.Response:
             got(str(request.url))
-            return web.Response(
-                text="The authorization was received; you can close this window.",
-                content_type="text/plain",
-            )
+            status, text = redirect_page(request.query)  # says what happened, and what now
+            return web.Response(status=status, text=text, content_type="text/plain")
 
         app = web.Application()
         app.router.add_get(path, callback)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -29,6 +30,36 @@ MAX_BODY = 256 * 1024
 #: connection): worth trying again later, unlike a refusal, so the connection backs off and
 #: reconnects instead of closing (docs/connection.md, "Authorizing").
 UNREACHABLE: dict[str, Any] = {"unreachable": True}
+
+
+def unreachable_data(url: str, detail: str) -> dict[str, Any]:
+    """:data:`UNREACHABLE` with where (``url``'s origin, never a userinfo, path or query)
+    and what the last attempt met (an exception's class and OS error text, or a timeout).
+
+    >>> unreachable_data("https://u:p@as.example:8443/token?x=1", "TimeoutError")
+    {'unreachable': True, 'origin': 'https://as.example:8443', 'detail': 'TimeoutError'}
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return {**UNREACHABLE, "origin": f"{parts.scheme}://{host}{port}", "detail": detail}
+
+
+def is_unreachable(data: Any) -> bool:
+    """Whether an error's ``data`` says its server could not be reached at all."""
+    return isinstance(data, dict) and data.get("unreachable") is True
+
+
+def _failure(exc: aiohttp.ClientError) -> str:
+    """The exception's class and its OS error text (never the URL it may quote)."""
+    os_error = getattr(exc, "os_error", None)
+    text = getattr(os_error, "strerror", None)
+    return f"{type(exc).__name__}: {text}" if isinstance(text, str) and text else type(exc).__name__
 
 
 def require_secure(url: Any, what: str, reason: str) -> str:
@@ -112,14 +143,14 @@ async def request(
             "auth",
             reason,
             f"the {what} did not answer within {timeout} s",
-            data=UNREACHABLE,
+            data=unreachable_data(url, f"no answer within {timeout} s"),
         ) from None
     except aiohttp.ClientError as e:
         raise Error(
             "auth",
             reason,
             f"the {what} could not be reached ({type(e).__name__})",
-            data=UNREACHABLE,
+            data=unreachable_data(url, _failure(e)),
         ) from None
     parsed: dict[str, Any] | None = None
     if raw:
@@ -138,6 +169,7 @@ __all__ = [
     "Response",
     "is_loopback",
     "is_secure",
+    "is_unreachable",
     "request",
     "require_secure",
 ]

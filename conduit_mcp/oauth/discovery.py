@@ -41,8 +41,10 @@ from ._http import (
     UNREACHABLE,
     is_loopback,
     is_secure,
+    is_unreachable,
     request,
     require_secure,
+    unreachable_data,
 )
 from .challenge import Challenge
 
@@ -231,14 +233,14 @@ def classify_answer(status: int, parsed: bool, content_type: str) -> str:
     return "absent"
 
 
-def _retry_later(what: str, failures: list[str]) -> Error:
+def _retry_later(what: str, failures: list[str], data: Any = UNREACHABLE) -> Error:
     """A metadata fetch that failed (no answer, or a "try again" one): worth a retry, like an
     unreachable authorization server, and never a reason to fall back."""
     return Error(
         "auth",
         "discovery_failed",
         f"the {what} could not be fetched ({failures[0]}); trying again later",
-        data=UNREACHABLE,
+        data=data,
     )
 
 
@@ -263,7 +265,7 @@ async def _fetch_prm(
             limit=limit,
         )
     except Error as e:
-        if e.data != UNREACHABLE:
+        if not is_unreachable(e.data):
             raise
         log.debug("protected resource metadata at %s: %s", url, e.message)
         failures.append(e.message)
@@ -357,6 +359,7 @@ async def fetch_as_metadata(
     """
     mismatched: str | None = None
     failures: list[str] = []
+    last: Any = UNREACHABLE
     for url in as_metadata_urls(issuer):
         try:
             resp = await request(
@@ -369,14 +372,16 @@ async def fetch_as_metadata(
                 limit=limit,
             )
         except Error as e:
-            if e.data != UNREACHABLE:
+            if not is_unreachable(e.data):
                 raise  # a body over the limit: a broken server, not an absent document
             log.debug("authorization server metadata at %s: %s", url, e.message)
             failures.append(e.message)
+            last = e.data
             continue
         outcome = classify_answer(resp.status, resp.json is not None, resp.content_type)
         if outcome == "failed":
             failures.append(f"{url} answered HTTP {resp.status}")
+            last = unreachable_data(url, f"HTTP {resp.status}")
         if outcome != "found" or resp.json is None:
             continue
         named = resp.json.get("issuer")
@@ -400,7 +405,7 @@ async def fetch_as_metadata(
     if failures:
         # No answer, or "try again later", from one of the URLs: the server is down or
         # unwell, not without metadata (worth a retry; never the default endpoints).
-        raise _retry_later(f"authorization server metadata of {issuer}", failures)
+        raise _retry_later(f"authorization server metadata of {issuer}", failures, last)
     return None
 
 

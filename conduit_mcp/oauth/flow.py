@@ -231,8 +231,9 @@ def finish_authorization(pending: Pending, redirect_url: str) -> str:
         raise Error(
             "auth",
             "state_mismatch",
-            "the redirect's state is not the one this authorization was started with "
-            "(an old or forged redirect); start the authorization again",
+            "the redirect's state is not the one of the authorization in progress (an old "
+            "or forged redirect): it was ignored, and the authorization in progress still "
+            "waits; complete it with the URL given to on_authorize most recently",
         )
     if "error" in params:
         shown = safe_code(params["error"]) or "an unregistered error code"

@@ -20,6 +20,10 @@ from ..errors import Error
 #: How long before expiry a token is refreshed, at most (seconds); a short-lived token is
 #: refreshed when half its lifetime is left instead (see :meth:`TokenSet.refresh_at`).
 REFRESH_LEEWAY = 60.0
+#: The soonest a proactive renewal comes after the last one (seconds): a token that would
+#: be expired by then (a lifetime under twice this) is renewed only when a server refuses it
+#: (401), so tiny ``expires_in`` values cannot make an idle client ask for tokens in a loop.
+REFRESH_FLOOR = 1.0
 #: The longest lifetime believed from an ``expires_in`` (seconds, ten years): a larger
 #: value, or a non-number, is treated as "no expiry given".
 MAX_LIFETIME = 10 * 365 * 86400.0
@@ -88,6 +92,20 @@ def safe_code(value: Any) -> str | None:
     return None
 
 
+def header_safe(token: str) -> bool:
+    """Whether ``token`` can be sent as ``Authorization: Bearer <token>``: visible ASCII
+    only (RFC 6750 section 2.1's b64token is a subset). A CR, LF or NUL could split or end
+    the header, and an HTTP library refuses to send it: such a token is refused when it is
+    issued, so calls fail at once instead of waiting for their deadlines.
+
+    >>> header_safe("eyJhbGciOi.x-y_z~+/="), header_safe("a\\r\\nX-Evil: 1"), header_safe("a b")
+    (True, False, False)
+    >>> header_safe("t\\x00"), header_safe("caf\\u00e9")
+    (False, False)
+    """
+    return token.isascii() and all(33 <= ord(c) <= 126 for c in token)
+
+
 def _opt_str(record: Mapping[str, Any], name: str) -> str | None:
     value = record.get(name)
     return value if isinstance(value, str) and value else None
@@ -154,6 +172,14 @@ class TokenSet:
         access = body.get("access_token")
         if not isinstance(access, str) or not access:
             raise Error("auth", reason, "the token endpoint's answer has no access_token")
+        if not header_safe(access):
+            raise Error(
+                "auth",
+                reason,
+                "the token endpoint issued an access token that cannot be sent in an HTTP "
+                "header (a control character such as CR, LF or NUL, a space, or a non-ASCII "
+                "character); refusing it: the authorization server is broken",
+            )
         token_type = body.get("token_type", "Bearer")
         if not isinstance(token_type, str) or token_type.lower() != "bearer":
             shown = safe_code(token_type) or "unknown"
@@ -203,6 +229,26 @@ class TokenSet:
         lifetime = self.expires_at - self.issued_at if self.issued_at is not None else math.inf
         return self.expires_at - min(leeway, max(lifetime, 0.0) / 2)
 
+    def renewal_delay(self, now: float, floor: float = REFRESH_FLOOR) -> float | None:
+        """Seconds from ``now`` to the proactive renewal: at :meth:`refresh_at`, but never
+        sooner than ``floor``; None without an expiry, or when the token is expired by then
+        (renewed on a 401 only).
+
+        >>> TokenSet("a", expires_at=4000.0, issued_at=400.0).renewal_delay(400.0)
+        3540.0
+        >>> TokenSet("a", expires_at=1.5, issued_at=0.0).renewal_delay(0.0)
+        1.0
+        >>> TokenSet("a", expires_at=0.05, issued_at=0.0).renewal_delay(0.0) is None
+        True
+        """
+        at = self.refresh_at()
+        if at is None or self.expires_at is None:
+            return None
+        delay = max(at - now, floor)
+        if now + delay >= self.expires_at:
+            return None
+        return delay
+
     def authorization(self) -> str:
         """The ``Authorization`` header value (RFC 6750 section 2.1)."""
         return f"Bearer {self.access_token}"
@@ -223,7 +269,7 @@ class TokenSet:
         """The token set a store kept, or None when the record is not one (a damaged or
         foreign record is treated as absent: the flow starts over, it does not crash)."""
         access = _opt_str(record, "access_token")
-        if access is None:
+        if access is None or not header_safe(access):
             return None
         scope = record.get("scope")
         return cls(

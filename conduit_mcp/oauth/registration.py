@@ -20,13 +20,58 @@ from authlib.oauth2.rfc7591 import ClientMetadataClaims
 
 from ..errors import Error
 from ._http import HTTP_TIMEOUT, MAX_BODY, request, require_secure
-from .config import OAuth
+from .config import AUTH_METHODS, OAuth
 from .discovery import Discovered
 from .keys import public_jwks
 from .records import ClientCredentials, safe_code
 from .tokens import choose_auth_method
 
-__all__ = ["ClientCredentials", "client_metadata", "register"]
+__all__ = ["ClientCredentials", "check_auth_method", "client_metadata", "register"]
+
+
+#: Token endpoint auth methods with a registered name, shown in a message as they are
+#: (anything else a server puts there might be anything, so it is not repeated).
+_NAMED_METHODS = frozenset(
+    AUTH_METHODS | {"client_secret_jwt", "tls_client_auth", "self_signed_tls_client_auth"}
+)
+
+
+def check_auth_method(method: str, *, has_secret: bool, has_key: bool) -> None:
+    """Refuse a registration answer this client cannot authenticate with: a method it does
+    not support, a secret method without a ``client_secret``, ``private_key_jwt`` without
+    ``OAuth(private_key=...)``. Raises ``Error("auth", "registration_failed")``: no person
+    can fix it, so the client never authorizes (a browser tab) with it.
+
+    >>> check_auth_method("none", has_secret=False, has_key=False)
+    >>> check_auth_method("client_secret_basic", has_secret=False, has_key=False)
+    Traceback (most recent call last):
+      ...
+    conduit_mcp.errors.Error: auth (registration_failed): the registration answer assigns client_secret_basic but gives no client_secret; register the client at the authorization server by hand and give OAuth its client_id and client_secret
+    """
+    if method not in AUTH_METHODS:
+        shown = repr(method) if method in _NAMED_METHODS else "(unregistered)"
+        raise Error(
+            "auth",
+            "registration_failed",
+            f"the registration answer assigns the token endpoint auth method {shown}, which "
+            f"this client does not support ({', '.join(sorted(AUTH_METHODS))}); register the "
+            "client at the authorization server by hand and give OAuth its client_id",
+        )
+    if method in ("client_secret_basic", "client_secret_post") and not has_secret:
+        raise Error(
+            "auth",
+            "registration_failed",
+            f"the registration answer assigns {method} but gives no client_secret; register "
+            "the client at the authorization server by hand and give OAuth its client_id "
+            "and client_secret",
+        )
+    if method == "private_key_jwt" and not has_key:
+        raise Error(
+            "auth",
+            "registration_failed",
+            "the registration answer assigns private_key_jwt but OAuth has no private_key; "
+            "give OAuth(private_key=...), or register the client by hand",
+        )
 
 
 def client_metadata(oauth: OAuth, redirect_uri: str | None) -> dict[str, Any]:
@@ -89,7 +134,15 @@ async def register(
             registration="pre-registered",
         )
     if known is not None and known.usable(issuer, redirect_uri, now()):
-        return known
+        try:  # a kept registration no token request could use is registered again
+            check_auth_method(
+                known.token_endpoint_auth_method,
+                has_secret=known.client_secret is not None,
+                has_key=oauth.private_key is not None,
+            )
+            return known
+        except Error:
+            pass
     if oauth.client_metadata_url is not None and discovered.cimd_supported:
         return ClientCredentials(
             client_id=oauth.client_metadata_url,
@@ -138,6 +191,7 @@ async def register(
         method = given_method
     else:
         method = "client_secret_basic" if secret else str(metadata["token_endpoint_auth_method"])
+    check_auth_method(method, has_secret=secret is not None, has_key=oauth.private_key is not None)
     expires = answer.get("client_secret_expires_at")
     uris = answer.get("redirect_uris")
     return ClientCredentials(

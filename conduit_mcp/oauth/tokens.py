@@ -192,7 +192,7 @@ async def token_request(
             f"the token endpoint refused the {grant_type} grant (HTTP {resp.status}){detail}",
             # The registered code only (safe_code): invalid_client says the server forgot
             # a dynamic registration, which the OAuth actor then replaces.
-            data={"error": code} if code else None,
+            data={"oauth_error": code} if code else None,
         )
     return TokenSet.from_response(
         resp.json,

@@ -90,6 +90,10 @@ _HINTS = {
     "initialize_refused": "the server refused the initialize handshake (is the URL or command "
     "an MCP server? HTTP endpoints usually end in /mcp)",
     "credentials_timeout": "the auth callable did not return within auth_timeout",
+    "oauth_unreachable": "the authorization server could not be reached: check that it is "
+    "running and reachable from here",
+    "unauthorized": "the server refused every new token the authorization server issued: "
+    "check their resource (audience) and scopes",
 }
 
 _CLOSED = {

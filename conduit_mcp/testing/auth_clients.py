@@ -54,6 +54,11 @@ class ClientsMixin(AuthBase):
             answer["client_secret_expires_at"] = 0
         if self.registration_padding:  # a large (valid) answer: the client must read it all
             answer["x_padding"] = "p" * self.registration_padding
+        for name, value in self.opt.register_answer.items():  # hostile: the answer lies
+            if value is None:
+                answer.pop(name, None)
+            else:
+                answer[name] = value
         return json_answer(answer, 201, NO_STORE)
 
     def _is_cimd_id(self, client_id: str) -> bool:

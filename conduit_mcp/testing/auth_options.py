@@ -15,7 +15,10 @@ import orjson
 
 from .auth_state import AUTH_METHODS
 
-__all__ = ["AuthOptions", "build_parser", "check_hostile", "options_from_args"]
+#: ``--bad-access-token``: the character put in the middle of every access token issued.
+BAD_TOKEN_CHARS = {"cr": "\r", "lf": "\n", "nul": "\x00"}
+
+__all__ = ["BAD_TOKEN_CHARS", "AuthOptions", "build_parser", "check_hostile", "options_from_args"]
 
 
 def _csv(value: str) -> list[str]:
@@ -49,6 +52,11 @@ class AuthOptions:
     registration_padding: int = 0
     metadata_status: int | None = None
     log_path: str | None = None
+    # hostile answers (docs/testing.md, "The test authorization server")
+    expires_in: float | None = None
+    bad_access_token: str | None = None
+    register_answer: dict[str, Any] = field(default_factory=dict)
+    token_error: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +148,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer every metadata request with this HTTP status (503: unavailable)",
     )
     p.add_argument("--log", help="append one JSON line per request and event")
+    p.add_argument(
+        "--expires-in",
+        type=float,
+        help="hostile: advertise this expires_in (may be fractional) whatever --token-ttl is",
+    )
+    p.add_argument(
+        "--bad-access-token",
+        choices=tuple(BAD_TOKEN_CHARS),
+        help="hostile: every access token issued has a CR, LF or NUL in its middle",
+    )
+    p.add_argument(
+        "--register-answer",
+        metavar="JSON",
+        help="hostile: members merged over every registration answer (null removes one)",
+    )
+    p.add_argument(
+        "--token-error",
+        metavar="CODE",
+        help="hostile: the token endpoint refuses every request with this OAuth error code",
+    )
     return p
 
 
@@ -175,6 +203,14 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
     if ns.token_ttl <= 0 or (ns.refresh_ttl is not None and ns.refresh_ttl <= 0):
         raise ValueError("--token-ttl and --refresh-ttl must be > 0")
     check_hostile(ns.split_bodies, ns.registration_padding, ns.metadata_status)
+    register_answer: dict[str, Any] = {}
+    if ns.register_answer:
+        try:
+            register_answer = orjson.loads(ns.register_answer)
+        except orjson.JSONDecodeError as e:
+            raise ValueError(f"--register-answer is not JSON: {e}") from None
+        if not isinstance(register_answer, dict):
+            raise ValueError("--register-answer must be a JSON object")
     return AuthOptions(
         port=ns.port,
         issuer_path=path,
@@ -201,6 +237,10 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         registration_padding=ns.registration_padding,
         metadata_status=ns.metadata_status,
         log_path=ns.log,
+        expires_in=ns.expires_in,
+        bad_access_token=ns.bad_access_token,
+        register_answer=register_answer,
+        token_error=ns.token_error,
     )
 
 

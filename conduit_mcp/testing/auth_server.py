@@ -29,7 +29,7 @@ from aiohttp import web
 
 from .auth_base import NO_STORE, json_answer, with_query
 from .auth_clients import ClientsMixin
-from .auth_options import AuthOptions, check_hostile, options_from_args
+from .auth_options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_from_args
 from .auth_state import OAuthFailure, client_from_metadata, redirect_uri_matches
 from .split_body import write_split
 from .stdio import EventLog
@@ -272,6 +272,8 @@ class AuthServer(ClientsMixin):
 
     async def token(self, request: web.Request) -> web.Response:
         form = await self._form(request)
+        if self.opt.token_error is not None:  # hostile: refuses everything
+            raise OAuthFailure(self.opt.token_error, "refused by --token-error")
         grant_type = form.get("grant_type")
         if grant_type not in ("authorization_code", "refresh_token", "client_credentials"):
             raise OAuthFailure("unsupported_grant_type", f"grant_type {grant_type!r} unsupported")
@@ -320,6 +322,7 @@ class AuthServer(ClientsMixin):
             grant=grant_type,
             refresh=refresh,
         )
+        self._hostile_token(answer)
         self.event(
             "token",
             grant=grant_type,
@@ -332,6 +335,16 @@ class AuthServer(ClientsMixin):
             refresh="refresh_token" in answer,
         )
         return json_answer(answer, 200, NO_STORE)
+
+    def _hostile_token(self, answer: dict[str, Any]) -> None:
+        """``--expires-in`` and ``--bad-access-token``: what the answer says, not what the
+        token is (the server still knows the real token under its real lifetime)."""
+        if self.opt.expires_in is not None:
+            answer["expires_in"] = self.opt.expires_in
+        if self.opt.bad_access_token is not None:
+            token = answer["access_token"]
+            bad = BAD_TOKEN_CHARS[self.opt.bad_access_token]
+            answer["access_token"] = token[:8] + bad + token[8:]
 
     async def revoke(self, request: web.Request) -> web.Response:
         form = await self._form(request)

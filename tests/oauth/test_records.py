@@ -68,6 +68,11 @@ def test_the_longest_believed_lifetime_at_its_edge():
         {"access_token": 5},
         {"access_token": "A", "token_type": "DPoP"},
         {"access_token": "A", "token_type": 7},
+        {"access_token": "A\r\nX-Evil: 1"},
+        {"access_token": "A\nB"},
+        {"access_token": "A\x00B"},
+        {"access_token": "A B"},
+        {"access_token": "caf\u00e9"},
     ],
 )
 def test_a_bad_token_response_is_refused(body):
@@ -95,6 +100,7 @@ def test_token_set_records_round_trip_and_damaged_ones_are_absent():
     t = TokenSet("A", "R", expires_at=5.0, scope=("a",), issued_at=1.0)
     assert TokenSet.from_record(t.to_record()) == t
     assert TokenSet.from_record({}) is None
+    assert TokenSet.from_record({"access_token": "A\r\nB"}) is None  # never sent as a header
     assert TokenSet.from_record(
         {"access_token": "A", "scope": "nope", "expires_at": "x"}
     ) == TokenSet("A")

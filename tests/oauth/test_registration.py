@@ -158,3 +158,45 @@ def test_no_way_to_register_says_what_to_do(server):
     with pytest.raises(Error) as e:
         run(register, d, OAuth(redirect_uri=REDIRECT), redirect_uri=REDIRECT)
     assert e.value.reason == "registration_failed" and "client_id" in e.value.message
+
+
+@pytest.mark.parametrize(
+    ("answer", "usable"),
+    [
+        ({"token_endpoint_auth_method": "client_secret_basic"}, False),  # no secret
+        ({"token_endpoint_auth_method": "client_secret_post"}, False),
+        ({"token_endpoint_auth_method": "client_secret_post", "client_secret": "s"}, True),
+        ({"client_secret": "s"}, True),  # a secret and no method: client_secret_basic
+        ({"token_endpoint_auth_method": "private_key_jwt"}, False),  # OAuth has no key
+        ({"token_endpoint_auth_method": "tls_client_auth"}, False),
+        ({"token_endpoint_auth_method": "none"}, True),
+        ({}, True),  # what was asked for: none
+    ],
+)
+def test_a_registration_answer_no_token_request_can_use_is_refused(server, answer, usable):
+    server.json(
+        "/register",
+        {"client_id": "dyn-1", "redirect_uris": [REDIRECT], **answer},
+        status=201,
+        method="POST",
+    )
+    auth = OAuth(redirect_uri=REDIRECT)
+    if usable:
+        assert run(register, discovered(server), auth, redirect_uri=REDIRECT).client_id == "dyn-1"
+        return
+    with pytest.raises(Error) as e:
+        run(register, discovered(server), auth, redirect_uri=REDIRECT)
+    assert (e.value.kind, e.value.reason) == ("auth", "registration_failed")
+    assert "by hand" in e.value.message or "private_key" in e.value.message
+
+
+def test_a_kept_registration_no_token_request_can_use_is_registered_again(server):
+    server.json(
+        "/register", {"client_id": "dyn-2", "redirect_uris": [REDIRECT]}, status=201, method="POST"
+    )
+    d = discovered(server)
+    kept = ClientCredentials(
+        "dyn-old", None, "client_secret_basic", server.url, "dcr", redirect_uris=(REDIRECT,)
+    )
+    client = run(register, d, OAuth(redirect_uri=REDIRECT), kept, redirect_uri=REDIRECT)
+    assert client.client_id == "dyn-2" and len(server.requests("POST", "/register")) == 1

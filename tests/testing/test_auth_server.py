@@ -771,6 +771,9 @@ def test_bad_oauth_options_are_refused_at_start(args):
         ["--token-ttl", "0"],
         ["--client", '{"client_secret": "x"}'],
         ["--client", "not json"],
+        ["--register-answer", "not json"],
+        ["--register-answer", "[1]"],
+        ["--bad-access-token", "tab"],
     ],
 )
 def test_bad_auth_server_options_are_refused_at_start(args):
@@ -842,3 +845,36 @@ def test_protected_mcp_server_metadata_faults(auth, tmp_path):
             mcp.set_oauth(metadata_fault="sometimes")
         mcp.set_oauth(metadata_fault=None)
         assert auth.request("GET", prm_url)[0] == 200
+
+
+def test_hostile_answers_lie_as_told(tmp_path):
+    """--expires-in, --bad-access-token and --register-answer change what the answers say;
+    --token-error refuses every token request."""
+    clients = [orjson.dumps(c).decode() for c in CLIENTS]
+    with AuthServerProcess(
+        tmp_path / "lies",
+        client=clients,
+        expires_in=0.05,
+        bad_access_token="lf",
+        register_answer='{"token_endpoint_auth_method": "private_key_jwt", "client_secret": null}',
+    ) as liar:
+        answer = register(liar, token_endpoint_auth_method="client_secret_post")
+        assert answer["token_endpoint_auth_method"] == "private_key_jwt"
+        assert "client_secret" not in answer
+        status, token = post_form(
+            liar,
+            "token",
+            {"grant_type": "client_credentials"},
+            basic("m2m-basic", "s3cret basic"),
+        )
+        assert status == 200 and token["expires_in"] == 0.05 and "\n" in token["access_token"]
+    with AuthServerProcess(
+        tmp_path / "refuser", client=clients, token_error="invalid_client"
+    ) as refuser:
+        status, token = post_form(
+            refuser,
+            "token",
+            {"grant_type": "client_credentials"},
+            basic("m2m-basic", "s3cret basic"),
+        )
+        assert (status, token["error"]) == (400, "invalid_client")
