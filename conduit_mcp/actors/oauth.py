@@ -653,10 +653,13 @@ class OAuthActor(SafeActor):
     def _forgotten(self, step: str, error: Error) -> bool:
         """``invalid_client`` for a dynamic registration: the authorization server forgot
         it (a reset, an expiry). Delete it, and register again, once until tokens come
-        (then authorize: a person, if the grant needs one); True when that is under way."""
+        (then authorize: a person, if the grant needs one); True when that is under way.
+        Not for a code exchange: the person has just authorized with this very client at
+        that server, so a refusal there is the server's word on the client, not a lapse of
+        memory (it closes, with no second tab)."""
         client, data = self._client, error.data
         if (
-            step not in ("refresh", "exchange", "credentials")
+            step not in ("refresh", "credentials")
             or client is None
             or client.registration != "dcr"
             or self._replaced_client

@@ -229,7 +229,7 @@ def test_a_stalled_server_is_bounded_by_the_timeout(server):
     # every metadata URL is tried; the stalled one costs one timeout, and a stalled origin
     # is no reason to use the default endpoints: try again later
     err = failure(discover, f"{server.url}/mcp", None, timeout=0.3)
-    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+    assert err.reason == "discovery_failed" and err.data["unreachable"] is True
     assert time.monotonic() - started < 5
     assert "/token" not in server.paths()
 
@@ -276,7 +276,7 @@ def test_prm_answering_503_is_retried_later_never_the_2025_03_26_rules(server, n
     server.handle("GET", PRM_ROOT, unavailable)
     challenge = Challenge("bearer", f"{server.url}/prm") if named else None
     err = failure(discover, f"{server.url}/mcp", challenge)
-    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+    assert err.reason == "discovery_failed" and err.data["unreachable"] is True
     assert "HTTP 503" in err.message and "trying again later" in err.message
     assert AS_ROOT not in server.paths()  # nothing asked of the MCP server as an AS
 
@@ -284,7 +284,7 @@ def test_prm_answering_503_is_retried_later_never_the_2025_03_26_rules(server, n
 def test_one_failed_well_known_url_is_enough_to_retry(server):
     server.handle("GET", f"{PRM_ROOT}/mcp", unavailable)  # the root one is a 404
     err = failure(discover, f"{server.url}/mcp", None)
-    assert err.data == {"unreachable": True}
+    assert err.data["unreachable"] is True
     assert server.paths() == [f"{PRM_ROOT}/mcp", PRM_ROOT]
 
 
@@ -313,20 +313,20 @@ def test_an_insecure_named_prm_still_rules_out_the_2025_03_26_rules(server):
 def test_a_try_again_status_at_the_origins_as_metadata_is_no_default_endpoints(server, status):
     server.handle("GET", AS_ROOT, lambda _seen: web.Response(status=status))
     err = failure(discover, f"{server.url}/mcp", None)
-    assert err.data == {"unreachable": True} and f"HTTP {status}" in err.message
+    assert err.data["unreachable"] is True and f"HTTP {status}" in err.message
 
 
 def test_a_try_again_status_at_a_listed_servers_metadata_is_retried(server):
     server.json(f"{PRM_ROOT}/mcp", prm(server))
     server.handle("GET", AS_ROOT, unavailable)  # the OpenID one is a 404
     err = failure(discover, f"{server.url}/mcp", None)
-    assert (err.reason, err.data) == ("discovery_failed", {"unreachable": True})
+    assert err.reason == "discovery_failed" and err.data["unreachable"] is True
 
 
 def test_a_json_prm_that_does_not_parse_is_retried_an_html_page_is_absent(server):
     bad = web.Response(body=b'{"resource": "http://', content_type="application/json")
     server.handle("GET", f"{PRM_ROOT}/mcp", lambda _seen: bad)
-    assert failure(discover, f"{server.url}/mcp", None).data == {"unreachable": True}
+    assert failure(discover, f"{server.url}/mcp", None).data["unreachable"] is True
     page = web.Response(text="<!doctype html><p>app</p>", content_type="text/html")
     server.handle("GET", f"{PRM_ROOT}/mcp", lambda _seen: page)
     assert run(discover, f"{server.url}/mcp", None).legacy  # a catch-all page: no PRM
@@ -397,5 +397,5 @@ def test_a_body_that_trickles_past_the_deadline_is_bounded(server):
     server.handle("GET", AS_ROOT, trickle)
     started = time.monotonic()
     err = failure(fetch_as_metadata, server.url, timeout=0.3)
-    assert err.data == {"unreachable": True} and "within 0.3 s" in err.message
+    assert err.data["unreachable"] is True and "within 0.3 s" in err.message
     assert time.monotonic() - started < 3

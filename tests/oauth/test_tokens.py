@@ -160,11 +160,11 @@ def test_a_revoked_refresh_token_is_refresh_failed(server):
         )
     assert (e.value.kind, e.value.reason) == ("auth", "refresh_failed")
     assert "invalid_grant" in e.value.message and "RT-1" not in str(e.value)
-    assert e.value.data == {"error": "invalid_grant"}  # the registered code, for the actor
+    assert e.value.data == {"oauth_error": "invalid_grant"}  # the registered code, for the actor
 
 
 @pytest.mark.parametrize(
-    ("code", "data"), [("invalid_client", {"error": "invalid_client"}), ("RT-1-echo", None)]
+    ("code", "data"), [("invalid_client", {"oauth_error": "invalid_client"}), ("RT-1-echo", None)]
 )
 def test_a_refusal_carries_only_a_registered_code_in_its_data(server, code, data):
     token_answer(server, {"error": code}, status=401)
