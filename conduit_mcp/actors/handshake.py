@@ -116,8 +116,24 @@ class HandshakeStates(ConnectionCore):
 
     def _discovering_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
+            never = self._never_connected()
+            if never is not None:
+                return never
             return self._classified(ProbeTimeout())
         return self._common(kind, ev)
+
+    def _never_connected(self) -> Any:
+        """A handshake deadline passed before any connection to the server was made (a TLS
+        handshake that never completes, say): a transport failure, never era evidence
+        (docs/tls.md); back off and reconnect. None when a connection was made."""
+        transport = self._transport
+        if transport is None or getattr(transport, "connected", True):
+            return None
+        tls = getattr(transport, "url", "").startswith("https:")
+        detail = "the TLS handshake did not complete" if tls else "no TCP connection"
+        log.warning("no connection to the server before the handshake's deadline")
+        self._drop_transport()
+        return self._lost("connect_timeout", detail)
 
     def _discovering_message(self, m: Any) -> Any:
         mid = getattr(m, "id", None)
@@ -231,6 +247,9 @@ class HandshakeStates(ConnectionCore):
 
     def _initializing_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
+            never = self._never_connected()
+            if never is not None:
+                return never
             self._drop_transport()
             return self._lost("initialize_timeout")
         return self._common(kind, ev)

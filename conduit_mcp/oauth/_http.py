@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
 
 from ..errors import Error
+from ..protocol.tls import tls_detail, tls_hint
 from .urls import is_loopback, is_secure
 
 #: The longest one OAuth HTTP call may take (seconds), connect to last byte.
@@ -107,6 +109,8 @@ async def request(
             f"the {what} did not answer within {timeout} s",
             data=UNREACHABLE,
         ) from None
+    except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientConnectorSSLError) as e:
+        raise tls_error(url, e) from None
     except aiohttp.ClientError as e:
         raise Error(
             "auth",
@@ -125,6 +129,32 @@ async def request(
     return Response(status, parsed, content_type)
 
 
+def tls_error(url: str, exc: BaseException) -> Error:
+    """``Error("auth", "tls_failed")`` naming the authorization server's origin and the
+    check that failed: retrying cannot help (a wrong name, an expired or untrusted
+    certificate), so no ``UNREACHABLE`` marker, and the client closes at once instead of
+    backing off (docs/tls.md).
+
+    >>> import ssl
+    >>> e = ssl.SSLCertVerificationError(1, "x")
+    >>> e.verify_code, e.verify_message = 18, "self-signed certificate"
+    >>> print(tls_error("https://u:pw@as.example:8443/token?x=1", e).message)
+    the authorization server https://as.example:8443 failed TLS verification (self_signed: self-signed certificate): the server's certificate is self-signed: trust it with Http(verify='its-certificate.pem'), or give the server a certificate from a trusted CA
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    where = f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    detail = tls_detail(exc)
+    return Error(
+        "auth",
+        "tls_failed",
+        f"the authorization server {where} failed TLS verification ({detail}): {tls_hint(detail)}",
+        data={"origin": where, "detail": detail},
+    )
+
+
 __all__ = [
     "HTTP_TIMEOUT",
     "MAX_BODY",
@@ -133,4 +163,5 @@ __all__ = [
     "is_secure",
     "request",
     "require_secure",
+    "tls_error",
 ]

@@ -211,6 +211,8 @@ async def _fetch_prm(
             limit=limit,
         )
     except Error as e:
+        if e.reason == "tls_failed":
+            raise  # no other URL there can pass the same handshake (docs/tls.md)
         log.debug("protected resource metadata at %s: %s", url, e.message)
         return None
     if resp.status != 200 or resp.json is None:
@@ -311,6 +313,8 @@ async def fetch_as_metadata(
                 limit=limit,
             )
         except Error as e:
+            if e.reason == "tls_failed":
+                raise  # no other URL there can pass the same handshake (docs/tls.md)
             log.debug("authorization server metadata at %s: %s", url, e.message)
             if e.data == UNREACHABLE:
                 unreachable += 1

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from .auth_state import AUTH_METHODS
+from .tls import add_tls_arguments, check_tls_arguments
 
 __all__ = ["AuthOptions", "build_parser", "options_from_args"]
 
@@ -46,6 +47,9 @@ class AuthOptions:
     resources: list[str] = field(default_factory=list)
     auth_methods: list[str] = field(default_factory=lambda: list(AUTH_METHODS))
     log_path: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="token_endpoint_auth_methods_supported, comma-separated",
     )
     p.add_argument("--log", help="append one JSON line per request and event")
+    add_tls_arguments(p)
     return p
 
 
@@ -151,6 +156,9 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         raise ValueError(f"--auth-methods: each one of {', '.join(AUTH_METHODS)}")
     if ns.token_ttl <= 0 or (ns.refresh_ttl is not None and ns.refresh_ttl <= 0):
         raise ValueError("--token-ttl and --refresh-ttl must be > 0")
+    tls_problem = check_tls_arguments(ns.tls_cert, ns.tls_key, ns.tls_client_ca)
+    if tls_problem is not None:
+        raise ValueError(tls_problem)
     return AuthOptions(
         port=ns.port,
         issuer_path=path,
@@ -174,4 +182,7 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         resources=list(ns.resource),
         auth_methods=methods,
         log_path=ns.log,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        tls_client_ca=ns.tls_client_ca,
     )

@@ -45,6 +45,7 @@ class OAuthGuard:
         self.cache_seconds = config.introspection_cache
         self.metadata_param = not config.no_resource_metadata_param
         self._port = port
+        self._origin = "https" if config.tls_cert else "http"  # --tls-cert: https URLs
         self._event = event
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._session: aiohttp.ClientSession | None = None
@@ -54,7 +55,7 @@ class OAuthGuard:
     @property
     def resource(self) -> str:
         """This server's canonical URI (what a token's audience must be)."""
-        return f"http://127.0.0.1:{self._port()}/mcp"
+        return f"{self._origin}://127.0.0.1:{self._port()}/mcp"
 
     def metadata_paths(self) -> list[str]:
         """Where the metadata is served (``--prm-at``): path-aware, root, both or none."""
@@ -67,7 +68,7 @@ class OAuthGuard:
     def metadata_url(self) -> str | None:
         """The challenge's ``resource_metadata``: the first URL served, if any."""
         paths = self.metadata_paths()
-        return f"http://127.0.0.1:{self._port()}{paths[0]}" if paths else None
+        return f"{self._origin}://127.0.0.1:{self._port()}{paths[0]}" if paths else None
 
     def metadata(self) -> dict[str, Any]:
         scopes = self.prm_scopes

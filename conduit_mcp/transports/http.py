@@ -190,6 +190,10 @@ class HttpTransport:
         self._closing = False
         self._down = False
         self._gone = threading.Event()
+        # True once a connection to the server was made (TCP, and TLS for https): a probe
+        # that timed out before it is no era evidence (docs/tls.md). Written on the loop,
+        # read by the connection: one bool, no lock.
+        self.connected = False
 
     def __repr__(self) -> str:
         # Never a header, a token or the session id.
@@ -350,15 +354,29 @@ class HttpTransport:
             return
         # Nothing ever goes to another origin, whatever a redirect says (http_wire).
         guard = (same_origin_only(self.url),)
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
+        # Http(ssl=...) or Http(verify=...): the private CA, the client certificate
+        # (docs/tls.md); True: the system's CAs.
+        tls = self._spec.tls or True
+        traces = [self._connected_trace()]
+        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ssl=tls)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, middlewares=guard
+            connector=connector, timeout=self._timeout, middlewares=guard, trace_configs=traces
         )
-        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
+        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0, ssl=tls)
         self._streams = aiohttp.ClientSession(
-            connector=streams, timeout=self._timeout, middlewares=guard
+            connector=streams, timeout=self._timeout, middlewares=guard, trace_configs=traces
         )
         safe_tell(self.owner, TransportUp(self.gen))
+
+    def _connected_trace(self) -> aiohttp.TraceConfig:
+        """Sets :attr:`connected` once a connection is made (TCP, and TLS for https)."""
+
+        async def made(*_args: Any) -> None:
+            self.connected = True
+
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_end.append(made)
+        return trace
 
     async def _close(self) -> None:
         tasks = [s.task for s in self._sent.values() if s.task is not None]
