@@ -106,7 +106,7 @@ class HandshakeStates(ConnectionCore):
             return self._common(kind, ev)
         self._probe_id = None
         self._drop_transport()
-        return self._lost("stream_broken")
+        return self._lost("stream_broken", ev.detail)
 
     def _discovering_down(self, kind: str, ev: TransportDown) -> Any:
         if ev.gen != self._gen:
@@ -237,7 +237,9 @@ class HandshakeStates(ConnectionCore):
             )
             return self._closed("initialize_refused")
         self._drop_transport()
-        return self._lost(error.reason if error is not None else "stream_broken")
+        if error is None:
+            return self._lost("stream_broken", getattr(ev, "detail", None))
+        return self._lost(error.reason)
 
     def _initializing_down(self, kind: str, ev: TransportDown) -> Any:
         if ev.gen != self._gen:

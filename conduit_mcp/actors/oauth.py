@@ -799,8 +799,12 @@ class _LoopState:
     def session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
+            from ..oauth._http import connection_trace
+
             connector = aiohttp.TCPConnector(ssl=self._tls or True)
-            session = self._session = aiohttp.ClientSession(connector=connector)
+            session = self._session = aiohttp.ClientSession(
+                connector=connector, trace_configs=[connection_trace()]
+            )
         return session
 
     async def listen(self, port: int, path: str, got: Callable[[str], None]) -> int:

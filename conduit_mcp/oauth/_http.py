@@ -18,7 +18,13 @@ import aiohttp
 import orjson
 
 from ..errors import Error
-from ..protocol.tls import tls_detail, tls_hint
+from ..protocol.tls import (
+    CLOSED_OVER_TLS,
+    CLOSED_OVER_TLS_HINT,
+    is_tls_failure,
+    tls_detail,
+    tls_hint,
+)
 from .urls import is_loopback, is_secure
 
 #: The longest one OAuth HTTP call may take (seconds), connect to last byte.
@@ -26,6 +32,10 @@ HTTP_TIMEOUT = 10.0
 #: The largest response body read from a metadata, registration or token endpoint (bytes).
 MAX_BODY = 256 * 1024
 
+
+# A connection closed before any answer: over https, what a server that requires a client
+# certificate does to a client without one (docs/tls.md).
+_CLOSED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 #: ``Error.data`` of a failure to reach an authorization server at all (a timeout, a refused
 #: connection): worth trying again later, unlike a refusal, so the connection backs off and
@@ -92,12 +102,19 @@ async def request(
     elif data is not None:
         body = data.encode()
         sent["Content-Type"] = "application/x-www-form-urlencoded"
+    seen: dict[str, bool] = {}  # {"fresh": True} once on a new connection (connection_trace)
     try:
         async with asyncio.timeout(timeout):
             # No middleware: an MCP session's (a token stamper, a redirect guard) must never
             # touch a request to an authorization server.
             async with session.request(
-                method, url, headers=sent, data=body, allow_redirects=False, middlewares=()
+                method,
+                url,
+                headers=sent,
+                data=body,
+                allow_redirects=False,
+                middlewares=(),
+                trace_request_ctx=seen,
             ) as resp:
                 raw = await _read(resp, limit, what, reason)
                 content_type = resp.headers.get("Content-Type", "")
@@ -112,6 +129,12 @@ async def request(
     except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientConnectorSSLError) as e:
         raise tls_error(url, e) from None
     except aiohttp.ClientError as e:
+        if url.startswith("https:") and is_tls_failure(e):  # an alert: a refused certificate
+            raise tls_error(url, e) from None
+        if url.startswith("https:") and isinstance(e, _CLOSED) and seen.get("fresh"):
+            # A new connection, its handshake done, closed before any answer: a refusal
+            # of the client's certificate (or its absence), not a server that is down.
+            raise tls_error(url, None) from None
         raise Error(
             "auth",
             reason,
@@ -129,7 +152,23 @@ async def request(
     return Response(status, parsed, content_type)
 
 
-def tls_error(url: str, exc: BaseException) -> Error:
+def connection_trace() -> aiohttp.TraceConfig:
+    """A trace for the OAuth session (``ClientSession(trace_configs=[connection_trace()])``):
+    it tells :func:`request` that a request opened a new connection, so that one closed
+    after its TLS handshake before any answer is named (a refused client certificate)
+    rather than taken for a server that is down. Without it that close is ``unreachable``."""
+
+    async def made(_session: Any, ctx: Any, _params: Any) -> None:
+        holder = getattr(ctx, "trace_request_ctx", None)
+        if isinstance(holder, dict):
+            holder["fresh"] = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(made)
+    return trace
+
+
+def tls_error(url: str, exc: BaseException | None) -> Error:
     """``Error("auth", "tls_failed")`` naming the authorization server's origin and the
     check that failed: retrying cannot help (a wrong name, an expired or untrusted
     certificate), so no ``UNREACHABLE`` marker, and the client closes at once instead of
@@ -146,6 +185,13 @@ def tls_error(url: str, exc: BaseException) -> Error:
     if ":" in host:
         host = f"[{host}]"
     where = f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    if exc is None:
+        return Error(
+            "auth",
+            "tls_failed",
+            f"the authorization server {where} {CLOSED_OVER_TLS}: {CLOSED_OVER_TLS_HINT}",
+            data={"origin": where, "detail": "closed_over_tls"},
+        )
     detail = tls_detail(exc)
     return Error(
         "auth",
@@ -157,6 +203,7 @@ def tls_error(url: str, exc: BaseException) -> Error:
 
 __all__ = [
     "HTTP_TIMEOUT",
+    "connection_trace",
     "MAX_BODY",
     "Response",
     "is_loopback",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tls import tls_hint
+from .tls import CLOSED_OVER_TLS, CLOSED_OVER_TLS_HINT, tls_hint
 
 #: How much of a stdio server's stderr a failure keeps: its last lines, at most this long.
 STDERR_TAIL_LINES = 5
@@ -126,9 +126,12 @@ def describe(failure: Failure) -> str:
         detail = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
     if detail:
         text += f" ({detail})"
-    hint = (
-        tls_hint(failure.detail) if failure.reason == "tls_failed" else _HINTS.get(failure.reason)
-    )
+    if failure.reason == "tls_failed":
+        hint: str | None = tls_hint(failure.detail)
+    elif failure.reason == "stream_broken" and CLOSED_OVER_TLS in (failure.detail or ""):
+        hint = CLOSED_OVER_TLS_HINT
+    else:
+        hint = _HINTS.get(failure.reason)
     if hint is None and failure.reason.startswith("http_") and failure.reason[5:].isdigit():
         hint = (
             f"the server answered HTTP {failure.reason[5:]} (is the URL an MCP endpoint? "

@@ -95,6 +95,18 @@ _HINTS: dict[str, str] = {
 }
 
 
+#: The detail of an https request the server closed before any answer (no TLS alert said
+#: why): what a server that requires a client certificate does to a client without one
+#: (TLS 1.3 checks it after the client's side of the handshake is done).
+CLOSED_OVER_TLS = "closed over TLS before any answer"
+
+CLOSED_OVER_TLS_HINT = (
+    "the server closed the TLS connection before answering: a server that requires a "
+    "client certificate does that to a client without one (or with one it does not accept): "
+    "give one with Http(ssl=context) after context.load_cert_chain('client.pem', 'client.key')"
+)
+
+
 def classify_tls(exc: BaseException) -> tuple[TlsProblem, str]:
     """``(problem, OpenSSL's words)`` for a TLS failure: the exception itself, or one that
     wraps it (aiohttp's ``ClientConnectorCertificateError`` and ``ClientConnectorSSLError``
@@ -181,4 +193,12 @@ def _words(exc: BaseException) -> str:
     return _OPENSSL_SUFFIX.sub("", text)[:200]
 
 
-__all__ = ["TlsProblem", "classify_tls", "is_tls_failure", "tls_detail", "tls_hint"]
+__all__ = [
+    "CLOSED_OVER_TLS",
+    "CLOSED_OVER_TLS_HINT",
+    "TlsProblem",
+    "classify_tls",
+    "is_tls_failure",
+    "tls_detail",
+    "tls_hint",
+]

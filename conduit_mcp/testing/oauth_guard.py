@@ -13,6 +13,7 @@ time. The manual is docs/testing.md, "The protected MCP server".
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,7 @@ class OAuthGuard:
         assert config.require_oauth is not None
         self.authorization_server = config.require_oauth.rstrip("/")
         self.introspection_url = config.introspection_url
+        self.introspection_cert = config.introspection_cert
         self.prm_resource = config.prm_resource
         self.scope = config.oauth_scope.split()
         self.tool_scopes = {k: v.split() for k, v in config.tool_scopes.items()}
@@ -126,7 +128,13 @@ class OAuthGuard:
         if cached is not None and cached[0] > now:
             return cached[1]
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+            tls: ssl.SSLContext | bool = True
+            if self.introspection_cert is not None:  # SSL_CERT_FILE names a private CA
+                tls = ssl.create_default_context()
+                tls.load_cert_chain(*self.introspection_cert)
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=5), connector=aiohttp.TCPConnector(ssl=tls)
+            )
         url = self.introspection_url or f"{self.authorization_server}/introspect"
         try:
             async with self._session.post(url, data={"token": token}) as resp:

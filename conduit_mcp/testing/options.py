@@ -67,6 +67,7 @@ class Config:
     prm_scopes: list[str] | None = None
     prm_at: str = "both"
     introspection_url: str | None = None
+    introspection_cert: tuple[str, str] | None = None
     introspection_cache: float = 0.0
     no_resource_metadata_param: bool = False
     tls_cert: str | None = None
@@ -223,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--introspection-cache", type=float, default=0.0, help="seconds to cache an answer"
     )
     oauth.add_argument(
+        "--introspection-cert",
+        metavar="FILE",
+        help="present this client certificate to the authorization server (mutual TLS)",
+    )
+    oauth.add_argument("--introspection-key", metavar="FILE", help="its private key")
+    oauth.add_argument(
         "--no-resource-metadata-param",
         action="store_true",
         help="challenges carry no resource_metadata (clients fall back to well-known URLs)",
@@ -305,6 +312,11 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         prm_scopes=prm_scopes,
         prm_at=ns.prm_at,
         introspection_url=ns.introspection_url,
+        introspection_cert=(
+            (ns.introspection_cert, ns.introspection_key or ns.introspection_cert)
+            if ns.introspection_cert
+            else None
+        ),
         introspection_cache=ns.introspection_cache,
         no_resource_metadata_param=ns.no_resource_metadata_param,
         tls_cert=ns.tls_cert,

@@ -75,6 +75,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
+from ..protocol.tls import CLOSED_OVER_TLS, is_tls_failure, tls_detail
 from . import loop as io_loop
 from .base import (
     FrameProblem,
@@ -548,7 +549,16 @@ class HttpTransport:
                 # stream (which "may have run").
                 self.fail(rid, too_many_redirects(sent.method))
             except BROKEN as exc:
-                if self._sent.get(rid) is sent:
+                if stream is None and self.url.startswith("https:"):
+                    # Closed before any answer, over TLS: a TLS alert (the server refused
+                    # the client's certificate) is tls_failed; a silent close is said so.
+                    if is_tls_failure(exc):
+                        self._sent.pop(rid, None)
+                        self.report_down("tls_failed", tls_detail(exc))
+                    elif self._sent.get(rid) is sent:
+                        detail = f"{type(exc).__name__}: {CLOSED_OVER_TLS}"
+                        await self._broken(rid, sent, stream, detail)
+                elif self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, type(exc).__name__)
             except Exception as exc:
                 # The client's own failure (aiohttp refusing a header value, say): never
