@@ -192,3 +192,18 @@ def test_a_tls_handshake_that_never_completes_is_a_transport_failure_not_a_legac
     assert e.data["last_reason"] == "connect_timeout", e.data
     assert "TLS handshake did not complete" in e.message
     assert client.status().era is None
+
+
+def test_a_tls_failure_never_shows_the_urls_password_or_query(
+    certs, make_server, start_client, caplog
+):
+    caplog.set_level("DEBUG")
+    with serve_tls(make_server, certs.expired) as srv:
+        url = srv.url.replace("https://", "https://user:pw-s3cret@") + "?api_key=q-s3cret"
+        client = start_client(mcp.Http(url, verify=certs.ca), protocol="modern")
+        with pytest.raises(mcp.Error) as err:
+            client.await_ready(timeout=10)
+    assert err.value.reason == "tls_failed"
+    shown = [str(err.value), repr(err.value), repr(err.value.data), repr(client.status())]
+    shown += [r.getMessage() for r in caplog.records]
+    assert not [s for s in shown if "s3cret" in s]
