@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 # The pages other modules cite, and the sections of the connection page they rely on.
-PAGES = ("architecture", "actor-tree", "connection", "cache", "porting", "testing")
+PAGES = ("architecture", "actor-tree", "connection", "cache", "porting", "testing", "tls")
 CONNECTION_SECTIONS = (
     "States",
     "Era discovery",

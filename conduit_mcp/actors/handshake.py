@@ -106,7 +106,7 @@ class HandshakeStates(ConnectionCore):
             return self._common(kind, ev)
         self._probe_id = None
         self._drop_transport()
-        return self._lost("stream_broken")
+        return self._lost("stream_broken", ev.detail)
 
     def _discovering_down(self, kind: str, ev: TransportDown) -> Any:
         if ev.gen != self._gen:
@@ -116,8 +116,24 @@ class HandshakeStates(ConnectionCore):
 
     def _discovering_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
+            never = self._never_connected()
+            if never is not None:
+                return never
             return self._classified(ProbeTimeout())
         return self._common(kind, ev)
+
+    def _never_connected(self) -> Any:
+        """A handshake deadline passed before any connection to the server was made (a TLS
+        handshake that never completes, say): a transport failure, never era evidence
+        (docs/tls.md); back off and reconnect. None when a connection was made."""
+        transport = self._transport
+        if transport is None or getattr(transport, "connected", True):
+            return None
+        tls = getattr(transport, "url", "").startswith("https:")
+        detail = "the TLS handshake did not complete" if tls else "no TCP connection"
+        log.warning("no connection to the server before the handshake's deadline")
+        self._drop_transport()
+        return self._lost("connect_timeout", detail)
 
     def _discovering_message(self, m: Any) -> Any:
         mid = getattr(m, "id", None)
@@ -221,7 +237,9 @@ class HandshakeStates(ConnectionCore):
             )
             return self._closed("initialize_refused")
         self._drop_transport()
-        return self._lost(error.reason if error is not None else "stream_broken")
+        if error is None:
+            return self._lost("stream_broken", getattr(ev, "detail", None))
+        return self._lost(error.reason)
 
     def _initializing_down(self, kind: str, ev: TransportDown) -> Any:
         if ev.gen != self._gen:
@@ -231,6 +249,9 @@ class HandshakeStates(ConnectionCore):
 
     def _initializing_named(self, kind: str, ev: str) -> Any:
         if kind == "state_timeout":
+            never = self._never_connected()
+            if never is not None:
+                return never
             self._drop_transport()
             return self._lost("initialize_timeout")
         return self._common(kind, ev)

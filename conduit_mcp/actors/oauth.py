@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -254,7 +255,7 @@ class OAuthActor(SafeActor):
         self._refresh_gen = 0
         self._listener = 0  # the loopback listener's number (0: none)
         self._listener_port: int | None = None
-        self._loop_state = _LoopState()  # touched on the I/O loop only
+        self._loop_state = _LoopState(spec.tls)  # touched on the I/O loop only
         self._replaced_client = False  # a forgotten registration was replaced (once)
 
     def __repr__(self) -> str:
@@ -890,16 +891,22 @@ class _LoopState:
     """What this actor keeps on the I/O loop: its HTTP session and the loopback listener.
     Touched on the loop only (no lock)."""
 
-    __slots__ = ("_session", "_runner")
+    __slots__ = ("_session", "_runner", "_tls")
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self._session: aiohttp.ClientSession | None = None
         self._runner: Any = None
+        self._tls = tls  # Http(ssl=/verify=): it serves the authorization server too
 
     def session(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
-            session = self._session = aiohttp.ClientSession()
+            from ..oauth._http import connection_trace
+
+            connector = aiohttp.TCPConnector(ssl=self._tls or True)
+            session = self._session = aiohttp.ClientSession(
+                connector=connector, trace_configs=[connection_trace()]
+            )
         return session
 
     async def listen(self, port: int, path: str, got: Callable[[str], None]) -> int:

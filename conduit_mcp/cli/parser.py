@@ -95,6 +95,12 @@ def _connection_options() -> _Parser:
         help="an HTTP header to send with every request (repeatable; HTTP only)",
     )
     where.add_argument(
+        "--cacert",
+        metavar="FILE",
+        help="trust the CAs in this PEM file (or OpenSSL CA folder) instead of the system's "
+        "(HTTP only; docs/tls.md)",
+    )
+    where.add_argument(
         "--config",
         metavar="FILE",
         help='a desktop host\'s configuration file (JSON with "mcpServers")',

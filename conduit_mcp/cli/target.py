@@ -58,7 +58,7 @@ def transport_of(args: argparse.Namespace, server_command: Sequence[str] | None)
         return _stdio(server_command[0], server_command[1:], env, None, args.inherit_env)
     if args.url is not None:
         _no_stdio_options(args, env, "an HTTP server (--url)")
-        return _http(args.url, headers, args.bearer)
+        return _http(args.url, headers, args.bearer, verify=args.cacert)
     return _from_config(args, env, headers)
 
 
@@ -74,9 +74,9 @@ def _pairs(items: Sequence[str], sep: str, option: str, shape: str) -> dict[str,
 
 
 def _no_http_options(args: argparse.Namespace, what: str) -> None:
-    if args.bearer is not None or args.header:
+    if args.bearer is not None or args.header or args.cacert is not None:
         raise UsageError(
-            f"--bearer and --header are sent over HTTP; {what} does not take them",
+            f"--bearer, --header and --cacert are for HTTP; {what} does not take them",
             "give a stdio server what it needs with --env NAME=VALUE",
         )
 
@@ -102,11 +102,20 @@ def _stdio(
         raise UsageError(exc.message) from None
 
 
-def _http(url: str, headers: Mapping[str, str], bearer: str | None, where: str = "") -> Http:
+def _http(
+    url: str,
+    headers: Mapping[str, str],
+    bearer: str | None,
+    where: str = "",
+    *,
+    verify: str | None = None,
+) -> Http:
     try:
-        return Http(url, headers=dict(headers) or None, bearer=bearer)
+        return Http(url, headers=dict(headers) or None, bearer=bearer, verify=verify)
     except Error as exc:
         message = exc.message
+        if exc.reason == "http.verify":
+            raise UsageError(f"--cacert: {message}") from None
         if exc.reason == "http.url":
             message = f"{message} (got {_redacted(url)!r})"
         raise UsageError(
@@ -169,7 +178,7 @@ def _from_config(
         if not isinstance(url, str):
             raise UsageError(f"{where}: 'url' must be a string")
         merged = {**_string_map(entry, "headers", where), **headers}
-        return _http(url, merged, args.bearer, where)
+        return _http(url, merged, args.bearer, where, verify=args.cacert)
     if "command" not in entry:
         raise UsageError(f"{where}: an entry needs 'command' (stdio) or 'url' (HTTP)")
     _no_http_options(args, f"{where} (a stdio server)")

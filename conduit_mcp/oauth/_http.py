@@ -18,6 +18,13 @@ import aiohttp
 import orjson
 
 from ..errors import Error
+from ..protocol.tls import (
+    CLOSED_OVER_TLS,
+    CLOSED_OVER_TLS_HINT,
+    is_tls_failure,
+    tls_detail,
+    tls_hint,
+)
 from .urls import is_loopback, is_secure
 
 #: The longest one OAuth HTTP call may take (seconds), connect to last byte.
@@ -25,6 +32,10 @@ HTTP_TIMEOUT = 10.0
 #: The largest response body read from a metadata, registration or token endpoint (bytes).
 MAX_BODY = 256 * 1024
 
+
+# A connection closed before any answer: over https, what a server that requires a client
+# certificate does to a client without one (docs/tls.md).
+_CLOSED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 #: ``Error.data`` of a failure to reach an authorization server at all (a timeout, a refused
 #: connection): worth trying again later, unlike a refusal, so the connection backs off and
@@ -128,12 +139,19 @@ async def request(
     elif data is not None:
         body = data.encode()
         sent["Content-Type"] = "application/x-www-form-urlencoded"
+    seen: dict[str, bool] = {}  # {"fresh": True} once on a new connection (connection_trace)
     try:
         async with asyncio.timeout(timeout):
             # No middleware: an MCP session's (a token stamper, a redirect guard) must never
             # touch a request to an authorization server.
             async with session.request(
-                method, url, headers=sent, data=body, allow_redirects=False, middlewares=()
+                method,
+                url,
+                headers=sent,
+                data=body,
+                allow_redirects=False,
+                middlewares=(),
+                trace_request_ctx=seen,
             ) as resp:
                 raw = await _read(resp, limit, what, reason)
                 content_type = resp.headers.get("Content-Type", "")
@@ -145,7 +163,15 @@ async def request(
             f"the {what} did not answer within {timeout} s",
             data=unreachable_data(url, f"no answer within {timeout} s"),
         ) from None
+    except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientConnectorSSLError) as e:
+        raise tls_error(url, e) from None
     except aiohttp.ClientError as e:
+        if url.startswith("https:") and is_tls_failure(e):  # an alert: a refused certificate
+            raise tls_error(url, e) from None
+        if url.startswith("https:") and isinstance(e, _CLOSED) and seen.get("fresh"):
+            # A new connection, its handshake done, closed before any answer: a refusal
+            # of the client's certificate (or its absence), not a server that is down.
+            raise tls_error(url, None) from None
         raise Error(
             "auth",
             reason,
@@ -163,8 +189,58 @@ async def request(
     return Response(status, parsed, content_type)
 
 
+def connection_trace() -> aiohttp.TraceConfig:
+    """A trace for the OAuth session (``ClientSession(trace_configs=[connection_trace()])``):
+    it tells :func:`request` that a request opened a new connection, so that one closed
+    after its TLS handshake before any answer is named (a refused client certificate)
+    rather than taken for a server that is down. Without it that close is ``unreachable``."""
+
+    async def made(_session: Any, ctx: Any, _params: Any) -> None:
+        holder = getattr(ctx, "trace_request_ctx", None)
+        if isinstance(holder, dict):
+            holder["fresh"] = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(made)
+    return trace
+
+
+def tls_error(url: str, exc: BaseException | None) -> Error:
+    """``Error("auth", "tls_failed")`` naming the authorization server's origin and the
+    check that failed: retrying cannot help (a wrong name, an expired or untrusted
+    certificate), so no ``UNREACHABLE`` marker, and the client closes at once instead of
+    backing off (docs/tls.md).
+
+    >>> import ssl
+    >>> e = ssl.SSLCertVerificationError(1, "x")
+    >>> e.verify_code, e.verify_message = 18, "self-signed certificate"
+    >>> print(tls_error("https://u:pw@as.example:8443/token?x=1", e).message)
+    the authorization server https://as.example:8443 failed TLS verification (self_signed: self-signed certificate): the server's certificate is self-signed: trust it with Http(verify='its-certificate.pem'), or give the server a certificate from a trusted CA
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    where = f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    if exc is None:
+        return Error(
+            "auth",
+            "tls_failed",
+            f"the authorization server {where} {CLOSED_OVER_TLS}: {CLOSED_OVER_TLS_HINT}",
+            data={"origin": where, "detail": "closed_over_tls"},
+        )
+    detail = tls_detail(exc)
+    return Error(
+        "auth",
+        "tls_failed",
+        f"the authorization server {where} failed TLS verification ({detail}): {tls_hint(detail)}",
+        data={"origin": where, "detail": detail},
+    )
+
+
 __all__ = [
     "HTTP_TIMEOUT",
+    "connection_trace",
     "MAX_BODY",
     "Response",
     "is_loopback",
@@ -172,4 +248,5 @@ __all__ = [
     "is_unreachable",
     "request",
     "require_secure",
+    "tls_error",
 ]

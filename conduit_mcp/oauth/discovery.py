@@ -266,7 +266,7 @@ async def _fetch_prm(
         )
     except Error as e:
         if not is_unreachable(e.data):
-            raise
+            raise  # tls_failed among them: no other URL there passes the same handshake
         log.debug("protected resource metadata at %s: %s", url, e.message)
         failures.append(e.message)
         return None
@@ -373,7 +373,9 @@ async def fetch_as_metadata(
             )
         except Error as e:
             if not is_unreachable(e.data):
-                raise  # a body over the limit: a broken server, not an absent document
+                # a body over the limit (a broken server, not an absent document), or
+                # tls_failed (no other URL there passes the same handshake: docs/tls.md)
+                raise
             log.debug("authorization server metadata at %s: %s", url, e.message)
             failures.append(e.message)
             last = e.data

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .tls import CLOSED_OVER_TLS, CLOSED_OVER_TLS_HINT, tls_hint
+
 #: How much of a stdio server's stderr a failure keeps: its last lines, at most this long.
 STDERR_TAIL_LINES = 5
 STDERR_TAIL_CHARS = 600
@@ -82,8 +84,8 @@ _HINTS = {
     "by default: pass env=... or inherit_env=True)",
     "exit": "the server exited; its stderr usually says why",
     "unreachable": "check the URL's host and port, and that the server is listening",
-    "tls_failed": "the TLS handshake failed: check http:// versus https:// and the port",
-    "connect_timeout": "the server did not accept a connection within connect_timeout",
+    "connect_timeout": "no connection to the server was made in time (TCP, then TLS for "
+    "https): is the server overloaded, or is its port another service's?",
     "initialize_timeout": "the server did not answer initialize within request_timeout",
     "stream_broken": "the server closed the connection before answering",
     "credentials_failed": "the auth callable raised",
@@ -116,6 +118,8 @@ def describe(failure: Failure) -> str:
 
     >>> describe(Failure("http_501"))
     'http_501: the server answered HTTP 501 (is the URL an MCP endpoint? they usually end in /mcp)'
+    >>> describe(Failure("tls_failed", "expired: certificate has expired"))
+    "tls_failed (expired: certificate has expired): the server's certificate has expired (or this machine's clock is wrong): renew the certificate"
     >>> describe(Failure("exit", "3", "loading\\nfatal: config file missing"))
     'exit (exit code 3): the server exited; its stderr usually says why; its stderr ends with: fatal: config file missing'
     """
@@ -126,7 +130,12 @@ def describe(failure: Failure) -> str:
         detail = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
     if detail:
         text += f" ({detail})"
-    hint = _HINTS.get(failure.reason)
+    if failure.reason == "tls_failed":
+        hint: str | None = tls_hint(failure.detail)
+    elif failure.reason == "stream_broken" and CLOSED_OVER_TLS in (failure.detail or ""):
+        hint = CLOSED_OVER_TLS_HINT
+    else:
+        hint = _HINTS.get(failure.reason)
     if hint is None and failure.reason.startswith("http_") and failure.reason[5:].isdigit():
         hint = (
             f"the server answered HTTP {failure.reason[5:]} (is the URL an MCP endpoint? "

@@ -77,7 +77,8 @@ class AuthBase:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.opt.tls_cert else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def real_issuer(self) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from .auth_state import AUTH_METHODS
+from .tls import add_tls_arguments, check_tls_arguments
 
 #: ``--bad-access-token``: the character put in the middle of every access token issued.
 BAD_TOKEN_CHARS = {"cr": "\r", "lf": "\n", "nul": "\x00"}
@@ -57,6 +58,9 @@ class AuthOptions:
     bad_access_token: str | None = None
     register_answer: dict[str, Any] = field(default_factory=dict)
     token_error: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CODE",
         help="hostile: the token endpoint refuses every request with this OAuth error code",
     )
+    add_tls_arguments(p)
     return p
 
 
@@ -211,6 +216,9 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
             raise ValueError(f"--register-answer is not JSON: {e}") from None
         if not isinstance(register_answer, dict):
             raise ValueError("--register-answer must be a JSON object")
+    tls_problem = check_tls_arguments(ns.tls_cert, ns.tls_key, ns.tls_client_ca)
+    if tls_problem is not None:
+        raise ValueError(tls_problem)
     return AuthOptions(
         port=ns.port,
         issuer_path=path,
@@ -241,6 +249,9 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         bad_access_token=ns.bad_access_token,
         register_answer=register_answer,
         token_error=ns.token_error,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        tls_client_ca=ns.tls_client_ca,
     )
 
 

@@ -57,6 +57,7 @@ class AuthServerProcess(ProcessHandle):
         self.issuer = ""
         self.startup_timeout = startup_timeout
         self._extra = option_args(options)
+        self.scheme = "https" if options.get("tls_cert") else "http"  # docs/testing.md, "TLS"
         root = str(Path(__file__).resolve().parent.parent.parent)
         existing = os.environ.get("PYTHONPATH")
         path = root if not existing else root + os.pathsep + existing
@@ -144,8 +145,8 @@ class AuthServerProcess(ProcessHandle):
 
     @property
     def base(self) -> str:
-        """``http://127.0.0.1:<port>``, where the admin endpoints live."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:<port>`` (``https`` with ``tls_cert``): the admin endpoints."""
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def endpoint(self, name: str) -> str:
         """``authorize``, ``token``, ``register``, ``revoke``, ``introspect``, ``login``."""
@@ -161,9 +162,17 @@ class AuthServerProcess(ProcessHandle):
     ) -> tuple[int, dict[str, str], bytes]:
         """One HTTP exchange, redirects not followed: (status, headers lower-cased, body)."""
         parts = urlsplit(url)
-        conn = http.client.HTTPConnection(
-            parts.hostname or "127.0.0.1", parts.port, timeout=timeout
-        )
+        conn: http.client.HTTPConnection
+        if parts.scheme == "https":
+            from .tls import client_context
+
+            conn = http.client.HTTPSConnection(
+                parts.hostname or "127.0.0.1", parts.port, timeout=timeout, context=client_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(
+                parts.hostname or "127.0.0.1", parts.port, timeout=timeout
+            )
         try:
             path = parts.path + (f"?{parts.query}" if parts.query else "")
             conn.request(method, path or "/", body=body, headers=dict(headers or {}))

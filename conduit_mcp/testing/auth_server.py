@@ -33,6 +33,7 @@ from .auth_options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_f
 from .auth_state import OAuthFailure, client_from_metadata, redirect_uri_matches
 from .split_body import write_split
 from .stdio import EventLog
+from .tls import server_context
 
 __all__ = ["AuthServer", "main"]
 
@@ -465,7 +466,8 @@ async def serve(options: AuthOptions) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set_result, None)
     runner = web.AppRunner(server.app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", options.port, reuse_address=True)
+    tls = server_context(options.tls_cert, options.tls_key, options.tls_client_ca)
+    site = web.TCPSite(runner, "127.0.0.1", options.port, reuse_address=True, ssl_context=tls)
     await site.start()
     server.port = runner.addresses[0][1]
     server.event("started", argv=sys.argv[1:], issuer=server.issuer, port=server.port)

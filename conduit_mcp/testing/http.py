@@ -48,6 +48,7 @@ from .protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
 from .rules import HTTP_FAULTS, Rule
 from .server import ScriptedMcpServer
 from .stdio import EventLog, bump_start_counter
+from .tls import server_context
 
 __all__ = ["HttpFront", "serve_http"]
 
@@ -180,7 +181,8 @@ class HttpFront(ExchangeMixin):
             return None
         if request.headers.get("Authorization") == f"Bearer {token}":
             return None
-        metadata = f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource"
+        scheme = "https" if self.config.tls_cert else "http"
+        metadata = f"{scheme}://127.0.0.1:{self.port}/.well-known/oauth-protected-resource"
         challenge = f'Bearer resource_metadata="{metadata}", scope="mcp"'
         return web.Response(status=401, headers={"WWW-Authenticate": challenge})
 
@@ -188,7 +190,7 @@ class HttpFront(ExchangeMixin):
         if self.guard is not None:
             return await self.guard.metadata_answer(request)
         body = {
-            "resource": f"http://127.0.0.1:{self.port}/mcp",
+            "resource": f"{'https' if self.config.tls_cert else 'http'}://127.0.0.1:{self.port}/mcp",
             "authorization_servers": [],
             "scopes_supported": ["mcp"],
             "bearer_methods_supported": ["header"],
@@ -359,7 +361,8 @@ async def serve_http(config: Config) -> int:
         await asyncio.sleep(config.startup_delay)
     runner = web.AppRunner(front.app(), handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", config.port, reuse_address=True)
+    tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+    site = web.TCPSite(runner, "127.0.0.1", config.port, reuse_address=True, ssl_context=tls)
     await site.start()
     front.port = runner.addresses[0][1]
     if config.port_file:

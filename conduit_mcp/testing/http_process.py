@@ -54,7 +54,7 @@ def option_args(options: Mapping[str, Any]) -> list[str]:
 class HttpServerProcess(ProcessHandle):
     """One ``python -m conduit_mcp.testing --http`` process (restartable on its port).
 
-    ``url`` is ``http://127.0.0.1:<port>/mcp``; the server's log is its
+    ``url`` is ``http://127.0.0.1:<port>/mcp`` (``https`` with ``tls_cert``); the server's log is its
     :class:`~conduit_mcp.testing.ScriptedServer`'s (each start logs one ``started`` event).
     """
 
@@ -70,6 +70,8 @@ class HttpServerProcess(ProcessHandle):
         self.port = 0
         self.startup_timeout = startup_timeout
         self._extra = option_args(options or {})
+        # tls_cert= and tls_key= (docs/testing.md, "TLS"): the server speaks https.
+        self.scheme = "https" if (options or {}).get("tls_cert") else "http"
         self._env = {**os.environ, **server.env(), **dict(env or {})}
         self._runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
@@ -143,7 +145,7 @@ class HttpServerProcess(ProcessHandle):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"{self.scheme}://127.0.0.1:{self.port}/mcp"
 
     @property
     def pid(self) -> int:
@@ -166,7 +168,15 @@ class HttpServerProcess(ProcessHandle):
 
         import orjson
 
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn: http.client.HTTPConnection
+        if self.scheme == "https":
+            from .tls import client_context
+
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=10, context=client_context()
+            )
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             body = orjson.dumps(changes)
             conn.request("POST", "/admin/oauth", body, {"Content-Type": "application/json"})

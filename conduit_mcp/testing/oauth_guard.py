@@ -13,6 +13,7 @@ time. The manual is docs/testing.md, "The protected MCP server".
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,7 @@ class OAuthGuard:
         assert config.require_oauth is not None
         self.authorization_server = config.require_oauth.rstrip("/")
         self.introspection_url = config.introspection_url
+        self.introspection_cert = config.introspection_cert
         self.prm_resource = config.prm_resource
         self.scope = config.oauth_scope.split()
         self.tool_scopes = {k: v.split() for k, v in config.tool_scopes.items()}
@@ -54,6 +56,7 @@ class OAuthGuard:
         # segments), or None (the document, whole).
         self.metadata_fault: str | None = None
         self._port = port
+        self._origin = "https" if config.tls_cert else "http"  # --tls-cert: https URLs
         self._event = event
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._session: aiohttp.ClientSession | None = None
@@ -63,7 +66,7 @@ class OAuthGuard:
     @property
     def resource(self) -> str:
         """This server's canonical URI (what a token's audience must be)."""
-        return f"http://127.0.0.1:{self._port()}/mcp"
+        return f"{self._origin}://127.0.0.1:{self._port()}/mcp"
 
     def metadata_paths(self) -> list[str]:
         """Where the metadata is served (``--prm-at``): path-aware, root, both or none."""
@@ -76,7 +79,7 @@ class OAuthGuard:
     def metadata_url(self) -> str | None:
         """The challenge's ``resource_metadata``: the first URL served, if any."""
         paths = self.metadata_paths()
-        return f"http://127.0.0.1:{self._port()}{paths[0]}" if paths else None
+        return f"{self._origin}://127.0.0.1:{self._port()}{paths[0]}" if paths else None
 
     def metadata(self) -> dict[str, Any]:
         scopes = self.prm_scopes
@@ -143,7 +146,13 @@ class OAuthGuard:
         if cached is not None and cached[0] > now:
             return cached[1]
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+            tls: ssl.SSLContext | bool = True
+            if self.introspection_cert is not None:  # SSL_CERT_FILE names a private CA
+                tls = ssl.create_default_context()
+                tls.load_cert_chain(*self.introspection_cert)
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=5), connector=aiohttp.TCPConnector(ssl=tls)
+            )
         url = self.introspection_url or f"{self.authorization_server}/introspect"
         try:
             async with self._session.post(url, data={"token": token}) as resp:

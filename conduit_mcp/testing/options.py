@@ -18,6 +18,7 @@ import orjson
 
 from .protocol import DEFAULT_LEGACY_VERSIONS, DEFAULT_MODERN_VERSIONS, is_modern_version
 from .rules import ConfigError, Rule, parse_rules
+from .tls import add_tls_arguments, check_tls_arguments
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "Config", "build_parser", "config_from_args"]
 
@@ -66,8 +67,12 @@ class Config:
     prm_scopes: list[str] | None = None
     prm_at: str = "both"
     introspection_url: str | None = None
+    introspection_cert: tuple[str, str] | None = None
     introspection_cache: float = 0.0
     no_resource_metadata_param: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
     modern_versions: tuple[str, ...] = ()
     legacy_versions: tuple[str, ...] = ()
 
@@ -185,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer every legacy GET with its retry field and end the stream at once (churn)",
     )
     http.add_argument("--require-bearer", metavar="TOKEN", help="401 without this bearer token")
+    add_tls_arguments(http)
     oauth = p.add_argument_group(
         "OAuth-protected /mcp (docs/testing.md, 'The protected MCP server')"
     )
@@ -217,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     oauth.add_argument(
         "--introspection-cache", type=float, default=0.0, help="seconds to cache an answer"
     )
+    oauth.add_argument(
+        "--introspection-cert",
+        metavar="FILE",
+        help="present this client certificate to the authorization server (mutual TLS)",
+    )
+    oauth.add_argument("--introspection-key", metavar="FILE", help="its private key")
     oauth.add_argument(
         "--no-resource-metadata-param",
         action="store_true",
@@ -258,6 +270,9 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
     prm_scopes = None
     if ns.prm_scopes is not None:
         prm_scopes = [s.strip() for s in ns.prm_scopes.split(",") if s.strip()]
+    tls_problem = check_tls_arguments(ns.tls_cert, ns.tls_key, ns.tls_client_ca)
+    if tls_problem is not None or (ns.tls_cert is not None and not ns.http):
+        raise ConfigError(tls_problem or "--tls-cert needs --http")
     if ns.extra_tools < 0 or ns.stderr_noise < 0 or ns.ttl_ms < 0:
         raise ConfigError("--extra-tools, --stderr-noise and --ttl-ms must be >= 0")
     return Config(
@@ -297,6 +312,14 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         prm_scopes=prm_scopes,
         prm_at=ns.prm_at,
         introspection_url=ns.introspection_url,
+        introspection_cert=(
+            (ns.introspection_cert, ns.introspection_key or ns.introspection_cert)
+            if ns.introspection_cert
+            else None
+        ),
         introspection_cache=ns.introspection_cache,
         no_resource_metadata_param=ns.no_resource_metadata_param,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        tls_client_ca=ns.tls_client_ca,
     )

@@ -75,6 +75,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
+from ..protocol.tls import CLOSED_OVER_TLS, is_tls_failure, tls_detail
 from . import loop as io_loop
 from .base import (
     FrameProblem,
@@ -190,6 +191,10 @@ class HttpTransport:
         self._closing = False
         self._down = False
         self._gone = threading.Event()
+        # True once a connection to the server was made (TCP, and TLS for https): a probe
+        # that timed out before it is no era evidence (docs/tls.md). Written on the loop,
+        # read by the connection: one bool, no lock.
+        self.connected = False
 
     def __repr__(self) -> str:
         # Never a header, a token or the session id.
@@ -350,15 +355,29 @@ class HttpTransport:
             return
         # Nothing ever goes to another origin, whatever a redirect says (http_wire).
         guard = (same_origin_only(self.url),)
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
+        # Http(ssl=...) or Http(verify=...): the private CA, the client certificate
+        # (docs/tls.md); True: the system's CAs.
+        tls = self._spec.tls or True
+        traces = [self._connected_trace()]
+        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ssl=tls)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, middlewares=guard
+            connector=connector, timeout=self._timeout, middlewares=guard, trace_configs=traces
         )
-        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
+        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0, ssl=tls)
         self._streams = aiohttp.ClientSession(
-            connector=streams, timeout=self._timeout, middlewares=guard
+            connector=streams, timeout=self._timeout, middlewares=guard, trace_configs=traces
         )
         safe_tell(self.owner, TransportUp(self.gen))
+
+    def _connected_trace(self) -> aiohttp.TraceConfig:
+        """Sets :attr:`connected` once a connection is made (TCP, and TLS for https)."""
+
+        async def made(*_args: Any) -> None:
+            self.connected = True
+
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_end.append(made)
+        return trace
 
     async def _close(self) -> None:
         tasks = [s.task for s in self._sent.values() if s.task is not None]
@@ -530,7 +549,16 @@ class HttpTransport:
                 # stream (which "may have run").
                 self.fail(rid, too_many_redirects(sent.method))
             except BROKEN as exc:
-                if self._sent.get(rid) is sent:
+                if stream is None and self.url.startswith("https:"):
+                    # Closed before any answer, over TLS: a TLS alert (the server refused
+                    # the client's certificate) is tls_failed; a silent close is said so.
+                    if is_tls_failure(exc):
+                        self._sent.pop(rid, None)
+                        self.report_down("tls_failed", tls_detail(exc))
+                    elif self._sent.get(rid) is sent:
+                        detail = f"{type(exc).__name__}: {CLOSED_OVER_TLS}"
+                        await self._broken(rid, sent, stream, detail)
+                elif self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, type(exc).__name__)
             except Exception as exc:
                 # The client's own failure (aiohttp refusing a header value, say): never

@@ -16,6 +16,8 @@ repr, a log, an exception or a span:
 from __future__ import annotations
 
 import hashlib
+import os
+import ssl as _ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +56,17 @@ class Http:
     connections requests use (None: ``max_in_flight`` + 8); the long-lived streams (the
     legacy GET stream, a listen) have a pool of their own, so they never starve requests.
     ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
+
+    TLS (docs/tls.md): ``verify`` trusts the CAs of a PEM file, or of an OpenSSL CA folder
+    (hashed names, as ``openssl rehash`` makes), instead of the system's; ``ssl`` is a whole
+    :class:`ssl.SSLContext` (a private CA, a client certificate for servers that require
+    mutual TLS). One or the other; both serve the MCP server and this client's OAuth calls.
+    The file is read once, here: a missing or unreadable one is a ``config`` error.
+
+    >>> Http("https://127.0.0.1/mcp", verify="/no/such/ca.pem")
+    Traceback (most recent call last):
+      ...
+    conduit_mcp.errors.Error: config (http.verify): Http verify: cannot read the CA certificates at '/no/such/ca.pem' (FileNotFoundError); give a PEM file or a folder of CA certificates
     """
 
     url: str = field(repr=False)
@@ -67,6 +80,12 @@ class Http:
     connect_timeout: float = field(default=10.0, repr=False)
     pool_limit: int | None = field(default=None, repr=False)
     close_timeout: float = field(default=2.0, repr=False)
+    ssl: _ssl.SSLContext | None = field(default=None, repr=False)
+    verify: str | os.PathLike[str] | None = field(default=None, repr=False)
+    # The context ``verify`` built (init=False: made again by every copy's __post_init__).
+    _verify_context: _ssl.SSLContext | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __repr__(self) -> str:
         # The URL's password and query may be credentials (``?api_key=``): origin and path only.
@@ -133,6 +152,7 @@ class Http:
                 "credential_id is a string, given with an auth callable (an OAuth "
                 "client's identity is its principal, issuer and resource)",
             )
+        object.__setattr__(self, "_verify_context", _tls_options(self.ssl, self.verify))
         for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
@@ -143,6 +163,16 @@ class Http:
                 not isinstance(value, int) or isinstance(value, bool) or value < 1
             ):
                 raise Error("config", f"http.{name}", f"{name} must be an int >= 1 or None")
+
+    @property
+    def tls(self) -> _ssl.SSLContext | None:
+        """The TLS context for https connections (the MCP server's and the OAuth calls'):
+        ``ssl``, or the one ``verify`` built; None: the system's trusted CAs.
+
+        >>> Http("https://h/mcp").tls is None
+        True
+        """
+        return self.ssl if self.ssl is not None else self._verify_context
 
     @property
     def oauth(self) -> OAuth | None:
@@ -209,6 +239,44 @@ class Http:
         if self.bearer is not None:
             headers["Authorization"] = f"Bearer {self.bearer}"
         return headers
+
+
+def _tls_options(context: Any, verify: str | os.PathLike[str] | None) -> _ssl.SSLContext | None:
+    """Check ``ssl`` and ``verify``; the context ``verify`` names (None without it)."""
+    if context is not None and not isinstance(context, _ssl.SSLContext):
+        raise Error(
+            "config",
+            "http.ssl",
+            "Http ssl must be an ssl.SSLContext (ssl.create_default_context(cafile=...))",
+        )
+    if verify is None:
+        return None
+    if isinstance(verify, bool) or not isinstance(verify, (str, os.PathLike)):
+        raise Error(
+            "config",
+            "http.verify",
+            "Http verify is the path of a CA file (PEM) or folder; to turn verification "
+            "off there is no option",
+        )
+    if context is not None:
+        raise Error(
+            "config",
+            "http.verify",
+            "give Http either ssl or verify, not both: load the CAs into the context "
+            "(context.load_verify_locations(...))",
+        )
+    path = os.fspath(verify)
+    try:
+        if os.path.isdir(path):
+            return _ssl.create_default_context(capath=path)
+        return _ssl.create_default_context(cafile=path)
+    except (OSError, _ssl.SSLError) as exc:
+        raise Error(
+            "config",
+            "http.verify",
+            f"Http verify: cannot read the CA certificates at {path!r} ({type(exc).__name__}); "
+            "give a PEM file or a folder of CA certificates",
+        ) from None
 
 
 # The identity of an auth callable that declared none: private results are never stored.

@@ -20,6 +20,7 @@ from yarl import URL
 from ..errors import Error, Kind
 from ..protocol.http_status import parse_challenges, parse_retry_after
 from ..protocol.sse import SseParser
+from ..protocol.tls import tls_detail
 
 PV_META = "io.modelcontextprotocol/protocolVersion"
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -239,11 +240,12 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
 def connect_failure(exc: aiohttp.ClientConnectorError) -> tuple[str, str]:
     """``(reason, detail)`` of a connection that could not be made, for the status and the
     errors: the exception's class and its OS error text, never the URL. A TLS failure is
-    ``tls_failed`` (retrying cannot help: http:// against an https:// port, or a bad
-    certificate); anything else ``unreachable``."""
+    ``tls_failed`` with the check that failed (retrying cannot help: http:// against an
+    https:// port, a wrong name, an expired or untrusted certificate; docs/tls.md); anything
+    else ``unreachable``."""
     name = type(exc).__name__
     if isinstance(exc, (aiohttp.ClientConnectorSSLError, aiohttp.ClientConnectorCertificateError)):
-        return "tls_failed", name
+        return "tls_failed", tls_detail(exc)
     os_error = getattr(exc, "os_error", None)
     text = getattr(os_error, "strerror", None)
     return "unreachable", f"{name}: {text}" if text else name
