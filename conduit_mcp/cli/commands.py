@@ -26,6 +26,7 @@ from .parser import (
     UsageError,
 )
 from .target import Transport
+from .wording import connection_message
 
 #: Lines of the server's stderr shown when it fails to start or goes away.
 STDERR_TAIL = 20
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO
         try:
             status = _await_ready(client, args)
         except Error as exc:
-            report(err, exc, _hint(exc, args, connecting=True))
+            message = connection_message(exc, timeout=args.timeout, state=client.status().state)
+            report(err, exc, _hint(exc, args, connecting=True), message)
             _stderr_tail(client, err)
             return EXIT_CONNECTION
         try:
@@ -92,9 +94,14 @@ def _await_ready(client: Client, args: argparse.Namespace) -> Any:
     return client.await_ready(timeout=AUTHORIZE_WAIT if status.state != "closed" else 1.0)
 
 
-def report(err: TextIO, exc: Error, hint: str | None) -> None:
-    """``error: kind (reason): message``, then what to do about it."""
-    err.write(f"error: {exc}\n")
+def report(err: TextIO, exc: Error, hint: str | None, message: str | None = None) -> None:
+    """``error: kind (reason): message``, then what to do about it (``message`` replaces
+    the error's own, in the command line's words)."""
+    if message is None:
+        err.write(f"error: {exc}\n")
+    else:
+        code = f" [{exc.code}]" if exc.code is not None else ""
+        err.write(f"error: {exc.kind} ({exc.reason}){code}: {message}\n")
     if hint:
         err.write(f"hint: {hint}\n")
     err.flush()

@@ -15,6 +15,7 @@ file missing"); it is cut to a few lines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,8 +108,11 @@ _CLOSED = {
 }
 
 
-def describe(failure: Failure) -> str:
+def describe(failure: Failure, hints: Mapping[str, str] | None = None) -> str:
     """One sentence: the failure, its detail, its hint, and the server's last stderr line.
+
+    ``hints`` replaces the hint of the reasons it names: the command line says ``--env`` where
+    the library says ``env=...``.
 
     >>> describe(Failure("http_501"))
     'http_501: the server answered HTTP 501 (is the URL an MCP endpoint? they usually end in /mcp)'
@@ -122,7 +126,7 @@ def describe(failure: Failure) -> str:
         detail = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
     if detail:
         text += f" ({detail})"
-    hint = _HINTS.get(failure.reason)
+    hint = (hints or {}).get(failure.reason) or _HINTS.get(failure.reason)
     if hint is None and failure.reason.startswith("http_") and failure.reason[5:].isdigit():
         hint = (
             f"the server answered HTTP {failure.reason[5:]} (is the URL an MCP endpoint? "
@@ -142,13 +146,15 @@ def closed_message(reason: str, *, attempts: int, limit: int | None, last: Failu
     >>> closed_message("max_reconnects", attempts=4, limit=3,
     ...                last=Failure("unreachable", "Connection refused"))
     "the client gave up after 4 failed attempts to connect (max_reconnects=3); the last one: unreachable (Connection refused): check the URL's host and port, and that the server is listening"
+    >>> closed_message("max_reconnects", attempts=1, limit=0, last=None)
+    'the client gave up after 1 failed attempt to connect (max_reconnects=0)'
     >>> closed_message("legacy_server", attempts=0, limit=10, last=None)
     "the client is closed: the server does not speak the modern protocol, and protocol='modern' forbids falling back to initialize (use protocol='auto')"
     """
     if reason == "max_reconnects":
         text = (
-            f"the client gave up after {attempts} failed attempts to connect "
-            f"(max_reconnects={limit})"
+            f"the client gave up after {attempts} failed attempt{'' if attempts == 1 else 's'} "
+            f"to connect (max_reconnects={limit})"
         )
         if last is not None:
             text += f"; the last one: {describe(last)}"
