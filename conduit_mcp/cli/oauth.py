@@ -125,14 +125,8 @@ def oauth_of(args: argparse.Namespace, err: TextIO) -> OAuth:
             client_secret=secret,
             scopes=scopes,
         )
-    except Error as exc:
-        hint = None
-        if exc.reason == "oauth.extra":
-            hint = (
-                "from a clone: pip install -e '.[oauth]'; from the package index: "
-                "pip install 'conduit-mcp[oauth]'"
-            )
-        raise UsageError(exc.message, hint) from None
+    except Error as exc:  # the extra is missing (its message says how to install it)
+        raise UsageError(exc.message) from None
 
 
 class BrowserOpener:

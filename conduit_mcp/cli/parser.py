@@ -245,8 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     logout.add_argument("--url", required=True, help="the server's MCP endpoint, as given to --url")
     commands.add_parser(
         "demo",
-        help="drive the embedded test server (stdio, then HTTP): what `make demo` runs",
-        description="drive the embedded test server (stdio, then HTTP): what `make demo` runs",
+        help="drive the embedded test server (stdio, HTTP, then HTTP behind OAuth): what "
+        "`make demo` runs",
+        description="drive the embedded test server (stdio, HTTP, then HTTP behind OAuth): "
+        "what `make demo` runs",
     )
     return parser
 

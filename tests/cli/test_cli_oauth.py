@@ -286,3 +286,21 @@ def test_logout_without_a_store_says_so_and_needs_a_url(shell):
     assert "s3cret" not in done.stdout and "pw" not in done.stdout
     missing = shell.run("logout")
     assert missing.returncode == 2 and "--url" in missing.stderr
+
+
+def test_oauth_without_the_extra_is_a_usage_error_saying_how_to_install_it(monkeypatch, tmp_path):
+    import importlib.util
+    import io
+
+    from conduit_mcp.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "authlib" else real(name, *a)
+    )
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["tools", "--url", "http://127.0.0.1:9/mcp", "--oauth"], stdout=out, stderr=err)
+    assert code == 2
+    assert err.getvalue().startswith("error: usage: OAuth needs the oauth extra")
+    assert "pip install -e '.[oauth]'" in err.getvalue()
