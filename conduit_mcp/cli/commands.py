@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO
         raise
     try:
         try:
-            status = _await_ready(client, args)
+            status = _await_ready(client, args, err)
         except Error as exc:
             message = connection_message(exc, timeout=args.timeout, state=client.status().state)
             report(err, exc, _hint(exc, args, connecting=True), message)
@@ -66,13 +66,13 @@ def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO
         client.stop()
 
 
-def _await_ready(client: Client, args: argparse.Namespace) -> Any:
+def _await_ready(client: Client, args: argparse.Namespace, err: TextIO) -> Any:
     """Ready within ``--timeout``; with ``--oauth``, a person authorizing in the browser gets
     the loopback listener's whole window (the client never waits for a person by itself:
     this command does, because a person is at the shell)."""
     if not getattr(args, "oauth", False):
         return client.await_ready(timeout=args.timeout)
-    from .oauth import AUTHORIZE_WAIT
+    from .oauth import AUTHORIZE_WAIT, PasteReader, pastes
 
     try:
         status = client.wait_for_state(
@@ -91,6 +91,8 @@ def _await_ready(client: Client, args: argparse.Namespace) -> Any:
         ) from None
     if status.state == "ready":
         return status
+    if status.state != "closed" and pastes(args):
+        PasteReader(lambda url: client.authorize(url, timeout=args.timeout), err).start()
     return client.await_ready(timeout=AUTHORIZE_WAIT if status.state != "closed" else 1.0)
 
 

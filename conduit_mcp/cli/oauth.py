@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import threading
 import webbrowser
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -33,12 +35,15 @@ if TYPE_CHECKING:
 #: How long a command waits for a person to authorize in the browser (seconds): the loopback
 #: listener's own window (docs/connection.md, "Authorizing"), after which the client closes.
 AUTHORIZE_WAIT = 300.0
+#: How many pasted lines are tried, and how long one may be (characters).
+MAX_PASTES = 5
+MAX_PASTE = 16 * 1024
 
 APP_DIR = "conduit-mcp"
 STORE_FILE = "tokens.json"
 
 
-def data_dir(environ: os._Environ[str] | dict[str, str] | None = None) -> Path:
+def data_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The user's data directory for conduit-mcp (the XDG base directory rule, by hand).
 
     >>> str(data_dir({"XDG_DATA_HOME": "/x/data", "HOME": "/home/ada"}))
@@ -119,7 +124,7 @@ def oauth_of(args: argparse.Namespace, err: TextIO) -> OAuth:
     try:
         return OAuth(
             loopback=True,
-            on_authorize=BrowserOpener(err, browser=not args.no_browser),
+            on_authorize=BrowserOpener(err, browser=not args.no_browser, paste=pastes(args)),
             store=_store(create=True),
             client_id=args.client_id,
             client_secret=secret,
@@ -129,33 +134,107 @@ def oauth_of(args: argparse.Namespace, err: TextIO) -> OAuth:
         raise UsageError(exc.message) from None
 
 
+def can_open_browser(
+    environ: Mapping[str, str] | None = None, platform: str = sys.platform
+) -> bool:
+    """Whether a browser can show a page to the person at this shell.
+
+    With ``BROWSER`` set, or on macOS and Windows, yes. Elsewhere a shell without ``DISPLAY``
+    or ``WAYLAND_DISPLAY`` is headless (ssh, a container), where :mod:`webbrowser` would fall
+    back to a console browser (lynx, w3m) that takes the terminal over: nothing is opened.
+
+    >>> can_open_browser({}, "linux"), can_open_browser({"DISPLAY": ":0"}, "linux")
+    (False, True)
+    >>> can_open_browser({"BROWSER": "firefox"}, "linux"), can_open_browser({}, "darwin")
+    (True, True)
+    """
+    env = os.environ if environ is None else environ
+    if env.get("BROWSER") or platform in ("darwin", "win32"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def pastes(args: argparse.Namespace) -> bool:
+    """Whether the person may paste the redirect's URL at this shell: its stdin is a
+    terminal, and is not the tool's arguments (``call TOOL -``)."""
+    if getattr(args, "arguments", None) == "-":
+        return False
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # a closed stdin
+        return False
+
+
 class BrowserOpener:
     """``on_authorize`` for a shell: the URL on stderr, then :func:`webbrowser.open`.
 
     It runs on the client's worker thread (bounded there). The URL is printed even when a
-    browser opens: on a headless or remote shell the person opens it on another machine.
+    browser opens: on a headless or remote shell the person opens it on another machine,
+    and where the page it ends on (this machine's 127.0.0.1) does not load, pastes that
+    page's URL at the prompt (``paste``; :class:`PasteReader`).
     """
 
-    def __init__(self, err: TextIO, *, browser: bool) -> None:
+    def __init__(self, err: TextIO, *, browser: bool, paste: bool = False) -> None:
         self.err = err
         self.browser = browser
+        self.paste = paste
         self._lock = threading.Lock()
 
     def __call__(self, url: str) -> None:
         minutes = f"{AUTHORIZE_WAIT / 60:g}"
-        with self._lock:
-            self.err.write(
-                "conduit-mcp: the server needs your authorization; open this URL in a browser "
-                f"(waiting up to {minutes} minutes):\n  {url}\n"
+        self._say(
+            "the server needs your authorization; open this URL in a browser "
+            f"(waiting up to {minutes} minutes):\n  {url}"
+        )
+        if self.paste:
+            self._say(
+                "if the page it ends on does not load (a browser on another machine cannot "
+                "reach this one's 127.0.0.1), paste that page's whole URL here and press Enter"
             )
+        if not self.browser:
+            return
+        if not can_open_browser():
+            self._say("no browser here (no DISPLAY and no BROWSER): open the URL elsewhere")
+        elif not _open(url):
+            self._say("no browser could be opened: open the URL elsewhere")
+
+    def _say(self, text: str) -> None:
+        with self._lock:
+            self.err.write(f"conduit-mcp: {text}\n")
             self.err.flush()
-        if self.browser and not _open(url):
-            with self._lock:
-                self.err.write(
-                    "conduit-mcp: no browser could be opened here; open the URL on a machine "
-                    "whose browser can reach this one's 127.0.0.1\n"
-                )
-                self.err.flush()
+
+
+class PasteReader:
+    """Reads the redirect's URL the person pastes at the terminal and hands it to
+    ``Client.authorize`` (a daemon thread: the command ends without it, whoever completes
+    the authorization first). A refused paste (a typo, another authorization's URL) says so
+    and lets the person try again, at most :data:`MAX_PASTES` times."""
+
+    def __init__(self, authorize: Callable[[str], None], err: TextIO) -> None:
+        self._authorize = authorize
+        self._err = err
+        self._thread = threading.Thread(target=self._run, name="conduit-mcp-paste", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        for _ in range(MAX_PASTES):
+            try:
+                line = sys.stdin.readline(MAX_PASTE)
+            except (OSError, ValueError):
+                return
+            if not line:
+                return  # end of input
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                self._authorize(text)
+                return
+            except Error as exc:  # its message never quotes the URL
+                self._err.write(f"conduit-mcp: that URL was refused: {exc}; paste it again\n")
+                self._err.flush()
 
 
 def _open(url: str) -> bool:

@@ -64,6 +64,7 @@ class Shell:
     def run(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "conduit_mcp", *args],
+            stdin=subprocess.DEVNULL,  # not a terminal: nothing to paste at
             capture_output=True,
             text=True,
             timeout=90,
@@ -143,6 +144,7 @@ def test_a_headless_shell_prints_the_url_and_the_person_opens_it_elsewhere(
                 "--oauth",
                 "--no-browser",
             ],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -304,3 +306,53 @@ def test_oauth_without_the_extra_is_a_usage_error_saying_how_to_install_it(monke
     assert code == 2
     assert err.getvalue().startswith("error: usage: OAuth needs the oauth extra")
     assert "pip install -e '.[oauth]'" in err.getvalue()
+
+
+def test_on_a_remote_terminal_the_person_pastes_the_url_the_browser_ended_on(
+    shell, auth, make_server
+):
+    # stdin is a terminal (a pty); the person's browser is on another machine, so the
+    # redirect to this machine's 127.0.0.1 never arrives: they paste its URL instead.
+    env = {k: v for k, v in shell.env.items() if k not in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")}
+    master, slave = os.openpty()
+    with make_server().http_server(require_oauth=auth.issuer) as srv:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "conduit_mcp", "call", "add"),
+                '{"a": 2, "b": 3}',
+                *("--url", srv.url, "--oauth"),
+            ],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        os.close(slave)
+        try:
+            assert proc.stderr is not None
+            said: list[str] = []
+            for _ in range(20):  # bounded: three lines of instructions
+                line = proc.stderr.readline()
+                said.append(line)
+                if not line or "no browser here" in line:
+                    break
+            text = "".join(said)
+            assert "paste that page's whole URL here" in text, text
+            assert "no browser here (no DISPLAY and no BROWSER)" in text, text
+            url = next(w.strip() for w in said if w.startswith("  http://"))
+            # A wrong paste first (another authorization's state): refused, try again.
+            os.write(master, b"http://127.0.0.1:9/callback?code=x&state=not-it\n")
+            refused = proc.stderr.readline()
+            assert refused.startswith("conduit-mcp: that URL was refused: auth ("), refused
+            assert "(state_mismatch)" in refused or "(issuer_mismatch)" in refused
+            assert "not-it" not in refused
+            os.write(master, auth.approve(url).encode() + b"\n")  # not followed: pasted
+            out, err = proc.communicate(timeout=30)
+        finally:
+            os.close(master)
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+        assert (proc.returncode, out) == (0, "5\n"), err
+        assert shell.tokens() == [["default", auth.issuer, srv.url]]
