@@ -77,7 +77,15 @@ def _store(create: bool) -> FileTokenStore:
                 f"({exc.strerror or type(exc).__name__})",
                 "set XDG_DATA_HOME to a writable directory",
             ) from None
-    return FileTokenStore(path)
+    store = FileTokenStore(path)
+    if path.exists():
+        try:
+            store.keys()  # a file that is no store is said now, not warned about later
+        except Error as exc:
+            raise UsageError(
+                exc.message, f"move {str(path)!r} away (it is never overwritten)"
+            ) from None
+    return store
 
 
 def check_options(args: argparse.Namespace) -> None:

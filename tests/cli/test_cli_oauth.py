@@ -356,3 +356,29 @@ def test_on_a_remote_terminal_the_person_pastes_the_url_the_browser_ended_on(
                 proc.communicate(timeout=10)
         assert (proc.returncode, out) == (0, "5\n"), err
         assert shell.tokens() == [["default", auth.issuer, srv.url]]
+
+
+def test_an_unusable_data_directory_or_store_is_a_usage_error(shell, tmp_path):
+    url = "http://127.0.0.1:9/mcp"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = shell.run("tools", "--url", url, "--oauth", XDG_DATA_HOME=str(blocked))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: usage: cannot create the token store's directory")
+    shell.store.parent.mkdir(parents=True)
+    shell.store.write_text("not json")
+    for args in (("tools", "--url", url, "--oauth"), ("logout", "--url", url)):
+        done = shell.run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "is not a JSON object" in done.stderr and "move" in done.stderr
+        assert shell.store.read_text() == "not json"  # never overwritten
+
+
+def test_oauth_for_an_http_entry_of_a_config_file(shell, auth, make_server, tmp_path):
+    with make_server().http_server(require_oauth=auth.issuer) as srv:
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": {"remote": {"url": srv.url}}}))
+        done = shell.run("ping", "--config", str(config), "--oauth")
+        assert done.returncode == 0, done.stderr
+        assert len(shell.browser_calls()) == 1
+        assert shell.tokens() == [["default", auth.issuer, srv.url]]
