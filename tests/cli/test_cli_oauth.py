@@ -110,6 +110,7 @@ def test_oauth_authorizes_once_the_next_command_refreshes_and_logout_forgets(
         second = shell.run("call", "add", '{"a": 2, "b": 40}', "--url", srv.url, "--oauth")
         assert (second.returncode, second.stdout) == (0, "42\n"), second.stderr
         assert len(shell.browser_calls()) == 1  # the browser was not opened again
+        assert len(auth.events("registered")) == 1  # the kept registration served
         assert "open this URL" not in second.stderr
         assert [e["grant"] for e in auth.events("token")] == [
             "authorization_code",
@@ -198,7 +199,7 @@ def test_a_pre_registered_client_with_its_secret_from_the_environment_and_scopes
         assert set(authorized["scope"]) >= {"mcp", "write"}
         (issued,) = auth.events("token")
         assert issued["client_id"] == "cli-app"
-        assert auth.events("register") == []  # pre-registered: no dynamic registration
+        assert auth.requests("/register") == []  # pre-registered: no dynamic registration
         assert secret not in shell.store.read_text()  # a pre-registered secret is never written
         assert secret not in done.stderr + done.stdout
 
