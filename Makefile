@@ -19,9 +19,10 @@ BIN := $(VENV)/bin
 # on 2 cores); TEST_WORKERS=3 takes about 6.5 but loads the machine enough to expose timing
 # margins, so CI keeps one process.
 TEST_WORKERS ?= 0
-# Two stamps: the demo needs only the runtime dependencies; lint and tests need the
-# developer tools too (the `dev` dependency group of pyproject.toml).
-RUNTIME_STAMP := $(VENV)/.stamp-runtime
+# Two stamps: the demo needs only the runtime dependencies and the oauth extra (its last part
+# runs one OAuth flow); lint and tests need the developer tools too (the `dev` dependency
+# group of pyproject.toml).
+RUNTIME_STAMP := $(VENV)/.stamp-runtime-oauth
 DEV_STAMP := $(VENV)/.stamp-dev
 # `pip install --group` (PEP 735 dependency groups) needs pip 25.1 or newer.
 PIP_STAMP := $(VENV)/.stamp-pip-25.1
@@ -59,11 +60,11 @@ $(PIP_STAMP): | $(BIN)/python
 
 # Re-install only when the project metadata changes.
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e .
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[oauth]'
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e . --group dev
+	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[oauth]' --group dev
 	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) $(NODE_STAMP)

@@ -297,7 +297,7 @@ def _is_async(fn: Any) -> bool:
 
 
 def _answer(
-    method: str, name: str, call: Callable[[], Any], cancelled: threading.Event
+    method: str, name: str, call: Callable[[], Any], cancelled: threading.Event, params: Any
 ) -> tuple[Any, Refusal | None]:
     """Run a plain handler method and convert its answer (on a worker thread); not at all if
     its request was cancelled before a thread took it."""
@@ -318,10 +318,10 @@ def _answer(
             f"declare it async def",
             "bad_result",
         )
-    return _encode(method, value)
+    return _encode(method, value, params)
 
 
-async def _answer_async(method: str, name: str, call: Callable[[], Any]) -> Any:
+async def _answer_async(method: str, name: str, call: Callable[[], Any], params: Any) -> Any:
     """Run a handler coroutine and convert its answer (on the handler's loop)."""
     try:
         value = await call()
@@ -331,12 +331,12 @@ async def _answer_async(method: str, name: str, call: Callable[[], Any]) -> Any:
         return None, None  # the request was cancelled or timed out: nobody reads this
     except BaseException as exc:
         return None, _raised(method, name, exc)
-    return _encode(method, value)
+    return _encode(method, value, params)
 
 
-def _encode(method: str, value: Any) -> tuple[Any, Refusal | None]:
+def _encode(method: str, value: Any, params: Any) -> tuple[Any, Refusal | None]:
     try:
-        return serving.encode_result(method, value), None
+        return serving.encode_result(method, value, params), None
     except Refusal as refusal:
         return None, refusal
 
@@ -499,18 +499,20 @@ class HandlerActor(SafeActor):
         fn = getattr(self._handler, name)
         call = (lambda: fn(*args, ctx)) if args else (lambda: fn(ctx))
         ref = self.actor_ref
-        key, method = m.key, m.method
+        key, method, params = m.key, m.method, m.params
 
         if _is_async(fn):
 
             def report(result: Any, refusal: Refusal | None) -> None:
                 safe_tell(ref, _Done(key, token, result, refusal))
 
-            job.task = _Task(self._ensure_loop(), lambda: _answer_async(method, name, call), report)
+            job.task = _Task(
+                self._ensure_loop(), lambda: _answer_async(method, name, call, params), report
+            )
         else:
 
             def work() -> None:
-                result, refusal = _answer(method, name, call, ctx.cancelled)
+                result, refusal = _answer(method, name, call, ctx.cancelled, params)
                 safe_tell(ref, _Done(key, token, result, refusal))
 
             self._ensure_workers().submit(work)

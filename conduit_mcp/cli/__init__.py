@@ -4,7 +4,7 @@
 so tests and other programs can call it; ``python -m conduit_mcp`` and the ``conduit-mcp``
 script exit with it. Modules: ``parser`` (the grammar and exit codes), ``target`` (which
 server: ``--``, ``--url``, ``--config``), ``commands`` (connect, run, report), ``output``
-(tables, text, the progress bar), ``demo``.
+(tables, text, the progress bar), ``oauth`` (``--oauth`` and ``logout``), ``demo``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ def main(
             from .demo import demo
 
             return demo()
+        if args.command == "logout":
+            if invocation.server_command is not None:
+                raise UsageError("logout takes --url URL, no command after --")
+            from .oauth import logout
+
+            return logout(args.url, out)
         if args.verbose:
             import logging
 
@@ -53,7 +59,7 @@ def main(
         from .commands import run
         from .target import transport_of
 
-        transport = transport_of(args, invocation.server_command)
+        transport = transport_of(args, invocation.server_command, err)
         return run(args, transport, out, err)
     except UsageError as exc:
         err.write(f"error: usage: {exc.message}\n")

@@ -26,6 +26,7 @@ from .parser import (
     UsageError,
 )
 from .target import Transport
+from .wording import connection_message
 
 #: Lines of the server's stderr shown when it fails to start or goes away.
 STDERR_TAIL = 20
@@ -48,9 +49,10 @@ def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO
         raise
     try:
         try:
-            status = client.await_ready(timeout=args.timeout)
+            status = _await_ready(client, args, err)
         except Error as exc:
-            report(err, exc, _hint(exc, args, connecting=True))
+            message = connection_message(exc, timeout=args.timeout, state=client.status().state)
+            report(err, exc, _hint(exc, args, connecting=True), message)
             _stderr_tail(client, err)
             return EXIT_CONNECTION
         try:
@@ -64,9 +66,44 @@ def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO
         client.stop()
 
 
-def report(err: TextIO, exc: Error, hint: str | None) -> None:
-    """``error: kind (reason): message``, then what to do about it."""
-    err.write(f"error: {exc}\n")
+def _await_ready(client: Client, args: argparse.Namespace, err: TextIO) -> Any:
+    """Ready within ``--timeout``; with ``--oauth``, a person authorizing in the browser gets
+    the loopback listener's whole window (the client never waits for a person by itself:
+    this command does, because a person is at the shell)."""
+    if not getattr(args, "oauth", False):
+        return client.await_ready(timeout=args.timeout)
+    from .oauth import AUTHORIZE_WAIT, PasteReader, pastes
+
+    try:
+        status = client.wait_for_state(
+            lambda s: s.state in ("ready", "closed") or s.reason == "authorization_required",
+            timeout=args.timeout,
+        )
+    except Error as exc:
+        if exc.kind != "timeout":
+            raise
+        state = client.status()
+        raise Error(
+            "timeout",
+            "deadline",
+            f"the client was not ready within {args.timeout:g} s; it is {state.state}"
+            + (f" ({state.reason})" if state.reason else ""),
+        ) from None
+    if status.state == "ready":
+        return status
+    if status.state != "closed" and pastes(args):
+        PasteReader(lambda url: client.authorize(url, timeout=args.timeout), err).start()
+    return client.await_ready(timeout=AUTHORIZE_WAIT if status.state != "closed" else 1.0)
+
+
+def report(err: TextIO, exc: Error, hint: str | None, message: str | None = None) -> None:
+    """``error: kind (reason): message``, then what to do about it (``message`` replaces
+    the error's own, in the command line's words)."""
+    if message is None:
+        err.write(f"error: {exc}\n")
+    else:
+        code = f" [{exc.code}]" if exc.code is not None else ""
+        err.write(f"error: {exc.kind} ({exc.reason}){code}: {message}\n")
     if hint:
         err.write(f"hint: {hint}\n")
     err.flush()
@@ -90,7 +127,7 @@ def _hint(exc: Error, args: argparse.Namespace, *, connecting: bool) -> str | No
             )
         return f"the server did not answer within {timeout}: raise it for a slow tool"
     if exc.kind == "auth":
-        return "the server refused the credentials: pass --bearer TOKEN or --header 'NAME: VALUE'"
+        return _auth_hint(exc, args)
     if exc.kind in ("closed", "transport") and connecting:
         if exc.reason in ("no_mutual_version", "legacy_server", "modern_server"):
             return "the server speaks another protocol version: try --protocol auto"
@@ -110,6 +147,38 @@ def _hint(exc: Error, args: argparse.Namespace, *, connecting: bool) -> str | No
     if exc.kind in ("config", "argument"):
         return f"see: conduit-mcp {args.command} --help"
     return None
+
+
+def _auth_hint(exc: Error, args: argparse.Namespace) -> str:
+    if getattr(args, "oauth", False):
+        if exc.reason == "authorization_required":
+            return (
+                "nobody completed the authorization in the browser in time: run the command "
+                "again, or see the URL printed above"
+            )
+        return (
+            "the OAuth authorization failed (the reason above); `conduit-mcp logout --url URL` "
+            "forgets the kept tokens, then try again"
+        )
+    if _advertises_oauth(exc):
+        return (
+            "the server uses OAuth (its 401 names its protected resource metadata): add --oauth "
+            "to authorize in a browser, or pass a token it accepts with --bearer TOKEN"
+        )
+    return "the server refused the credentials: pass --bearer TOKEN or --header 'NAME: VALUE'"
+
+
+def _advertises_oauth(exc: Error) -> bool:
+    """A 401's ``WWW-Authenticate: Bearer resource_metadata=...``: the MCP spec's sign that
+    the server is an OAuth protected resource (Authorization, "Authorization Server
+    Location")."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    for challenge in data.get("challenges") or ():
+        scheme = getattr(challenge, "scheme", None)
+        params = getattr(challenge, "params", None)
+        if scheme == "bearer" and isinstance(params, dict) and "resource_metadata" in params:
+            return True
+    return False
 
 
 def _stderr_tail(client: Client, err: TextIO) -> None:

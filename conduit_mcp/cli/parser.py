@@ -40,8 +40,10 @@ HTTP server is --url, a server of a desktop host's configuration file is --confi
 EXAMPLES = """\
 examples:
   conduit-mcp tools -- python -m my_server
-  conduit-mcp call add '{"a": 1, "b": 2}' -- npx -y @modelcontextprotocol/server-everything
+  conduit-mcp call echo '{"message": "hi"}' -- npx -y @modelcontextprotocol/server-everything
   conduit-mcp tools --url http://127.0.0.1:8000/mcp --bearer "$TOKEN"
+  conduit-mcp tools --url https://mcp.example.com/mcp --oauth    # authorize in a browser
+  conduit-mcp logout --url https://mcp.example.com/mcp           # forget the OAuth tokens
   conduit-mcp tools --config ~/.config/Claude/claude_desktop_config.json --server files
   conduit-mcp read file:///etc/hosts --json -- python -m my_server
 """
@@ -122,6 +124,38 @@ def _connection_options() -> _Parser:
         action="store_true",
         help="give a stdio server this shell's whole environment, not the minimal one "
         "(HOME, LOGNAME, PATH, SHELL, TERM, USER) plus --env",
+    )
+    oauth = common.add_argument_group(
+        "OAuth (HTTP only; needs the oauth extra: pip install -e '.[oauth]' from a clone)"
+    )
+    oauth.add_argument(
+        "--oauth",
+        action="store_true",
+        help="authorize with OAuth 2.1 in a browser (a redirect listener on 127.0.0.1); the "
+        "URL is printed too, for a headless shell. Tokens are kept in "
+        "$XDG_DATA_HOME/conduit-mcp/tokens.json (default ~/.local/share/...; 0600), so the "
+        "next command refreshes instead of asking again",
+    )
+    oauth.add_argument(
+        "--client-id", metavar="ID", help="a client ID registered at the authorization server"
+    )
+    oauth.add_argument(
+        "--client-secret-env",
+        metavar="NAME",
+        help="the environment variable holding --client-id's secret (never the secret itself)",
+    )
+    oauth.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="a scope to ask for (repeatable, or several in one, space- or comma-separated); "
+        "default: what the server asks for",
+    )
+    oauth.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="only print the authorization URL; do not open a browser",
     )
     how = common.add_argument_group("connection")
     how.add_argument("--protocol", default="auto", help=f"{PROTOCOLS} (default: auto)")
@@ -208,10 +242,19 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("uri", metavar="URI", help="the resource's URI")
     command("ping", "check that the server answers (and how fast)")
     command("status", "connect and show the negotiated era, version and server information")
+    logout = commands.add_parser(
+        "logout",
+        help="forget the OAuth tokens --oauth kept for a server (nothing is sent to it)",
+        description="forget the OAuth tokens --oauth kept for a server (nothing is sent to it)",
+        usage="conduit-mcp logout --url URL",
+    )
+    logout.add_argument("--url", required=True, help="the server's MCP endpoint, as given to --url")
     commands.add_parser(
         "demo",
-        help="drive the embedded test server (stdio, then HTTP): what `make demo` runs",
-        description="drive the embedded test server (stdio, then HTTP): what `make demo` runs",
+        help="drive the embedded test server (stdio, HTTP, then HTTP behind OAuth): what "
+        "`make demo` runs",
+        description="drive the embedded test server (stdio, HTTP, then HTTP behind OAuth): "
+        "what `make demo` runs",
     )
     return parser
 
@@ -230,7 +273,8 @@ def parse(argv: Sequence[str]) -> Invocation:
     parsed = build_parser().parse_args(args)
     if parsed.command is None:
         raise UsageError(
-            "give a command: tools, call, prompts, prompt, resources, read, ping, status or demo",
+            "give a command: tools, call, prompts, prompt, resources, read, ping, status, "
+            "logout or demo",
             "see: conduit-mcp --help",
         )
     return Invocation(parsed, server)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from ..errors import Error
 from ..transports.http_spec import Http
@@ -29,8 +30,13 @@ Transport = Stdio | Http
 HOW = "give the server as: -- COMMAND [ARGS...], --url URL, or --config FILE [--server NAME]"
 
 
-def transport_of(args: argparse.Namespace, server_command: Sequence[str] | None) -> Transport:
-    """The transport spec the options describe; :class:`UsageError` when they do not add up."""
+def transport_of(
+    args: argparse.Namespace, server_command: Sequence[str] | None, err: TextIO | None = None
+) -> Transport:
+    """The transport spec the options describe; :class:`UsageError` when they do not add up.
+
+    ``err`` is where ``--oauth`` prints the authorization URL (default: stderr).
+    """
     given = [
         name
         for name, present in (
@@ -48,6 +54,18 @@ def transport_of(args: argparse.Namespace, server_command: Sequence[str] | None)
         raise UsageError(f"give one server, not {' and '.join(given)}", HOW)
     env = _pairs(args.env, "=", "--env", "NAME=VALUE")
     headers = _pairs(args.header, ":", "--header", "'NAME: VALUE'")
+    from .oauth import check_options
+
+    check_options(args)
+    if args.oauth and (
+        args.bearer is not None or any(k.lower() == "authorization" for k in headers)
+    ):
+        raise UsageError(
+            "--oauth gets the tokens itself; it does not take --bearer or an Authorization "
+            "--header",
+            "drop one of them",
+        )
+    stream = err if err is not None else sys.stderr
     if server_command is not None:
         if not server_command or not server_command[0]:
             raise UsageError(
@@ -58,8 +76,16 @@ def transport_of(args: argparse.Namespace, server_command: Sequence[str] | None)
         return _stdio(server_command[0], server_command[1:], env, None, args.inherit_env)
     if args.url is not None:
         _no_stdio_options(args, env, "an HTTP server (--url)")
-        return _http(args.url, headers, args.bearer, verify=args.cacert)
-    return _from_config(args, env, headers)
+        return _http(args.url, headers, args.bearer, verify=args.cacert, auth=_oauth(args, stream))
+    return _from_config(args, env, headers, stream)
+
+
+def _oauth(args: argparse.Namespace, err: TextIO) -> Any:
+    if not args.oauth:
+        return None
+    from .oauth import oauth_of
+
+    return oauth_of(args, err)
 
 
 def _pairs(items: Sequence[str], sep: str, option: str, shape: str) -> dict[str, str]:
@@ -74,9 +100,9 @@ def _pairs(items: Sequence[str], sep: str, option: str, shape: str) -> dict[str,
 
 
 def _no_http_options(args: argparse.Namespace, what: str) -> None:
-    if args.bearer is not None or args.header or args.cacert is not None:
+    if args.bearer is not None or args.header or args.cacert is not None or args.oauth:
         raise UsageError(
-            f"--bearer, --header and --cacert are for HTTP; {what} does not take them",
+            f"--bearer, --header, --cacert and --oauth are for HTTP; {what} does not take them",
             "give a stdio server what it needs with --env NAME=VALUE",
         )
 
@@ -109,23 +135,28 @@ def _http(
     where: str = "",
     *,
     verify: str | None = None,
+    auth: Any = None,
 ) -> Http:
     try:
-        return Http(url, headers=dict(headers) or None, bearer=bearer, verify=verify)
+        return Http(url, headers=dict(headers) or None, bearer=bearer, verify=verify, auth=auth)
     except Error as exc:
         message = exc.message
         if exc.reason == "http.verify":
             raise UsageError(f"--cacert: {message}") from None
         if exc.reason == "http.url":
-            message = f"{message} (got {_redacted(url)!r})"
+            message = f"{message} (got {redacted(url)!r})"
         raise UsageError(
             f"{where}: {message}" if where else message,
             "e.g. --url http://127.0.0.1:8000/mcp",
         ) from None
 
 
-def _redacted(url: str) -> str:
-    """The URL without a password or query, which may carry a secret."""
+def redacted(url: str) -> str:
+    """The URL without a password or query, which may carry a secret.
+
+    >>> redacted("https://ada:pw@mcp.example.com:8443/mcp?key=s3cret")
+    'https://mcp.example.com:8443/mcp'
+    """
     from urllib.parse import urlsplit, urlunsplit
 
     try:
@@ -139,7 +170,7 @@ def _redacted(url: str) -> str:
 
 
 def _from_config(
-    args: argparse.Namespace, env: Mapping[str, str], headers: Mapping[str, str]
+    args: argparse.Namespace, env: Mapping[str, str], headers: Mapping[str, str], err: TextIO
 ) -> Transport:
     path = args.config
     try:
@@ -178,7 +209,13 @@ def _from_config(
         if not isinstance(url, str):
             raise UsageError(f"{where}: 'url' must be a string")
         merged = {**_string_map(entry, "headers", where), **headers}
-        return _http(url, merged, args.bearer, where, verify=args.cacert)
+        if args.oauth and any(k.lower() == "authorization" for k in merged):
+            raise UsageError(
+                f"{where}: --oauth gets the tokens itself; the entry's Authorization header "
+                "would replace them",
+                "drop --oauth, or the entry's Authorization header",
+            )
+        return _http(url, merged, args.bearer, where, verify=args.cacert, auth=_oauth(args, err))
     if "command" not in entry:
         raise UsageError(f"{where}: an entry needs 'command' (stdio) or 'url' (HTTP)")
     _no_http_options(args, f"{where} (a stdio server)")

@@ -112,7 +112,8 @@ class OAuth:
         if importlib.util.find_spec("authlib") is None:
             raise _bad(
                 "extra",
-                "OAuth needs the oauth extra: pip install 'conduit-mcp[oauth]'",
+                "OAuth needs the oauth extra (authlib): pip install -e '.[oauth]' in a clone "
+                "of conduit-mcp, or pip install 'conduit-mcp[oauth]' once it is published",
             )
         for name in ("client_id", "client_secret", "client_metadata_url", "private_key"):
             _check_str(getattr(self, name), name)

@@ -67,6 +67,25 @@ def tokens_key(principal: str, issuer: str, resource: str) -> str:
     return "tokens " + orjson.dumps([principal, issuer, resource]).decode()
 
 
+def tokens_key_parts(key: str) -> tuple[str, str, str] | None:
+    """The principal, issuer and resource of a :func:`tokens_key`; None for another key.
+
+    >>> tokens_key_parts(tokens_key("alice", "https://as.example", "https://mcp.example/mcp"))
+    ('alice', 'https://as.example', 'https://mcp.example/mcp')
+    >>> tokens_key_parts(client_key("https://as.example")) is None
+    True
+    """
+    if not key.startswith("tokens "):
+        return None
+    try:
+        parts = orjson.loads(key[len("tokens ") :])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parts, list) or len(parts) != 3 or not all(isinstance(p, str) for p in parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
 def client_key(issuer: str) -> str:
     """The key of this client's registration at one authorization server.
 
@@ -105,6 +124,11 @@ class MemoryTokenStore:
     def delete(self, key: str) -> None:
         with self._lock:
             self._records.pop(key, None)
+
+    def keys(self) -> list[str]:
+        """Every key held (not part of :class:`TokenStore`: a store need not list them)."""
+        with self._lock:
+            return list(self._records)
 
 
 class FileTokenStore:
@@ -222,6 +246,12 @@ class FileTokenStore:
             records = self._read()
             if records.pop(key, None) is not None:
                 self._write(records)
+
+    def keys(self) -> list[str]:
+        """Every key in the file (not part of :class:`TokenStore`: a store need not list
+        them); ``conduit-mcp logout`` finds a server's tokens with it."""
+        with self._locked(exclusive=False):
+            return list(self._read())
 
 
 def load_tokens(store: TokenStore, principal: str, issuer: str, resource: str) -> TokenSet | None:

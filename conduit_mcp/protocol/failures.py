@@ -15,6 +15,7 @@ file missing"); it is cut to a few lines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,8 +114,11 @@ _CLOSED = {
 }
 
 
-def describe(failure: Failure) -> str:
+def describe(failure: Failure, hints: Mapping[str, str] | None = None) -> str:
     """One sentence: the failure, its detail, its hint, and the server's last stderr line.
+
+    ``hints`` replaces the hint of the reasons it names: the command line says ``--env`` where
+    the library says ``env=...``.
 
     >>> describe(Failure("http_501"))
     'http_501: the server answered HTTP 501 (is the URL an MCP endpoint? they usually end in /mcp)'
@@ -130,8 +134,11 @@ def describe(failure: Failure) -> str:
         detail = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
     if detail:
         text += f" ({detail})"
-    if failure.reason == "tls_failed":
-        hint: str | None = tls_hint(failure.detail)
+    hint: str | None = (hints or {}).get(failure.reason)
+    if hint is not None:
+        pass  # the caller's own words (the command line's option names)
+    elif failure.reason == "tls_failed":
+        hint = tls_hint(failure.detail)
     elif failure.reason == "stream_broken" and CLOSED_OVER_TLS in (failure.detail or ""):
         hint = CLOSED_OVER_TLS_HINT
     else:
@@ -155,13 +162,15 @@ def closed_message(reason: str, *, attempts: int, limit: int | None, last: Failu
     >>> closed_message("max_reconnects", attempts=4, limit=3,
     ...                last=Failure("unreachable", "Connection refused"))
     "the client gave up after 4 failed attempts to connect (max_reconnects=3); the last one: unreachable (Connection refused): check the URL's host and port, and that the server is listening"
+    >>> closed_message("max_reconnects", attempts=1, limit=0, last=None)
+    'the client gave up after 1 failed attempt to connect (max_reconnects=0)'
     >>> closed_message("legacy_server", attempts=0, limit=10, last=None)
     "the client is closed: the server does not speak the modern protocol, and protocol='modern' forbids falling back to initialize (use protocol='auto')"
     """
     if reason == "max_reconnects":
         text = (
-            f"the client gave up after {attempts} failed attempts to connect "
-            f"(max_reconnects={limit})"
+            f"the client gave up after {attempts} failed attempt{'' if attempts == 1 else 's'} "
+            f"to connect (max_reconnects={limit})"
         )
         if last is not None:
             text += f"; the last one: {describe(last)}"

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
+from .elicit_defaults import fill_defaults
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -400,13 +401,21 @@ _ENCODERS = {
 }
 
 
-def encode_result(method: str, value: Any) -> dict[str, Any]:
-    """The JSON result for what the handler method serving ``method`` returned.
+def encode_result(method: str, value: Any, params: Any = None) -> dict[str, Any]:
+    """The JSON result for what the handler method serving ``method`` returned; ``params``
+    are the server's request's, whose ``requestedSchema`` gives an accepted form
+    elicitation its defaults (:func:`~.elicit_defaults.fill_defaults`).
 
     >>> encode_result("roots/list", [])
     {'roots': []}
+    >>> schema = {"properties": {"n": {"type": "integer", "default": 3}}}
+    >>> encode_result("elicitation/create", ElicitResult.accept(), {"requestedSchema": schema})
+    {'action': 'accept', 'content': {'n': 3}}
     """
     encoder = _ENCODERS.get(method)
     if encoder is None:
         raise no_method(method)
-    return encoder(value)
+    result = encoder(value)
+    if method == "elicitation/create" and isinstance(params, Mapping):
+        result = fill_defaults(result, params.get("requestedSchema"))
+    return result

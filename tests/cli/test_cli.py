@@ -55,6 +55,11 @@ def test_demo_prints_the_negotiated_era_and_a_tool_result():
     assert "1 tools/list sent" in done.stdout
     assert "notification: notifications/tools/list_changed" in done.stdout
     assert "tool('hello_http') -> hello_http" in done.stdout
+    # then one OAuth flow against the test authorization server, and a restart that refreshes
+    assert "tokens by authorization_code; add(1, 2) = 3" in done.stdout
+    assert "restarted with the kept tokens: refresh_token, the person was asked 1 time" in (
+        done.stdout
+    )
 
 
 def test_tools_is_a_table_with_the_first_line_of_each_description():

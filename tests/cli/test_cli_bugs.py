@@ -97,3 +97,22 @@ def test_an_unknown_subcommand_never_starts_the_server(tmp_path: Path):
     clean_usage_error(done)
     assert "invalid choice: 'tols'" in done.stderr
     assert not marker.exists()
+
+
+def test_connection_failures_name_the_command_lines_options_not_pythons():
+    # They used to say "pass env=... or inherit_env=True", "1 failed attempts" and
+    # "(max_reconnects=0)", an option a shell user never set.
+    missing = run("tools", "--", "/nonexistent/server")
+    assert missing.returncode == 3
+    first = missing.stderr.splitlines()[0]
+    assert first.startswith("error: closed (spawn_failed): could not start the server")
+    assert "--env NAME=VALUE" in first and "--inherit-env" in first
+    assert "env=" not in missing.stderr and "inherit_env" not in missing.stderr
+    unreachable = run("tools", "--url", "http://127.0.0.1:9/mcp")
+    assert unreachable.returncode == 3
+    assert unreachable.stderr.startswith("error: closed (max_reconnects): could not connect: ")
+    assert "attempts" not in unreachable.stderr and "max_reconnects=" not in unreachable.stderr
+    legacy = run("tools", "--protocol", "modern", "--", *SERVER, "--era", "legacy")
+    assert legacy.returncode == 3
+    assert "--protocol modern forbids" in legacy.stderr
+    assert "protocol='" not in legacy.stderr

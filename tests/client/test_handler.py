@@ -401,3 +401,48 @@ def test_a_handler_taking_notifications_is_a_listen_consumer(
     client.call_tool("changed", {"kind": "tools"})
     assert handler.noted.wait(10)
     assert handler.notes == ["notifications/tools/list_changed"]
+
+
+# -- elicitation defaults (SEP-1034) ----------------------------------------------------------
+
+
+class PartialForm(mcp.Handler):
+    """A person who changes one field of a pre-filled form and accepts the rest."""
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> Any:
+        return mcp.ElicitResult.accept({"name": "Ada"})
+
+
+DEFAULTS = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Your profile?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "status": {"type": "string", "enum": ["active", "pending"], "default": "active"},
+                "verified": {"type": "boolean", "default": True},
+                "note": {"type": "string"},
+            },
+        },
+    },
+}
+FILLED = {"name": "Ada", "age": 30, "status": "active", "verified": True}
+
+
+def test_legacy_an_accepted_elicitation_gets_the_schemas_defaults(legacy_client: Any) -> None:
+    client = legacy_client(PartialForm())
+    assert answer(client.call_tool("client_request", DEFAULTS)) == {
+        "action": "accept",
+        "content": FILLED,
+    }
+
+
+def test_modern_an_accepted_elicitation_gets_the_schemas_defaults(modern_client: Any) -> None:
+    client = modern_client(PartialForm())
+    assert answer(client.call_tool("client_request", DEFAULTS)) == {
+        "action": "accept",
+        "content": FILLED,
+    }

@@ -66,32 +66,26 @@ def stub_arguments(tool: mcp.Tool) -> dict[str, Any]:
     return {name: stub_value(properties.get(name)) for name in schema.get("required") or ()}
 
 
-def schema_defaults(schema: Any) -> dict[str, Any]:
-    """Each property's ``default``: what a user who accepts without typing anything answers
-    (a form UI pre-fills the defaults)."""
-    properties = (schema or {}).get("properties") or {}
-    return {
-        name: prop["default"]
-        for name, prop in properties.items()
-        if isinstance(prop, dict) and "default" in prop
-    }
-
-
 def make_handler() -> Any:
     """The user's side of what the server asks (``mcp.Handler``; README, "Handler"). A form
-    elicitation is accepted with the schema's defaults, as a person who accepts a pre-filled
-    form without typing answers (a boolean without a default is answered ``True``: the user
-    confirms). Sampling and roots exist so that the client declares every capability
-    (``request-metadata`` checks each one in ``_meta``); no scenario here calls them."""
+    elicitation is accepted as a person who accepts a pre-filled form without typing: the
+    handler answers only the booleans that have no default (``True``: the user confirms),
+    and the library fills in the schema's defaults for every field left out (SEP-1034, the
+    ``elicitation-sep1034-client-defaults`` scenario). Sampling and roots exist so that the
+    client declares every capability (``request-metadata`` checks each one in ``_meta``); no
+    scenario here calls them."""
 
     class ConformanceHandler(mcp.Handler):
         def elicit(self, request: Any, ctx: Any) -> Any:
             schema = request.requested_schema or {}
-            content = schema_defaults(schema)
-            for name, prop in (schema.get("properties") or {}).items():
-                if name not in content and isinstance(prop, dict) and prop.get("type") == "boolean":
-                    content[name] = True
-            return mcp.ElicitResult.accept(content)
+            confirmed = {
+                name: True
+                for name, prop in (schema.get("properties") or {}).items()
+                if isinstance(prop, dict)
+                and prop.get("type") == "boolean"
+                and "default" not in prop
+            }
+            return mcp.ElicitResult.accept(confirmed)
 
         def create_message(self, request: Any, ctx: Any) -> Any:
             return mcp.SamplingResult("conformance", model="none")

@@ -9,6 +9,7 @@ stderr, ``--config`` entries, and exit code 0. Peers and their fixtures: ``tests
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -131,3 +132,17 @@ def test_everything_over_http(everything_http: HttpPeer) -> None:
     assert long.returncode == 0, long.stderr
     assert long.stdout.startswith("Long running operation completed")
     assert "progress [####################] 2/2" in long.stderr
+
+
+def test_the_helps_server_everything_example_runs(everything_cmd: list[str]) -> None:
+    # The --help example that starts server-everything with npx, run against the local copy:
+    # the tool it calls exists and answers (it once called `add`, which that server lacks).
+    from conduit_mcp.cli.parser import EXAMPLES
+
+    npx = "-- npx -y @modelcontextprotocol/server-everything"
+    (line,) = [line for line in EXAMPLES.splitlines() if line.endswith(npx)]
+    words = shlex.split(line.strip()[: -len(npx)])
+    assert words[:2] == ["conduit-mcp", "call"], line
+    done = cli(*words[1:], "--", *everything_cmd)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()

@@ -148,3 +148,4 @@ def test_without_the_oauth_extra_the_error_says_how_to_install_it(monkeypatch):
         OAuth(**LOOP)
     assert (e.value.kind, e.value.reason) == ("config", "oauth.extra")
     assert "conduit-mcp[oauth]" in e.value.message
+    assert "pip install -e '.[oauth]'" in e.value.message  # the package is not on an index yet
