@@ -10,9 +10,9 @@ It serves ``http://127.0.0.1:M/mcp`` with the SDK's own resource-server side of 
 a valid token is answered 401 with ``WWW-Authenticate: Bearer ... resource_metadata=...`` and
 the RFC 9728 document is at ``/.well-known/oauth-protected-resource/mcp``. The token verifier
 checks each JWT access token (RFC 9068) against the provider's JWKS with joserfc (authlib's
-JOSE library): the signature, ``iss`` = the issuer, ``aud`` = this resource, ``exp``. A key id
-it does not know makes it fetch the JWKS again (a restarted provider has new keys), at most
-once a second.
+JOSE library): the signature, ``iss`` = the issuer, ``aud`` = this resource, ``exp``. It fetches
+the JWKS for every token (a few milliseconds on loopback), so a restarted provider's new keys
+count at once and the tokens it signed before its restart are refused at once.
 
 uvicorn runs with its defaults, ``timeout_keep_alive`` = 5 s included: an idle connection is
 closed after 5 s, which the keep-alive interop test relies on.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import time
 import urllib.request
 import warnings
 from typing import Any
@@ -39,7 +38,6 @@ from mcp.server.mcpserver import MCPServer
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
 
 SCOPE = "mcp"
-JWKS_REFETCH_INTERVAL = 1.0
 
 
 class JwksVerifier:
@@ -49,8 +47,7 @@ class JwksVerifier:
     def __init__(self, issuer: str, resource: str) -> None:
         self.issuer = issuer
         self.resource = resource
-        self._keys: KeySet | None = None
-        self._fetched_at = 0.0
+        self._jwks_uri: str | None = None
         self._claims = jwt.JWTClaimsRegistry(
             iss={"essential": True, "value": issuer},
             aud={"essential": True, "value": resource},
@@ -58,20 +55,12 @@ class JwksVerifier:
         )
 
     def _fetch_keys(self) -> KeySet:
-        with urllib.request.urlopen(f"{self.issuer}/.well-known/openid-configuration", timeout=5) as r:
-            jwks_uri = json.load(r)["jwks_uri"]
-        with urllib.request.urlopen(jwks_uri, timeout=5) as r:
+        if self._jwks_uri is None:
+            discovery = f"{self.issuer}/.well-known/openid-configuration"
+            with urllib.request.urlopen(discovery, timeout=5) as r:
+                self._jwks_uri = str(json.load(r)["jwks_uri"])
+        with urllib.request.urlopen(self._jwks_uri, timeout=5) as r:
             return KeySet.import_key_set(json.load(r))
-
-    async def _keys_for(self, *, refresh: bool) -> KeySet | None:
-        stale = time.monotonic() - self._fetched_at > JWKS_REFETCH_INTERVAL
-        if self._keys is None or (refresh and stale):
-            try:
-                self._keys = await asyncio.to_thread(self._fetch_keys)
-            except (OSError, ValueError, KeyError):
-                return self._keys
-            self._fetched_at = time.monotonic()
-        return self._keys
 
     def _decode(self, token: str, keys: KeySet) -> jwt.Token | None:
         try:
@@ -82,12 +71,11 @@ class JwksVerifier:
         return decoded
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        keys = await self._keys_for(refresh=False)
-        decoded = self._decode(token, keys) if keys is not None else None
-        if decoded is None:
-            # Perhaps signed with a key this server has not seen yet: look once more.
-            keys = await self._keys_for(refresh=True)
-            decoded = self._decode(token, keys) if keys is not None else None
+        try:
+            keys = await asyncio.to_thread(self._fetch_keys)
+        except (OSError, ValueError, KeyError):
+            return None
+        decoded = self._decode(token, keys)
         if decoded is None:
             return None
         claims: dict[str, Any] = decoded.claims
