@@ -53,6 +53,33 @@ class _Page(HTMLParser):
             self.cancel = attr["href"]
 
 
+class _Text(HTMLParser):
+    """A page's visible text (an error page's message), without its style sheet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("style", "script"):
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("style", "script") and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip and data.strip():
+            self.parts.append(data.strip())
+
+
+def page_text(body: str, limit: int = 300) -> str:
+    text = _Text()
+    text.feed(body)
+    return " ".join(text.parts)[:limit]
+
+
 class Person:
     """One person with one browser (its own cookies): ``approve``, ``refuse`` or ``browse``.
 
@@ -93,17 +120,20 @@ class Person:
                 url = urllib.parse.urljoin(url, location)
                 continue
             if status != 200:
-                raise AssertionError(f"the provider answered {status} at {url}: {body[:500]}")
+                where = urllib.parse.urlsplit(url).path
+                raise AssertionError(
+                    f"the provider answered {status} at {where}: {page_text(body)}"
+                )
             page = _Page()
             page.feed(body)
             prompt = page.fields.get("prompt")
             if prompt == "consent" and not consent:
                 if page.cancel is None:
-                    raise AssertionError(f"no cancel link on the consent page: {body[:500]}")
+                    raise AssertionError(f"no cancel link on the consent page: {page_text(body)}")
                 url = urllib.parse.urljoin(url, page.cancel)
                 continue
             if prompt not in ("login", "consent") or page.action is None:
-                raise AssertionError(f"not an interaction page at {url}: {body[:500]}")
+                raise AssertionError(f"not an interaction page at {url}: {page_text(body)}")
             fields = dict(page.fields)
             if prompt == "login":
                 fields.update(login=self.login, password="any password")
@@ -111,7 +141,7 @@ class Person:
                 urllib.parse.urljoin(url, page.action), urllib.parse.urlencode(fields).encode()
             )
             if location is None:
-                raise AssertionError(f"the {prompt} form answered {status}: {body[:500]}")
+                raise AssertionError(f"the {prompt} form answered {status}: {page_text(body)}")
             url = urllib.parse.urljoin(url, location)
         raise AssertionError(f"no redirect to the client after {MAX_STEPS} steps")
 
