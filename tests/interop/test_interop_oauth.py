@@ -22,6 +22,7 @@ from __future__ import annotations
 import queue
 import re
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -124,13 +125,16 @@ class Inbox:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``predicate`` (a client's status) every 20 ms until it holds or ``timeout``."""
+    """Look at ``predicate`` every 20 ms until it holds: at most ``timeout`` seconds (and so
+    many looks)."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    for _ in range(int(timeout / 0.02) + 1):
+        if predicate():
+            return True
         if time.monotonic() > deadline:
-            return False
+            break
         time.sleep(0.02)
-    return True
+    return predicate()
 
 
 def since(provider: OidcProvider, mark: int, name: str) -> list[Event]:
@@ -172,6 +176,8 @@ def test_desktop_person_through_the_loopback_listener(provider, server, start_cl
     assert client.call_tool("add", ADD).text == "3"
     assert person.asked == 1
     (registered,) = since(provider, mark, "registered")
+    (redirect,) = registered["redirect_uris"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/callback", redirect), redirect
     (token,) = since(provider, mark, "token")
     assert token["grant_type"] == "authorization_code" and token["resource"] == server.url
     assert token["client_id"] == registered["client_id"]
@@ -212,11 +218,11 @@ def test_short_lived_tokens_are_refreshed_and_calls_go_on(provider, server, star
         client.call_tool("add", ADD)
     client.authorize(person.approve(inbox.next()))
     first = time.monotonic()
-    calls = 0
-    # Bounded: until three refreshes happened (about 3 s) or 20 s, a call every 0.1 s.
-    while len(since(provider, mark, "token")) < 4 and time.monotonic() - first < 20:
+    # Until three refreshes happened (about 3 s): a call every 0.1 s, at most 150 of them.
+    for calls in range(150):
+        if len(since(provider, mark, "token")) >= 4:
+            break
         assert client.call_tool("add", {"a": calls, "b": 1}).text == str(calls + 1)
-        calls += 1
         time.sleep(0.1)
     grants = [t["grant_type"] for t in since(provider, mark, "token")]
     assert grants[0] == "authorization_code"
@@ -256,9 +262,10 @@ def test_a_restarted_process_with_a_file_store_asks_no_person(
 
     again = Inbox()
     second = start_client(mcp.Http(server.url, auth=oauth(again)))
-    started = time.monotonic()
-    # Bounded: until the restarted client has refreshed (about 1 s), or 15 s.
-    while not since(provider, restarted, "token") and time.monotonic() - started < 15:
+    # Until the restarted client has refreshed (within 1 s): a call every 0.1 s, at most 100.
+    for _ in range(100):
+        if since(provider, restarted, "token"):
+            break
         assert second.call_tool("add", ADD).text == "3"
         time.sleep(0.1)
     assert [t["grant_type"] for t in since(provider, restarted, "token")] == ["refresh_token"]
@@ -287,8 +294,7 @@ def test_a_refused_consent_closes_the_client_with_authorization_denied(
     assert "access_denied" in err.value.message
     # The client closes for good (a retry cannot change the person's mind); what callers
     # see names the refusal.
-    assert wait_until(lambda: client.status().state == "closed")
-    assert client.status().reason == "auth_failed"
+    assert client.wait_for_state("closed", timeout=10).reason == "auth_failed"
     with pytest.raises(mcp.Error) as later:
         client.call_tool("add", ADD)
     assert (later.value.kind, later.value.reason) == ("auth", "authorization_denied")
@@ -320,11 +326,18 @@ def test_a_forgotten_registration_is_replaced(provider, server, start_client, tm
     with pytest.raises(mcp.Error) as err:
         second.call_tool("add", ADD)
     assert (err.value.kind, err.value.reason) == ("auth", "authorization_required")
-    landed = Person(provider.issuer).approve(again.next())
-    second.authorize(landed)
+    url = again.next()
+    asked_for = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["client_id"]
+    registered = [e["client_id"] for e in since(provider, mark, "registered")]
+    assert asked_for[0] in registered, (
+        "the authorization URL names the client the provider has forgotten (the one from "
+        f"before its restart): the client did not register again (registered since: "
+        f"{len(registered)}; the provider's errors: {since(provider, mark, 'token_error')})"
+    )
+    second.authorize(Person(provider.issuer).approve(url))
     assert second.call_tool("add", ADD).text == "3"
-    (registered,) = since(provider, mark, "registered")
-    assert registered["client_id"] != old
+    (new,) = since(provider, mark, "registered")
+    assert new["client_id"] != old
     assert again.count == 1
 
 

@@ -112,7 +112,11 @@ const provider = new Provider(issuer, configuration);
 // What the tests watch: who registered, which grants were issued or refused, and how an
 // authorization ended. Client ids are not secrets; tokens and secrets are never printed.
 provider.on('registration_create.success', (_ctx, client) => {
-  log('registered', { client_id: client.clientId, client_name: client.clientName ?? null });
+  log('registered', {
+    client_id: client.clientId,
+    client_name: client.clientName ?? null,
+    redirect_uris: client.redirectUris ?? [],
+  });
 });
 provider.on('grant.success', (ctx) => {
   log('token', {
