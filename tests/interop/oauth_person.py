@@ -103,10 +103,10 @@ class Person:
         ``error=access_denied``)."""
         return self._walk(url, consent=False)
 
-    def browse(self, url: str) -> None:
-        """A desktop app's browser: approve, then open the redirect (the client's loopback
-        listener), as ``OAuth(loopback=True, on_authorize=...)`` expects of it."""
-        landed = self.approve(url)
+    def browse(self, url: str, *, consent: bool = True) -> None:
+        """A desktop app's browser: approve (or refuse), then open the redirect (the client's
+        loopback listener), as ``OAuth(loopback=True, on_authorize=...)`` expects of it."""
+        landed = self._walk(url, consent=consent)
         with self._opener.open(landed, timeout=TIMEOUT) as page:
             page.read()
 
@@ -144,6 +144,10 @@ class Person:
                 raise AssertionError(f"the {prompt} form answered {status}: {page_text(body)}")
             url = urllib.parse.urljoin(url, location)
         raise AssertionError(f"no redirect to the client after {MAX_STEPS} steps")
+
+    def refuse_in_browser(self, url: str) -> None:
+        """:meth:`browse`, refusing at the consent page."""
+        self.browse(url, consent=False)
 
     def _send(self, url: str, data: bytes | None = None) -> tuple[int, str | None, str]:
         """(status, Location of a redirect or None, body)."""

@@ -10,8 +10,8 @@ pages with plain HTTP. One provider and one MCP server serve the whole module; e
 starts its clients with stores of its own. Covered: the desktop flow (loopback listener), the
 headless flow (paste-back), ``client_credentials``, refreshes of short-lived tokens (rotating
 refresh tokens), a restarted process with a ``FileTokenStore``, a registration the provider
-has forgotten (restarted with nothing remembered), a refused consent, and an idle pause past
-uvicorn's 5 s keep-alive.
+has forgotten (restarted with nothing remembered), a refused consent (pasted back, and in a
+desktop browser), and idle pauses around and past uvicorn's 5 s keep-alive.
 
 ``make test`` installs what this needs (``make peers``: oidc-provider in ``.peers/`` and Node
 >= 22); nothing here is skipped: without them each test fails and says so.
@@ -282,6 +282,19 @@ def test_a_refused_consent_closes_the_client_with_authorization_denied(
     assert (later.value.kind, later.value.reason) == ("auth", "authorization_denied")
     assert since(provider, mark, "token") == []
     assert [e["error"] for e in since(provider, mark, "authorization_error")] == ["access_denied"]
+
+
+def test_a_consent_refused_in_the_desktop_browser_closes_the_client(provider, server, start_client):
+    mark = len(provider.events())
+    person = Person(provider.issuer)
+    oauth = mcp.OAuth(loopback=True, on_authorize=person.refuse_in_browser)
+    client = start_client(mcp.Http(server.url, auth=oauth))
+    with pytest.raises(mcp.Error) as err:
+        client.await_ready(timeout=30)
+    assert (err.value.kind, err.value.reason) == ("auth", "authorization_denied")
+    assert client.wait_for_state("closed", timeout=10).reason == "auth_failed"
+    assert person.asked == 1
+    assert since(provider, mark, "token") == []
 
 
 def test_a_forgotten_registration_is_replaced(provider, server, start_client, tmp_path):
