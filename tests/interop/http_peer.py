@@ -14,7 +14,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 def free_port() -> int:
@@ -82,6 +82,12 @@ class HttpPeer:
             return self._changed.wait_for(
                 lambda: any(text in line for line in self.output), timeout
             )
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+        """Wait (with a deadline) until ``predicate()`` holds, looking again at each line of
+        output (for a predicate over ``output``)."""
+        with self._changed:
+            return self._changed.wait_for(predicate, timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

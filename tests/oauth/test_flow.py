@@ -98,6 +98,16 @@ def test_the_authorization_url_carries_pkce_s256_state_resource_and_scope():
     assert pending.issuer == ISSUER and pending.scopes == ("a", "b")
 
 
+def test_offline_access_asks_for_consent_as_openid_connect_requires():
+    # OpenID Connect Core 1.0, section 11: without prompt=consent an OpenID provider ignores
+    # offline_access (and issues no refresh token).
+    offline = begin_authorization(discovered(), CLIENT, REDIRECT, ("a", "offline_access"))
+    query = parse_qs(urlsplit(offline.url).query)
+    assert query["prompt"] == ["consent"] and query["scope"] == ["a offline_access"]
+    online = begin_authorization(discovered(), CLIENT, REDIRECT, ("a",))
+    assert "prompt" not in parse_qs(urlsplit(online.url).query)
+
+
 def test_each_authorization_has_its_own_state_and_verifier():
     one = begin_authorization(discovered(), CLIENT, REDIRECT, ())
     two = begin_authorization(discovered(), CLIENT, REDIRECT, ())
