@@ -244,6 +244,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             handler_timeout=config.handler_timeout,
             max_total_timeout=config.max_total_timeout,
             max_input_rounds=config.max_input_rounds,
+            max_server_requests=config.max_server_requests,
+            max_round_inputs=config.max_round_inputs,
         )
         credential = getattr(transport_spec, "credential", None)
         # Notifications, the cache, refreshes, listens, resource subscriptions (changes.py).
