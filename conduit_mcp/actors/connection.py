@@ -727,8 +727,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         reply = call.reply
         if reply.done:
             return  # the caller gave up while it was queued: never sent
-        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
-            return
+        # The deadline first: a resource (un)subscription past it must change nothing, as
+        # no request past it is sent (docs/connection.md, "Listens and resource
+        # subscriptions").
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
             reply.fail(
@@ -738,6 +739,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                     f"{call.method} waited for the connection past its deadline",
                 )
             )
+            return
+        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:
