@@ -194,7 +194,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._transport = None
         self._memory = {}
         self._gen = 0
-        self._last_id = 0
+        self._last_id = shared.last_id  # never reset: a crashed predecessor's ids go on
         self._table = PendingTable(config.max_inbox, Drops(self._tel.overflow))
         self._pending = self._table.calls
         self._queued = 0
@@ -272,6 +272,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         return "connecting", [NextEvent(CONNECT)]
 
     def terminate(self, reason: BaseException | None) -> None:
+        self._shared.last_id = self._last_id  # first: the next incarnation goes on from it
         self._fail_deferred()
         # A crash fails what was in flight as `transport` (it may have run); a stop as `closed`.
         err = (

@@ -357,3 +357,29 @@ def test_a_handle_on_a_name_nobody_starts_waits_until_its_deadline(make_server):
     assert (err.value.kind, err.value.reason) == ("closed", "not_started")
     assert "deadline" in err.value.message
     assert 0.3 <= elapsed < 2  # the call's own deadline, not the default 30 s
+
+
+def test_request_ids_are_never_reused_after_a_connection_crash(
+    crashable, make_server, start_client
+):
+    # The id counter is never reset (docs/connection.md, "Requests"): the restarted
+    # connection goes on from where the crashed one stopped.
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    for n in range(5):
+        client.call_tool("add", {"a": n, "b": 1})
+    runtime = client._runtime()
+    old = runtime.registry.get("connection")
+    old.tell(crashable())
+    client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+    client.call_tool("add", {"a": 1, "b": 1})
+    pids = server.pids()
+    ids = [
+        [e["id"] for e in server.log() if e.get("dir") == "in" and "id" in e and e["pid"] == pid]
+        for pid in pids
+    ]
+    first = [i for i in ids[0] if isinstance(i, int)]
+    second = [i for i in ids[1] if isinstance(i, int)]
+    assert len(first) >= 6 and second, ids
+    assert min(second) > max(first), ids
