@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-import conduit_mcp as mcp
-
 pytestmark = pytest.mark.timeout(30)
 
 ONLY_LEGACY_IN_COMMON = ["--versions", "2099-01-01,2025-06-18", "--advertise-legacy"]
