@@ -293,6 +293,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         )
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
+        # The rest that waits for an answer (a set_auth, a reconnect, a cache store told
+        # before the end) is answered too, or its caller would wait out its timeout. After
+        # a crash it is done: the next incarnation starts with the credentials set_auth
+        # published (ClientTree.spec), connects anyway, and has a new cache.
+        for item in self.remove_postponed(
+            lambda e: isinstance(e, (SetAuth, ReconnectNow, CacheStore))
+        ):
+            if item.reply is not None:
+                if reason is None:
+                    item.reply.fail(err)
+                else:
+                    item.reply.ok(None)
         self._drop_transport()
         self._changes.closed()
         self._publish("closed", "stopped" if reason is None else "crashed")
