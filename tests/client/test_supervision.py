@@ -4,6 +4,7 @@ under an application's own supervisor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -383,3 +384,31 @@ def test_request_ids_are_never_reused_after_a_connection_crash(
     second = [i for i in ids[1] if isinstance(i, int)]
     assert len(first) >= 6 and second, ids
     assert min(second) > max(first), ids
+
+
+def test_a_connection_crash_ends_the_old_servers_forked_child(crashable, make_server, start_client):
+    # The crashed incarnation's server is closed with its whole process group: a child it
+    # forked that ignores SIGTERM is killed too (docs/connection.md, "Requests").
+    server = make_server(extra_args=["--fork-child"])
+    try:
+        client = start_client(server.stdio(close_grace=0.3))
+        client.await_ready(timeout=10)
+        child = int(server.wait_for("child", timeout=10)["child"])
+        client._runtime().registry.get("connection").tell(crashable())
+        client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+        deadline = time.monotonic() + 5
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _running(child), "the crashed incarnation's server left its child running"
+    finally:
+        for event in server.events("child"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(event["child"]), signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
