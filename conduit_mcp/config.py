@@ -88,14 +88,19 @@ class ClientOptions(TypedDict, total=False):
     """The longest one handler method may run; past it the server gets an error (legacy)
     or the call fails (modern). Default 300."""
     max_server_requests: int
-    """Handler methods running at once; one more server request is refused at once with a
-    JSON-RPC error, never queued. Default 8."""
+    """Handler methods running at once; one more legacy server request is refused at once
+    with a JSON-RPC error, never queued, while a modern round's entries past it wait for a
+    slot. Default 8."""
     max_total_timeout: float
     """The longest a call may take in all, its deadline paused while a handler works for
     it (a person answering an elicitation); also a per-call keyword. Default 600."""
     max_input_rounds: int
     """``input_required`` rounds of one modern call; one more fails it with
     ``protocol``/``too_many_rounds``. Default 16."""
+    max_round_inputs: int
+    """``inputRequests`` entries one modern round may ask; more fail the call with
+    ``protocol``/``too_many_inputs``. Entries past ``max_server_requests`` wait for a slot.
+    Default 64."""
     shutdown_timeout: float
     """Bound on stopping the actors. Default 5."""
     max_inbox: int
@@ -152,6 +157,7 @@ class Config:
     max_server_requests: int = 8
     max_total_timeout: float = 600.0
     max_input_rounds: int = 16
+    max_round_inputs: int = 64
     shutdown_timeout: float = 5.0
     # Flood bounds (docs/connection.md, "Floods").
     max_inbox: int = 10_000
@@ -190,6 +196,7 @@ _INTS = {
     "max_subscriber_backlog": (False, 1),
     "max_server_requests": (False, 1),
     "max_input_rounds": (False, 1),
+    "max_round_inputs": (False, 1),
 }
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 

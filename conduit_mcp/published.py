@@ -40,6 +40,7 @@ class Published:
         "last_failure",
         "deliveries",
         "token",
+        "last_id",
     )
 
     def __init__(self) -> None:
@@ -78,6 +79,10 @@ class Published:
         # The OAuth access token the HTTP transport stamps on every request (written by the
         # OAuth actor only; docs/connection.md, "Authorizing").
         self.token = TokenCell()
+        # The last request id the connection allocated: saved when it ends, so a restarted
+        # connection goes on from it (the counter is never reset, docs/connection.md,
+        # "Requests"; an id never names two requests of one client).
+        self.last_id = 0
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

@@ -194,7 +194,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._transport = None
         self._memory = {}
         self._gen = 0
-        self._last_id = 0
+        self._last_id = shared.last_id  # never reset: a crashed predecessor's ids go on
         self._table = PendingTable(config.max_inbox, Drops(self._tel.overflow))
         self._pending = self._table.calls
         self._queued = 0
@@ -245,6 +245,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             handler_timeout=config.handler_timeout,
             max_total_timeout=config.max_total_timeout,
             max_input_rounds=config.max_input_rounds,
+            max_server_requests=config.max_server_requests,
+            max_round_inputs=config.max_round_inputs,
         )
         credential = getattr(transport_spec, "credential", None)
         # Notifications, the cache, refreshes, listens, resource subscriptions (changes.py).
@@ -271,6 +273,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         return "connecting", [NextEvent(CONNECT)]
 
     def terminate(self, reason: BaseException | None) -> None:
+        self._shared.last_id = self._last_id  # first: the next incarnation goes on from it
         self._fail_deferred()
         # A crash fails what was in flight as `transport` (it may have run); a stop as `closed`.
         err = (
@@ -291,6 +294,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         )
         for item in self.remove_postponed(lambda e: isinstance(e, (Call, AwaitReady))):
             item.reply.fail(queued_err)
+        # The rest that waits for an answer (a set_auth, a reconnect, a cache store told
+        # before the end) is answered too, or its caller would wait out its timeout. After
+        # a crash it is done: the next incarnation starts with the credentials set_auth
+        # published (ClientTree.spec), connects anyway, and has a new cache.
+        for item in self.remove_postponed(
+            lambda e: isinstance(e, (SetAuth, ReconnectNow, CacheStore))
+        ):
+            if item.reply is not None:
+                if reason is None:
+                    item.reply.fail(err)
+                else:
+                    item.reply.ok(None)
         self._drop_transport()
         self._changes.closed()
         self._publish("closed", "stopped" if reason is None else "crashed")
@@ -726,8 +741,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         reply = call.reply
         if reply.done:
             return  # the caller gave up while it was queued: never sent
-        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
-            return
+        # The deadline first: a resource (un)subscription past it must change nothing, as
+        # no request past it is sent (docs/connection.md, "Listens and resource
+        # subscriptions").
         remaining = call.deadline - _monotonic()
         if remaining <= 0:
             reply.fail(
@@ -737,6 +753,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                     f"{call.method} waited for the connection past its deadline",
                 )
             )
+            return
+        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:

@@ -12,12 +12,14 @@ short:
   POST whose stream carried it over HTTP; over stdio, where the wire names no relation, every
   ``tools/call``, ``prompts/get`` and ``resources/read`` in flight) has its deadline paused
   meanwhile, bounded by ``max_total_timeout``.
-* **Modern**: an ``input_required`` result of a call starts a *round*: every
-  ``inputRequests`` entry goes to the handler at once; when all are answered the call is sent
-  again (a new id, ``inputResponses`` under the same keys, ``requestState`` echoed) by the
-  connection's normal request path. A state-only round is retried after a backoff.
-  ``max_input_rounds`` bounds the rounds; the caller sees one call under one deadline, paused
-  while the handler works.
+* **Modern**: an ``input_required`` result of a call starts a *round*: its ``inputRequests``
+  entries (at most ``max_round_inputs``) go to the handler, at most ``max_server_requests``
+  at once over every round: the rest wait in one queue, first come first served, and go as
+  earlier entries are answered. When all are answered the call is sent again (a new id,
+  ``inputResponses`` under the same keys, ``requestState`` echoed) by the connection's
+  normal request path. A state-only round is retried after a backoff. ``max_input_rounds``
+  bounds the rounds; the caller sees one call under one deadline, paused while the handler
+  works (and while its entries wait for a slot).
 
 Every handler work also has the connection's own timer (``handler_timeout`` and a margin), so
 a handler actor that crashed mid-work still gets the server an answer and the call an end.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Hashable
 from typing import Any, NamedTuple, Protocol
 
@@ -97,16 +100,31 @@ class _Legacy(NamedTuple):
 
 
 class _Round:
-    """One modern ``input_required`` round of ``call``, keyed by the id it answered."""
+    """One modern ``input_required`` round of ``call``, keyed by the id it answered.
+    ``waiting``: the entries not answered yet; ``told``: those of them the handler has (the
+    others wait in the queue for a slot)."""
 
-    __slots__ = ("call", "rid", "waiting", "responses", "state")
+    __slots__ = ("call", "rid", "asked", "waiting", "told", "responses", "state")
 
-    def __init__(self, call: Call, rid: Any, waiting: set[str], state: str | None) -> None:
+    def __init__(
+        self, call: Call, rid: Any, asked: dict[str, tuple[str, Any]], state: str | None
+    ) -> None:
         self.call = call
         self.rid = rid
-        self.waiting = waiting
+        self.asked = asked
+        self.waiting = set(asked)
+        self.told: set[str] = set()
         self.responses: dict[str, Any] = {}
         self.state = state
+
+
+class _Entry(NamedTuple):
+    """One ``inputRequests`` entry waiting for a handler slot."""
+
+    rnd: _Round
+    key: str
+    method: str
+    params: Any
 
 
 class ServerWork:
@@ -122,6 +140,8 @@ class ServerWork:
         handler_timeout: float,
         max_total_timeout: float,
         max_input_rounds: int,
+        max_server_requests: int = 8,
+        max_round_inputs: int = 64,
     ) -> None:
         self._port = port
         self._caps = capabilities
@@ -130,11 +150,20 @@ class ServerWork:
         self._serve_bound = handler_timeout + SERVE_MARGIN
         self._max_total = max_total_timeout
         self._max_rounds = max_input_rounds
+        self._max_serving = max_server_requests
+        self._max_inputs = max_round_inputs
         self._legacy: dict[Hashable, _Legacy] = {}
         self._rounds: dict[Any, _Round] = {}
+        # Round entries the handler has and has not answered, and those waiting for a slot
+        # (in arrival order; an entry of a round that ended is skipped when reached).
+        self._serving = 0
+        self._queue: deque[_Entry] = deque()
 
     def __repr__(self) -> str:
-        return f"<ServerWork legacy={len(self._legacy)} rounds={len(self._rounds)}>"
+        return (
+            f"<ServerWork legacy={len(self._legacy)} rounds={len(self._rounds)} "
+            f"serving={self._serving} queued={len(self._queue)}>"
+        )
 
     # -- pausing a call's deadline -----------------------------------------------------------
 
@@ -305,7 +334,20 @@ class ServerWork:
                 )
             )
             return True
-        rnd = _Round(call, rid, set(verdict.requests), verdict.state)
+        asked = len(verdict.requests)
+        if asked > self._max_inputs:
+            reply.fail(
+                Error(
+                    "protocol",
+                    "too_many_inputs",
+                    f"{call.method}: the server asked for {asked} inputs in one round, more "
+                    f"than max_round_inputs={self._max_inputs}; raise the client's "
+                    "max_round_inputs option if this server needs more",
+                    data={"limit": self._max_inputs, "asked": asked},
+                )
+            )
+            return True
+        rnd = _Round(call, rid, verdict.requests, verdict.state)
         now = _monotonic()
         if not verdict.requests:
             # Nothing to answer: retried after a backoff, under the call's own deadline.
@@ -331,16 +373,39 @@ class ServerWork:
         self._rounds[rid] = rnd
         self._pause(call, now)
         for key, (method, params) in verdict.requests.items():
-            if key not in rnd.waiting:
-                continue
-            skey = ("r", rid, key)
-            context = ServeContext("modern", key, call.method, rid)
+            if key in rnd.waiting:
+                self._queue.append(_Entry(rnd, key, method, params))
+        self._release()
+        return True
+
+    def _release(self) -> None:
+        """Hand the queued entries to the handler while it has a free slot (the legacy
+        requests it serves count too): ``max_server_requests`` bounds what runs at once,
+        not what a round may ask."""
+        queue = self._queue
+        while queue and self._serving + len(self._legacy) < self._max_serving:
+            rnd, key, method, params = queue.popleft()
+            if self._rounds.get(rnd.rid) is not rnd or key not in rnd.waiting or key in rnd.told:
+                continue  # its round ended (failed, abandoned, past its deadline)
+            skey = ("r", rnd.rid, key)
+            context = ServeContext("modern", key, rnd.call.method, rnd.rid)
             if not self._port.tell_handler(Serve(skey, method, params, context)):
-                self._fail_round(
-                    rnd, Error("handler", "not_running", "the client's handler is not running")
+                self._rounds.pop(rnd.rid, None)
+                self._drop_round(rnd)
+                rnd.call.reply.fail(
+                    Error("handler", "not_running", "the client's handler is not running")
                 )
-                return True
+                continue
+            rnd.told.add(key)
+            self._serving += 1
             self._port.set_timeout(("serve", skey), self._serve_bound, ServeExpired(skey))
+
+    def _forget(self, rnd: _Round, key: str) -> bool:
+        """The handler no longer works on ``key`` of ``rnd``: its slot is free."""
+        if key not in rnd.told:
+            return False
+        rnd.told.discard(key)
+        self._serving -= 1
         return True
 
     def _undeclared(self, method: str, params: Any) -> Error | str | None:
@@ -368,8 +433,22 @@ class ServerWork:
         _, rid, input_key = key
         self._port.set_timeout(("serve", key), None, None)
         rnd = self._rounds.get(rid)
-        if rnd is None or input_key not in rnd.waiting:
+        if rnd is None or input_key not in rnd.waiting or not self._forget(rnd, input_key):
             return None
+        if error is not None and error.reason == "busy" and self._serving:
+            # Every slot is taken by methods still running past their time (their threads
+            # cannot be stopped): the entry waits again, for the next answer to free one.
+            method, params = rnd.asked[input_key]
+            self._queue.appendleft(_Entry(rnd, input_key, method, params))
+            return None
+        try:
+            return self._entry_answered(rnd, input_key, result, error)
+        finally:
+            self._release()  # its slot is free
+
+    def _entry_answered(
+        self, rnd: _Round, input_key: str, result: Any, error: ServeError | None
+    ) -> Call | None:
         if error is not None:
             text = (
                 f"{rnd.call.method}: the handler could not answer the server's "
@@ -385,7 +464,7 @@ class ServerWork:
         rnd.responses[input_key] = result
         if rnd.waiting:
             return None
-        del self._rounds[rid]
+        del self._rounds[rnd.rid]
         call = rnd.call
         self._resume(call, _monotonic(), rearm=False)
         call.params = sr.retry_params(call.base, rnd.responses, rnd.state)
@@ -409,8 +488,11 @@ class ServerWork:
         rnd.call.reply.fail(error)
 
     def _drop_round(self, rnd: _Round) -> None:
-        for input_key in rnd.waiting:
+        """Stop the handler's work on ``rnd`` (its queued entries are skipped when
+        reached); the caller releases the freed slots."""
+        for input_key in list(rnd.told):
             skey = ("r", rnd.rid, input_key)
+            self._forget(rnd, input_key)
             self._port.tell_handler(Unserve(skey))
             self._port.set_timeout(("serve", skey), None, None)
         rnd.waiting.clear()
@@ -429,6 +511,7 @@ class ServerWork:
         if rnd is None:
             return False
         self._drop_round(rnd)
+        self._release()
         rnd.call.reply.done = True
         return True
 
@@ -440,6 +523,7 @@ class ServerWork:
                 self._rounds[call.reply.request_id] = rnd
             return False
         self._drop_round(rnd)
+        self._release()
         call.reply.fail(total_timeout_error(call) if call.pauses else _deadline_error(call))
         return True
 
@@ -454,6 +538,7 @@ class ServerWork:
         self._legacy.clear()
         rounds = list(self._rounds.values())
         self._rounds.clear()
+        self._queue.clear()
         for rnd in rounds:
             self._drop_round(rnd)
             rnd.call.reply.fail(error)

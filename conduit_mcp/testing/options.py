@@ -49,6 +49,7 @@ class Config:
     startup_delay: float = 0.0
     ignore_eof: bool = False
     ignore_sigterm: bool = False
+    fork_child: bool = False
     header_tools: bool = False
     flood_tools: bool = False
     ask_roots: bool = False
@@ -149,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-delay", type=float, default=0.0, help="seconds before reading")
     p.add_argument("--ignore-eof", action="store_true", help="keep running after stdin closes")
     p.add_argument("--ignore-sigterm", action="store_true", help="survive SIGTERM (logged)")
+    p.add_argument(
+        "--fork-child",
+        action="store_true",
+        help="stdio: fork a child at start that ignores SIGTERM and outlives the server "
+        "(logged as child with its pid)",
+    )
     p.add_argument(
         "--header-tools", action="store_true", help="add the tools weather and bad_header"
     )
@@ -294,6 +301,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         startup_delay=ns.startup_delay,
         ignore_eof=ns.ignore_eof,
         ignore_sigterm=ns.ignore_sigterm,
+        fork_child=ns.fork_child,
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
         ask_roots=ns.ask_roots,

@@ -228,6 +228,10 @@ async def serve(config: Config) -> int:
         except OSError:
             pass
 
+    if config.fork_child:
+        child = _fork_stubborn_child()
+        event("child", child=child)
+
     def on_sigterm(signum: int, frame: Any) -> None:
         if config.ignore_sigterm:
             event("sigterm", ignored=True)
@@ -274,6 +278,27 @@ async def serve(config: Config) -> int:
     server.cancel_all()
     event("exit", code=0, reason="eof")
     return 0
+
+
+# How long a --fork-child child lives unless it is killed: bounded, so that a client that
+# fails to end it cannot leave it running for ever.
+_CHILD_LIFETIME = 120.0
+
+
+def _fork_stubborn_child() -> int:
+    """Fork a child that stays in this process group, keeps the inherited stdio pipes and
+    ignores SIGTERM (``--fork-child``); return its pid. Only SIGKILL (or its lifetime) ends
+    it."""
+    pid = os.fork()
+    if pid == 0:  # the child: no asyncio, no Python-level cleanup, just wait
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            deadline = time.monotonic() + _CHILD_LIFETIME
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+        finally:
+            os._exit(0)
+    return pid
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,6 +97,8 @@ class StdioTransport:
         self._silent = False
         self._gone = threading.Event()
         self._spawning = False
+        # Ending what is left of the process group once the server has exited (one task).
+        self._ending: asyncio.Task[None] | None = None
         self.pid: int | None = None
         # The listen actor hearing the listens (None: none), and the listens it opened here.
         self._sink: StreamSink | None = None
@@ -375,11 +377,14 @@ class StdioTransport:
         self._report_down(
             "closed" if self._closing else "exit", None if code is None else str(code)
         )
+        if not self._closing:
+            # The server died by itself (a crash, a kill): what it forked is ended now, not
+            # only when the connection closes this transport on its reconnect.
+            self._end_group_soon()
 
     def _report_down(self, reason: str, detail: str | None) -> None:
-        alive_maybe = reason in ("exit", "stdout_closed")
-        if not alive_maybe or self._proc is None or self._proc.returncode is not None:
-            self._gone.set()
+        if reason == "spawn_failed":
+            self._gone.set()  # else set once the process group is gone (_close, _end_group)
         if self._down:
             return
         self._down = True
@@ -388,7 +393,9 @@ class StdioTransport:
     async def _close(self) -> None:
         """Close stdin, then SIGTERM, then SIGKILL, each after ``close_grace`` (MCP spec
         2025-11-25, Lifecycle, "Shutdown"); a server that closed its stdout gets SIGTERM at
-        once."""
+        once. The signals go to the server's whole process group (it runs in a session of
+        its own), so nothing it forked outlives it: a child left after the server exited
+        gets SIGTERM, then SIGKILL after ``close_grace`` (docs/connection.md, "Requests")."""
         proc = self._proc
         if proc is None:
             if not self._spawning:  # never spawned; a spawn under way closes on completion
@@ -399,16 +406,42 @@ class StdioTransport:
             if self._backlog:
                 self._drain()
             self._release_stdin()  # the only write end: the server sees EOF
-            if not self._silent and await self._exited_within(grace):
+            if proc.exited.done() or (not self._silent and await self._exited_within(grace)):
+                self._end_group_soon()  # what it forked, if anything outlived it
+                assert self._ending is not None
+                await self._ending
                 return
-            self._signal(signal.SIGTERM)
-            if await self._exited_within(grace):
+            self._signal_group(signal.SIGTERM)
+            if await self._all_gone_within(grace):
                 return
-            self._signal(signal.SIGKILL)
-            await self._exited_within(grace)
+            self._signal_group(signal.SIGKILL)
+            await self._all_gone_within(grace)
         finally:
             proc.close_pipes()
             self._report_down("closed", None)
+            self._gone.set()
+
+    def _end_group_soon(self) -> None:
+        """Start ending the process group of an exited server (once). Loop thread."""
+        if self._ending is None:
+            self._ending = asyncio.get_running_loop().create_task(self._end_group())
+
+    async def _end_group(self) -> None:
+        """The server has exited: SIGTERM whatever is left of its process group, then
+        SIGKILL after ``close_grace``."""
+        try:
+            if not self._group_alive():
+                return
+            grace = self._spec.close_grace
+            self._signal_group(signal.SIGTERM)
+            if await self._all_gone_within(grace):
+                return
+            log.info("the server's children ignored SIGTERM for %ss; killing them", grace)
+            self._signal_group(signal.SIGKILL)
+            await self._all_gone_within(grace)
+        finally:
+            if not self._closing:
+                self._gone.set()
 
     def _release_stdin(self) -> None:
         """Stop writing and close our stdin fd (the server sees EOF once asyncio's is closed
@@ -423,10 +456,52 @@ class StdioTransport:
                 asyncio.get_running_loop().remove_writer(fd)
             os.close(fd)
 
-    def _signal(self, sig: int) -> None:
+    def _signal_group(self, sig: int) -> None:
+        """Signal the server's process group (its pid: ``start_new_session``), or the server
+        alone where process groups do not exist. A group no process is left in is not
+        signalled (its number may be reused once it is empty)."""
         proc = self._proc
-        if proc is not None:
+        if proc is None:
+            return
+        killpg = getattr(os, "killpg", None)
+        if killpg is None:
             proc.send_signal(sig)
+            return
+        try:
+            killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # nothing left of it, or nothing we may signal
+
+    def _group_alive(self) -> bool:
+        """Whether any process is left in the server's process group."""
+        proc = self._proc
+        if proc is None:
+            return False
+        killpg = getattr(os, "killpg", None)
+        if killpg is None:
+            return proc.returncode is None
+        try:
+            killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    async def _all_gone_within(self, seconds: float) -> bool:
+        """Wait (bounded) until the server has exited and its process group is empty. The
+        group has no exit event to wait on, so it is polled, 10 ms apart at first, then
+        up to 100 ms apart."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        if not await self._exited_within(seconds):
+            return False
+        pause = 0.01
+        while self._group_alive():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+        return True
 
     async def _exited_within(self, seconds: float) -> bool:
         proc = self._proc
@@ -434,7 +509,7 @@ class StdioTransport:
         if proc.exited.done():
             return True
         try:
-            await asyncio.wait_for(asyncio.shield(proc.exited), seconds)
+            await asyncio.wait_for(asyncio.shield(proc.exited), max(0.0, seconds))
             return True
         except TimeoutError:
             return False

@@ -230,3 +230,105 @@ def test_a_bad_answer_fails_the_round_without_echoing_it(modern: Any) -> None:
         client.call_tool("rounds", script, timeout=20)
     assert (err.value.kind, err.value.reason) == ("handler", "bad_result")
     assert "1234-secret" not in str(err.value)
+
+
+class Counting(mcp.Handler):
+    """Counts the elicitations running at once; each waits for a partner (a barrier of
+    ``pair``), so the entries of a round must really run side by side."""
+
+    def __init__(self, pair: int) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+        self.pair = threading.Barrier(pair, timeout=10) if pair > 1 else None
+
+    def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> Any:
+        with self.lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        try:
+            if self.pair is not None:
+                self.pair.wait()
+            return mcp.ElicitResult.accept({"name": request.message})
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def wide_round(count: int, prefix: str = "k") -> dict[str, Any]:
+    return {
+        "rounds": [
+            {"inputRequests": {f"{prefix}{i}": elicit(f"{prefix}{i}") for i in range(count)}}
+        ]
+    }
+
+
+def test_a_round_wider_than_max_server_requests_waits_for_slots(modern: Any) -> None:
+    # 12 entries against the default max_server_requests=8: the last 4 wait for a slot
+    # instead of failing the call handler/busy.
+    handler = Counting(pair=1)
+    client = modern(handler)
+    report = report_of(client.call_tool("rounds", wide_round(12), timeout=20))
+    assert report["ok"] is True, report
+    answers = report["requests"][1]["inputResponses"]
+    assert answers == {
+        f"k{i}": {"action": "accept", "content": {"name": f"k{i}"}} for i in range(12)
+    }
+    assert handler.calls == 12 and handler.most <= 8
+
+
+def test_queued_entries_never_run_past_max_server_requests(modern: Any) -> None:
+    # Two calls of 4 entries each, at most 2 methods at once: every entry runs, two by two
+    # (the barrier needs a partner), never three.
+    handler = Counting(pair=2)
+    client = modern(handler, max_server_requests=2)
+
+    async def both() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                client.aio.call_tool("rounds", wide_round(4, "a"), timeout=20),
+                client.aio.call_tool("rounds", wide_round(4, "b"), timeout=20),
+            )
+        )
+
+    for result in asyncio.run(both()):
+        assert report_of(result)["ok"] is True
+    assert handler.calls == 8
+    assert handler.most == 2
+
+
+def test_max_round_inputs_at_its_edge(modern: Any) -> None:
+    client = modern(Counting(pair=1), max_round_inputs=3)
+    assert report_of(client.call_tool("rounds", wide_round(3), timeout=20))["ok"] is True
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("rounds", wide_round(4), timeout=20)
+    assert (err.value.kind, err.value.reason) == ("protocol", "too_many_inputs")
+    assert "max_round_inputs=3" in err.value.message
+    assert err.value.data == {"limit": 3, "asked": 4}
+
+
+def test_an_entry_refused_busy_by_a_stuck_method_waits_for_the_next_slot(modern: Any) -> None:
+    # A plain method past handler_timeout keeps its slot (its thread cannot be stopped):
+    # the connection then thinks a slot free that is not. The entry the handler refuses
+    # busy waits for the next answer instead of failing the call.
+    release = threading.Event()
+
+    class Stuck(mcp.Handler):
+        def elicit(self, request: mcp.ElicitRequest, ctx: mcp.HandlerContext) -> Any:
+            if request.message == "stuck":
+                release.wait(30)  # ignores ctx.cancelled on purpose
+            return mcp.ElicitResult.accept({"name": request.message})
+
+    client = modern(Stuck(), max_server_requests=2, handler_timeout=0.3)
+    try:
+        stuck = {"rounds": [{"inputRequests": {"s": elicit("stuck")}}]}
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("rounds", stuck, timeout=20)
+        assert (err.value.kind, err.value.reason) == ("timeout", "handler_timeout")
+        report = report_of(client.call_tool("rounds", wide_round(3), timeout=20))
+        assert report["ok"] is True, report
+        assert sorted(report["requests"][1]["inputResponses"]) == ["k0", "k1", "k2"]
+    finally:
+        release.set()

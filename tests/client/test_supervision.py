@@ -4,6 +4,7 @@ under an application's own supervisor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -357,3 +358,57 @@ def test_a_handle_on_a_name_nobody_starts_waits_until_its_deadline(make_server):
     assert (err.value.kind, err.value.reason) == ("closed", "not_started")
     assert "deadline" in err.value.message
     assert 0.3 <= elapsed < 2  # the call's own deadline, not the default 30 s
+
+
+def test_request_ids_are_never_reused_after_a_connection_crash(
+    crashable, make_server, start_client
+):
+    # The id counter is never reset (docs/connection.md, "Requests"): the restarted
+    # connection goes on from where the crashed one stopped.
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    for n in range(5):
+        client.call_tool("add", {"a": n, "b": 1})
+    runtime = client._runtime()
+    old = runtime.registry.get("connection")
+    old.tell(crashable())
+    client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+    client.call_tool("add", {"a": 1, "b": 1})
+    pids = server.pids()
+    ids = [
+        [e["id"] for e in server.log() if e.get("dir") == "in" and "id" in e and e["pid"] == pid]
+        for pid in pids
+    ]
+    first = [i for i in ids[0] if isinstance(i, int)]
+    second = [i for i in ids[1] if isinstance(i, int)]
+    assert len(first) >= 6 and second, ids
+    assert min(second) > max(first), ids
+
+
+def test_a_connection_crash_ends_the_old_servers_forked_child(crashable, make_server, start_client):
+    # The crashed incarnation's server is closed with its whole process group: a child it
+    # forked that ignores SIGTERM is killed too (docs/connection.md, "Requests").
+    server = make_server(extra_args=["--fork-child"])
+    try:
+        client = start_client(server.stdio(close_grace=0.3))
+        client.await_ready(timeout=10)
+        child = int(server.wait_for("child", timeout=10)["child"])
+        client._runtime().registry.get("connection").tell(crashable())
+        client.wait_for_state(lambda s: s.state == "ready" and server.starts() == 2, timeout=10)
+        deadline = time.monotonic() + 5
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _running(child), "the crashed incarnation's server left its child running"
+    finally:
+        for event in server.events("child"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(event["child"]), signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
