@@ -31,8 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-import conduit_mcp as mcp  # noqa: E402
 from http_peer import HttpPeer, free_port  # noqa: E402
+
+import conduit_mcp as mcp  # noqa: E402
 
 CLIENT_IDLE = 4.0  # Http's keep_alive default
 
@@ -45,7 +46,7 @@ def start_peer(server: str, keep_alive: float) -> HttpPeer:
         return HttpPeer(argv, port, ready=["listening on port"])
     script = str(ROOT / "tests/peers/keepalive_peer.py")
     argv = [sys.executable, script, "--server", server, "--port", str(port)]
-    return HttpPeer(argv + ["--keep-alive", str(keep_alive)], port, ready=[])
+    return HttpPeer([*argv, "--keep-alive", str(keep_alive)], port, ready=[])
 
 
 def pauses(keep_alive: float, rng: random.Random) -> list[float]:
@@ -74,7 +75,7 @@ def start_proxy(peer: HttpPeer, delay: float) -> HttpPeer:
     port = free_port()
     script = str(ROOT / "tests/peers/latency_proxy.py")
     argv = [sys.executable, script, "--listen", str(port), "--to", str(peer.port)]
-    return HttpPeer(argv + ["--delay", str(delay)], port, ready=[])
+    return HttpPeer([*argv, "--delay", str(delay)], port, ready=[])
 
 
 def run(server: str, keep_alive: float, calls: int, seed: int, delay: float) -> dict[str, Any]:
@@ -130,9 +131,7 @@ def main() -> int:
     log = logging.getLogger("conduit_mcp.http")
     log.setLevel(logging.DEBUG)
     log.addHandler(counter)
-    configs = [
-        (s, float(k)) for s in args.servers.split(",") for k in args.keep_alive.split(",")
-    ]
+    configs = [(s, float(k)) for s in args.servers.split(",") for k in args.keep_alive.split(",")]
     results: dict[tuple[str, float], Any] = {}
     started = time.monotonic()
 

@@ -88,6 +88,7 @@ from .base import (
     TransportUp,
 )
 from .http_legacy import LegacySession
+from .http_pool import Pool, connector
 from .http_spec import Http, describe
 from .http_token import TokenCell
 from .http_wire import (
@@ -164,6 +165,8 @@ class HttpTransport:
         # own pool: counted in pool_limit they would hold its connections for good, and a
         # pool_limit of 1 (or 2 with both) would leave no connection for any request.
         self._streams: aiohttp.ClientSession | None = None
+        self._pool = Pool(spec.keep_alive)
+        self._stream_pool = Pool(spec.keep_alive)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=spec.connect_timeout,
@@ -349,14 +352,15 @@ class HttpTransport:
             self._gone.set()
             return
         # Nothing ever goes to another origin, whatever a redirect says (http_wire).
-        guard = (same_origin_only(self.url),)
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, middlewares=guard
+        guard = same_origin_only(self.url)
+        # Idle connections dropped before the server closes them, and a request the server
+        # provably never got (its pooled connection closed first) sent again (http_pool).
+        keep_alive = self._spec.keep_alive
+        self._session = _session(
+            connector(self._limit, keep_alive), self._pool, guard, self._timeout
         )
-        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0)
-        self._streams = aiohttp.ClientSession(
-            connector=streams, timeout=self._timeout, middlewares=guard
+        self._streams = _session(
+            connector(STREAM_LIMIT, keep_alive), self._stream_pool, guard, self._timeout
         )
         safe_tell(self.owner, TransportUp(self.gen))
 
@@ -861,6 +865,23 @@ class HttpTransport:
         if not dropped:
             return msg
         return msg._replace(result={**result, "tools": kept})
+
+
+def _session(
+    pool_connector: aiohttp.TCPConnector,
+    pool: Pool,
+    guard: Any,
+    timeout: aiohttp.ClientTimeout,
+) -> aiohttp.ClientSession:
+    """A session on ``pool_connector``: the same-origin guard checks each hop before the
+    pool's middleware sends it (and maybe sends it again)."""
+    pool.connector = pool_connector
+    return aiohttp.ClientSession(
+        connector=pool_connector,
+        timeout=timeout,
+        middlewares=(guard, pool.middleware),
+        trace_configs=[pool.trace],
+    )
 
 
 def _tell_sink(sink: StreamSink, message: Any) -> bool:

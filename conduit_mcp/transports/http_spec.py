@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from ..errors import Error
 from ..oauth.config import OAuth
+from ..protocol.http_reuse import DEFAULT_KEEP_ALIVE
 
 AuthCallable = Callable[[], Mapping[str, str]]
 
@@ -53,7 +54,10 @@ class Http:
     with ``transport``/``connect_timeout``: it was never sent). ``pool_limit`` caps the
     connections requests use (None: ``max_in_flight`` + 8); the long-lived streams (the
     legacy GET stream, a listen) have a pool of their own, so they never starve requests.
-    ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
+    ``close_timeout`` bounds the legacy ``DELETE`` of the session on close. ``keep_alive``
+    is how long an idle pooled connection is kept for the next request (seconds; default 4,
+    below the 5 s after which uvicorn, hypercorn and Node close it; a server's shorter
+    ``Keep-Alive: timeout=`` wins): docs/connection.md, "Idle connections".
     """
 
     url: str = field(repr=False)
@@ -67,6 +71,7 @@ class Http:
     connect_timeout: float = field(default=10.0, repr=False)
     pool_limit: int | None = field(default=None, repr=False)
     close_timeout: float = field(default=2.0, repr=False)
+    keep_alive: float = field(default=DEFAULT_KEEP_ALIVE, repr=False)
 
     def __repr__(self) -> str:
         # The URL's password and query may be credentials (``?api_key=``): origin and path only.
@@ -133,7 +138,13 @@ class Http:
                 "credential_id is a string, given with an auth callable (an OAuth "
                 "client's identity is its principal, issuer and resource)",
             )
-        for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
+        for name in (
+            "auth_timeout",
+            "stream_idle",
+            "connect_timeout",
+            "close_timeout",
+            "keep_alive",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise Error("config", f"http.{name}", f"{name} must be a number > 0")

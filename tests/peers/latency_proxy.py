@@ -18,9 +18,7 @@ import asyncio
 import contextlib
 
 
-async def pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
-) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
     """Copy ``reader`` to ``writer``, each chunk (and the end) ``delay`` seconds late."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()

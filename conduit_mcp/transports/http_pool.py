@@ -1,0 +1,134 @@
+"""The HTTP transport's connection pools and their idle connections (docs/connection.md,
+"Idle connections"; the rules are :mod:`conduit_mcp.protocol.http_reuse`).
+
+* :func:`connector`: a pool whose idle connections are dropped after ``Http.keep_alive``
+  seconds (aiohttp keeps them 15 s; uvicorn, hypercorn and Node close them after 5 s).
+* :class:`Pool`: an aiohttp client middleware and trace config pair. The trace config notes
+  whether a request went out on a reused pooled connection or a new one; the middleware
+  sends a request again when it failed on a reused connection before any byte of the answer
+  arrived (the server closed that idle connection as the request went out: it never ran
+  it), and lowers the pool's idle limit when the server announces a shorter one
+  (``Keep-Alive: timeout=N``).
+
+The middleware wraps each hop (redirects within the origin included) and runs on the I/O
+loop, in the request's task: the trace callbacks, awaited by aiohttp in that same task, find
+the hop's record through a context variable.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+import aiohttp
+
+from ..protocol.http_reuse import Failure, announced_timeout, idle_limit, may_resend
+
+log = logging.getLogger("conduit_mcp.http")
+
+# Resets that end a connection the server closed (or was closing) as the request arrived.
+_RESETS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+
+
+class _Hop:
+    """One attempt: whether its connection came from the pool (set by the trace config)."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+_HOP: ContextVar[_Hop | None] = ContextVar("conduit_mcp_http_hop", default=None)
+
+
+async def _reused(_session: Any, _ctx: Any, _params: Any) -> None:
+    hop = _HOP.get()
+    if hop is not None:
+        hop.reused = True
+
+
+async def _created(_session: Any, _ctx: Any, _params: Any) -> None:
+    hop = _HOP.get()
+    if hop is not None:
+        hop.reused = False
+
+
+def connector(limit: int, keep_alive: float, **options: Any) -> aiohttp.TCPConnector:
+    """A pool of at most ``limit`` connections, idle ones kept ``keep_alive`` seconds."""
+    return aiohttp.TCPConnector(
+        limit=limit, limit_per_host=0, keepalive_timeout=keep_alive, **options
+    )
+
+
+def failure_of(exc: BaseException) -> tuple[Failure, bool]:
+    """How a connection failed before its answer's head, and whether any byte of the answer
+    had arrived (aiohttp names the part of a head it got in ``ServerDisconnectedError``; a
+    reset says nothing of bytes received, and a server that began an answer does not reset
+    it: read as none)."""
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "disconnected", not isinstance(exc.message, str)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "other", False  # never a reused connection: no connection was made
+    if isinstance(exc, aiohttp.ClientOSError) and exc.errno in _RESETS:
+        return "reset", False
+    return "other", False
+
+
+class Pool:
+    """The middleware and trace config of one session (:mod:`this module's docstring <.>`)."""
+
+    def __init__(self, keep_alive: float) -> None:
+        self.keep_alive = keep_alive
+        self.connector: aiohttp.TCPConnector | None = None
+        self.resent = 0  # requests sent again (I/O loop)
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_reused)
+        trace.on_connection_create_end.append(_created)
+        trace.freeze()
+        self.trace = trace
+
+    async def middleware(
+        self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        resends = 0
+        while True:
+            hop = _Hop()
+            token = _HOP.set(hop)
+            try:
+                resp = await handler(request)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                failure, answered = failure_of(exc)
+                if not may_resend(
+                    reused=hop.reused, answered=answered, failure=failure, resends=resends
+                ):
+                    raise
+                resends += 1
+                self.resent += 1
+                log.debug(
+                    "a request was sent again: its pooled connection closed before any "
+                    "answer (%s; the server had closed it as idle)",
+                    type(exc).__name__,
+                )
+                continue
+            finally:
+                _HOP.reset(token)
+            self._learn(resp)
+            return resp
+
+    def _learn(self, resp: aiohttp.ClientResponse) -> None:
+        """Lower the pool's idle limit to what the server announced, if shorter.
+
+        aiohttp has one idle limit per pool (``TCPConnector(keepalive_timeout=)``) and no
+        setter for it: its attribute is lowered in place (the pool serves one origin, so one
+        server's limit is the pool's). An aiohttp without that attribute keeps ours, and the
+        re-send rule still covers the race."""
+        values = resp.headers.getall("Keep-Alive", ())
+        if not values or self.connector is None:
+            return
+        limit = idle_limit(self.keep_alive, announced_timeout(values))
+        current = getattr(self.connector, "_keepalive_timeout", None)
+        if isinstance(current, (int, float)) and limit < current:
+            self.connector._keepalive_timeout = limit
