@@ -5,10 +5,17 @@
   seconds (aiohttp keeps them 15 s; uvicorn, hypercorn and Node close them after 5 s).
 * :class:`Pool`: an aiohttp client middleware and trace config pair. The trace config notes
   whether a request went out on a reused pooled connection or a new one; the middleware
-  sends a request again when it failed on a reused connection before any byte of the answer
-  arrived (the server closed that idle connection as the request went out: it never ran
-  it), and lowers the pool's idle limit when the server announces a shorter one
-  (``Keep-Alive: timeout=N``).
+  notes when each connection went back to the pool, sends a request again when it failed
+  on a reused connection idle long enough, before any byte of the answer arrived (the
+  server closed that idle connection as the request went out: it never ran it), and lowers
+  the pool's idle limit when the server announces a shorter one (``Keep-Alive: timeout=N``).
+
+Which pooled connection a failed request had is not told (aiohttp's trace says only "a
+reused one"), so its idle time is bounded from below: it went back to the pool no later
+than the last connection did (noted when each answer is released; the answer that released
+the failed one was noted before this failure came, as the loop runs callbacks in order).
+When any answer was released after the request went out, the bound is negative: nothing is
+sent again (a busy pool is no idle one).
 
 The middleware wraps each hop (redirects within the origin included) and runs on the I/O
 loop, in the request's task: the trace callbacks, awaited by aiohttp in that same task, find
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import time
 from contextvars import ContextVar
 from typing import Any
 
@@ -84,6 +92,9 @@ class Pool:
         self.keep_alive = keep_alive
         self.connector: aiohttp.TCPConnector | None = None
         self.resent = 0  # requests sent again (I/O loop)
+        # When a connection last went back to the pool, or was closed after its answer
+        # (monotonic; I/O loop).
+        self._last_release: float | None = None
         trace = aiohttp.TraceConfig()
         trace.on_connection_reuseconn.append(_reused)
         trace.on_connection_create_end.append(_created)
@@ -97,12 +108,17 @@ class Pool:
         while True:
             hop = _Hop()
             token = _HOP.set(hop)
+            started = time.monotonic()
             try:
                 resp = await handler(request)
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 failure, answered = failure_of(exc)
                 if not may_resend(
-                    reused=hop.reused, answered=answered, failure=failure, resends=resends
+                    reused=hop.reused,
+                    idle=self._idle_at_least(started) if hop.reused else None,
+                    answered=answered,
+                    failure=failure,
+                    resends=resends,
                 ):
                     raise
                 resends += 1
@@ -115,8 +131,27 @@ class Pool:
                 continue
             finally:
                 _HOP.reset(token)
+            self._track(resp)
             self._learn(resp)
             return resp
+
+    def _track(self, resp: aiohttp.ClientResponse) -> None:
+        """Note when this response's connection goes back to the pool: now if it already
+        has (a short answer is released as soon as it is read), else when it does."""
+        conn = resp.connection
+        if conn is None:
+            self._stamp()
+        else:
+            conn.add_callback(self._stamp)
+
+    def _stamp(self) -> None:
+        self._last_release = time.monotonic()
+
+    def _idle_at_least(self, started: float) -> float | None:
+        """A lower bound of how long the reused connection that just failed had been idle
+        when the request went out (the module's docstring); None if none is known."""
+        last = self._last_release
+        return None if last is None else started - last
 
     def _learn(self, resp: aiohttp.ClientResponse) -> None:
         """Lower the pool's idle limit to what the server announced, if shorter.

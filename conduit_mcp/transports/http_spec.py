@@ -16,6 +16,7 @@ repr, a log, an exception or a span:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,8 +147,13 @@ class Http:
             "keep_alive",
         ):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            # ``not value > 0``: NaN is refused too (it compares false with everything).
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise Error("config", f"http.{name}", f"{name} must be a number > 0")
+        if not math.isfinite(self.keep_alive):
+            raise Error(
+                "config", "http.keep_alive", "keep_alive must be a finite number of seconds"
+            )
         for name in ("max_response", "pool_limit"):
             value = getattr(self, name)
             if value is not None and (

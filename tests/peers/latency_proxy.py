@@ -8,7 +8,8 @@ so the keep-alive race (peers.md, "Keep-alive") almost never shows; over a real 
 close and the client's next request cross each other for a whole round trip. Through this
 proxy they do too: a call made about the server's keep-alive timeout after the last answer
 meets the server's close on the way. Data and end-of-stream keep their order in each
-direction; a reset from one side closes both. Binds 127.0.0.1 only.
+direction; a reset from one side closes both. It prints ``connection N`` for each
+connection it accepts (the tests count the client's connections). Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -54,7 +55,12 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay
 
 
 async def serve(listen: int, to: int, delay: float) -> None:
+    accepted = 0
+
     async def handle(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        print(f"connection {accepted}", flush=True)
         try:
             s_reader, s_writer = await asyncio.open_connection("127.0.0.1", to)
         except OSError:
