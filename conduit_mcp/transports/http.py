@@ -88,7 +88,7 @@ from .base import (
     TransportUp,
 )
 from .http_legacy import LegacySession
-from .http_pool import Pool, connector
+from .http_pool import Pool
 from .http_spec import Http, describe
 from .http_token import TokenCell
 from .http_wire import (
@@ -355,12 +355,11 @@ class HttpTransport:
         guard = same_origin_only(self.url)
         # Idle connections dropped before the server closes them, and a request the server
         # provably never got (its pooled connection closed first) sent again (http_pool).
-        keep_alive = self._spec.keep_alive
         self._session = _session(
-            connector(self._limit, keep_alive), self._pool, guard, self._timeout
+            self._pool.new_connector(self._limit), self._pool, guard, self._timeout
         )
         self._streams = _session(
-            connector(STREAM_LIMIT, keep_alive), self._stream_pool, guard, self._timeout
+            self._stream_pool.new_connector(STREAM_LIMIT), self._stream_pool, guard, self._timeout
         )
         safe_tell(self.owner, TransportUp(self.gen))
 
@@ -875,12 +874,8 @@ def _session(
 ) -> aiohttp.ClientSession:
     """A session on ``pool_connector``: the same-origin guard checks each hop before the
     pool's middleware sends it (and maybe sends it again)."""
-    pool.connector = pool_connector
     return aiohttp.ClientSession(
-        connector=pool_connector,
-        timeout=timeout,
-        middlewares=(guard, pool.middleware),
-        trace_configs=[pool.trace],
+        connector=pool_connector, timeout=timeout, middlewares=(guard, pool.middleware)
     )
 
 

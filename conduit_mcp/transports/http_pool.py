@@ -1,25 +1,26 @@
 """The HTTP transport's connection pools and their idle connections (docs/connection.md,
 "Idle connections"; the rules are :mod:`conduit_mcp.protocol.http_reuse`).
 
-* :func:`connector`: a pool whose idle connections are dropped after ``Http.keep_alive``
-  seconds (aiohttp keeps them 15 s; uvicorn, hypercorn and Node close them after 5 s).
-* :class:`Pool`: an aiohttp client middleware and trace config pair. The trace config notes
-  whether a request went out on a reused pooled connection or a new one; the middleware
-  notes when each connection went back to the pool, sends a request again when it failed
-  on a reused connection idle long enough, before any byte of the answer arrived (the
-  server closed that idle connection as the request went out: it never ran it), and lowers
-  the pool's idle limit when the server announces a shorter one (``Keep-Alive: timeout=N``).
+* :class:`Pool`: a connection pool (an aiohttp connector) whose idle connections are
+  dropped after ``Http.keep_alive`` seconds (aiohttp keeps them 15 s; uvicorn, hypercorn and
+  Node close them after 5 s), and an aiohttp client middleware. The connector notes which
+  connection each attempt got and whether that connection had carried an answer before (a
+  reused one); the middleware notes when answers went back to the pool, sends a request
+  again when it failed on a reused connection idle long enough, before any byte of the
+  answer arrived (the server closed that idle connection as the request went out: it never
+  ran it), and lowers the pool's idle limit when the server announces a shorter one
+  (``Keep-Alive: timeout=N``).
 
-Which pooled connection a failed request had is not told (aiohttp's trace says only "a
-reused one"), so its idle time is bounded from below: it went back to the pool no later
-than the last connection did (noted when each answer is released; the answer that released
-the failed one was noted before this failure came, as the loop runs callbacks in order).
-When any answer was released after the request went out, the bound is negative: nothing is
-sent again (a busy pool is no idle one).
+How long the failed connection had been idle is bounded from below: it went back to the
+pool no later than the last answer did (noted when each answer is released; the answer
+that released the failed connection was noted before this failure came, as the loop runs
+callbacks in order). When any answer was released after the request went out, the bound
+is negative: nothing is sent again (a busy pool is no idle one).
 
 The middleware wraps each hop (redirects within the origin included) and runs on the I/O
-loop, in the request's task: the trace callbacks, awaited by aiohttp in that same task, find
-the hop's record through a context variable.
+loop, in the request's task; the connector's ``connect``, awaited in that same task, finds
+the hop's record through a context variable. (aiohttp's trace signals would tell "reused"
+too, but cost a tenth of a fast server's request rate.)
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ from __future__ import annotations
 import errno
 import logging
 import time
+import weakref
 from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 from ..protocol.http_reuse import Failure, announced_timeout, idle_limit, may_resend
 
@@ -41,34 +46,36 @@ _RESETS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
 
 
 class _Hop:
-    """One attempt: whether its connection came from the pool (set by the trace config)."""
+    """One attempt: the connection it got, and whether that one had carried an answer."""
 
-    __slots__ = ("reused",)
+    __slots__ = ("proto", "reused")
 
     def __init__(self) -> None:
+        self.proto: ResponseHandler | None = None
         self.reused = False
 
 
 _HOP: ContextVar[_Hop | None] = ContextVar("conduit_mcp_http_hop", default=None)
 
 
-async def _reused(_session: Any, _ctx: Any, _params: Any) -> None:
-    hop = _HOP.get()
-    if hop is not None:
-        hop.reused = True
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's pool, telling the current hop which connection it got (``connect`` is the
+    connector's documented entry point)."""
 
+    def __init__(self, served: weakref.WeakSet[ResponseHandler], **options: Any) -> None:
+        super().__init__(**options)
+        self._served = served
 
-async def _created(_session: Any, _ctx: Any, _params: Any) -> None:
-    hop = _HOP.get()
-    if hop is not None:
-        hop.reused = False
-
-
-def connector(limit: int, keep_alive: float, **options: Any) -> aiohttp.TCPConnector:
-    """A pool of at most ``limit`` connections, idle ones kept ``keep_alive`` seconds."""
-    return aiohttp.TCPConnector(
-        limit=limit, limit_per_host=0, keepalive_timeout=keep_alive, **options
-    )
+    async def connect(
+        self, req: aiohttp.ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
+    ) -> Connection:
+        conn = await super().connect(req, traces, timeout)
+        hop = _HOP.get()
+        proto = conn.protocol
+        if hop is not None and proto is not None:
+            hop.proto = proto
+            hop.reused = proto in self._served
+        return conn
 
 
 def failure_of(exc: BaseException) -> tuple[Failure, bool]:
@@ -86,20 +93,29 @@ def failure_of(exc: BaseException) -> tuple[Failure, bool]:
 
 
 class Pool:
-    """The middleware and trace config of one session (:mod:`this module's docstring <.>`)."""
+    """One session's connector and middleware (the module's docstring)."""
 
     def __init__(self, keep_alive: float) -> None:
         self.keep_alive = keep_alive
         self.connector: aiohttp.TCPConnector | None = None
         self.resent = 0  # requests sent again (I/O loop)
+        # The connections that carried an answer: one of them handed out again is a reuse.
+        self._served: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
         # When a connection last went back to the pool, or was closed after its answer
         # (monotonic; I/O loop).
         self._last_release: float | None = None
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_reuseconn.append(_reused)
-        trace.on_connection_create_end.append(_created)
-        trace.freeze()
-        self.trace = trace
+
+    def new_connector(self, limit: int, **options: Any) -> aiohttp.TCPConnector:
+        """This pool's connector: at most ``limit`` connections, idle ones kept
+        ``keep_alive`` seconds (``options``: more ``TCPConnector`` arguments)."""
+        self.connector = _Connector(
+            self._served,
+            limit=limit,
+            limit_per_host=0,
+            keepalive_timeout=self.keep_alive,
+            **options,
+        )
+        return self.connector
 
     async def middleware(
         self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
@@ -131,6 +147,8 @@ class Pool:
                 continue
             finally:
                 _HOP.reset(token)
+            if hop.proto is not None:
+                self._served.add(hop.proto)
             self._track(resp)
             self._learn(resp)
             return resp
