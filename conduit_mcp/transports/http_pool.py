@@ -98,7 +98,6 @@ class Pool:
     def __init__(self, keep_alive: float) -> None:
         self.keep_alive = keep_alive
         self.connector: aiohttp.TCPConnector | None = None
-        self.resent = 0  # requests sent again (I/O loop)
         # The connections that carried an answer: one of them handed out again is a reuse.
         self._served: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
         # When a connection last went back to the pool, or was closed after its answer
@@ -138,7 +137,6 @@ class Pool:
                 ):
                     raise
                 resends += 1
-                self.resent += 1
                 log.debug(
                     "a request was sent again: its pooled connection closed before any "
                     "answer (%s; the server had closed it as idle)",
