@@ -87,8 +87,14 @@ def failure_of(exc: BaseException) -> tuple[Failure, bool]:
         return "disconnected", not isinstance(exc.message, str)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "other", False  # never a reused connection: no connection was made
-    if isinstance(exc, aiohttp.ClientOSError) and exc.errno in _RESETS:
-        return "reset", False
+    if isinstance(exc, aiohttp.ClientConnectionResetError):
+        return "reset", False  # written to a connection already closing
+    if isinstance(exc, aiohttp.ClientOSError):
+        if exc.errno in _RESETS:
+            return "reset", False
+        if exc.errno is None and isinstance(exc.__cause__, ConnectionResetError):
+            # aiohttp's "Can not write request body": the body met a closing connection.
+            return "reset", False
     return "other", False
 
 
@@ -126,15 +132,30 @@ class Pool:
             started = time.monotonic()
             try:
                 resp = await handler(request)
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            except (
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientOSError,
+                aiohttp.ClientConnectionResetError,
+            ) as exc:
                 failure, answered = failure_of(exc)
+                idle = self._idle_at_least(started) if hop.reused else None
                 if not may_resend(
                     reused=hop.reused,
-                    idle=self._idle_at_least(started) if hop.reused else None,
+                    idle=idle,
                     answered=answered,
                     failure=failure,
                     resends=resends,
                 ):
+                    log.debug(
+                        "a request's connection closed before its answer; not sent again "
+                        "(%s errno=%s, reused=%s, idle at least %s s, answered=%s, resends=%d)",
+                        type(exc).__name__,
+                        getattr(exc, "errno", None),
+                        hop.reused,
+                        None if idle is None else round(idle, 3),
+                        answered,
+                        resends,
+                    )
                     raise
                 resends += 1
                 log.debug(

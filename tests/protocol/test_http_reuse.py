@@ -117,6 +117,14 @@ def test_aiohttp_failures_are_read_as_the_rules_terms() -> None:
     for code in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED):
         assert failure_of(aiohttp.ClientOSError(code, "reset")) == ("reset", False)
     assert failure_of(aiohttp.ClientOSError(errno.ETIMEDOUT, "timed out")) == ("other", False)
+    # The body met a closing connection (aiohttp wraps its reset without an errno).
+    body = aiohttp.ClientOSError(None, "Can not write request body")
+    body.__cause__ = aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+    assert failure_of(body) == ("reset", False)
+    assert failure_of(aiohttp.ClientConnectionResetError("closing")) == ("reset", False)
+    other = aiohttp.ClientOSError(None, "Can not write request body")
+    other.__cause__ = ValueError("no")
+    assert failure_of(other) == ("other", False)
     assert failure_of(aiohttp.ClientOSError()) == ("other", False)
     refused = aiohttp.ClientConnectorError(key, ConnectionResetError(errno.ECONNRESET, "x"))
     assert failure_of(refused) == ("other", False)  # no connection was made: not a reuse
