@@ -12,6 +12,12 @@ At the end, per configuration: calls, failures (by kind/reason), how many hits t
 ran and which keys it ran twice (counted at the server), and how many requests the client
 sent again (its ``conduit_mcp.http`` debug log). Exits 1 on any failure, any key run twice,
 or a server total that is not the number of successful calls.
+
+Measured on a 2-core machine (2026-12-01), 60 calls per configuration (540 in all): before
+the fix 33 of 480 failed ``transport``/``stream_broken`` (uvicorn 1 s aborted at its count
+call; uvicorn 5 s, hypercorn 1 s and 5 s: 11 of 60 each; Node and the 75 s servers none)
+and the servers had run only the successful ones; after it, 0 of 540 failed, 29 were sent
+again, none ran twice. With ``--calls 120`` (1080 calls): 0 failed, 50 sent again.
 """
 
 from __future__ import annotations
