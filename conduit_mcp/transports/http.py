@@ -89,6 +89,7 @@ from .base import (
     TransportUp,
 )
 from .http_legacy import LegacySession
+from .http_pool import Pool
 from .http_spec import Http, describe
 from .http_token import TokenCell
 from .http_wire import (
@@ -165,6 +166,8 @@ class HttpTransport:
         # own pool: counted in pool_limit they would hold its connections for good, and a
         # pool_limit of 1 (or 2 with both) would leave no connection for any request.
         self._streams: aiohttp.ClientSession | None = None
+        self._pool = Pool(spec.keep_alive, on_connect=self._connected)
+        self._stream_pool = Pool(spec.keep_alive, on_connect=self._connected)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=spec.connect_timeout,
@@ -354,30 +357,27 @@ class HttpTransport:
             self._gone.set()
             return
         # Nothing ever goes to another origin, whatever a redirect says (http_wire).
-        guard = (same_origin_only(self.url),)
+        guard = same_origin_only(self.url)
         # Http(ssl=...) or Http(verify=...): the private CA, the client certificate
         # (docs/tls.md); True: the system's CAs.
         tls = self._spec.tls or True
-        traces = [self._connected_trace()]
-        connector = aiohttp.TCPConnector(limit=self._limit, limit_per_host=0, ssl=tls)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, middlewares=guard, trace_configs=traces
+        # Idle connections dropped before the server closes them, and a request the server
+        # provably never got (its pooled connection closed first) sent again (http_pool).
+        self._session = _session(
+            self._pool.new_connector(self._limit, ssl=tls), self._pool, guard, self._timeout
         )
-        streams = aiohttp.TCPConnector(limit=STREAM_LIMIT, limit_per_host=0, ssl=tls)
-        self._streams = aiohttp.ClientSession(
-            connector=streams, timeout=self._timeout, middlewares=guard, trace_configs=traces
+        self._streams = _session(
+            self._stream_pool.new_connector(STREAM_LIMIT, ssl=tls),
+            self._stream_pool,
+            guard,
+            self._timeout,
         )
         safe_tell(self.owner, TransportUp(self.gen))
 
-    def _connected_trace(self) -> aiohttp.TraceConfig:
-        """Sets :attr:`connected` once a connection is made (TCP, and TLS for https)."""
-
-        async def made(*_args: Any) -> None:
-            self.connected = True
-
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_create_end.append(made)
-        return trace
+    def _connected(self) -> None:
+        """Sets :attr:`connected` once a connection is made (TCP, and TLS for https): told by
+        the pools' connectors (a trace signal would cost every request, http_pool)."""
+        self.connected = True
 
     async def _close(self) -> None:
         tasks = [s.task for s in self._sent.values() if s.task is not None]
@@ -889,6 +889,19 @@ class HttpTransport:
         if not dropped:
             return msg
         return msg._replace(result={**result, "tools": kept})
+
+
+def _session(
+    pool_connector: aiohttp.TCPConnector,
+    pool: Pool,
+    guard: Any,
+    timeout: aiohttp.ClientTimeout,
+) -> aiohttp.ClientSession:
+    """A session on ``pool_connector``: the same-origin guard checks each hop before the
+    pool's middleware sends it (and maybe sends it again)."""
+    return aiohttp.ClientSession(
+        connector=pool_connector, timeout=timeout, middlewares=(guard, pool.middleware)
+    )
 
 
 def _tell_sink(sink: StreamSink, message: Any) -> bool:

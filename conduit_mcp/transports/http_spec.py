@@ -16,6 +16,7 @@ repr, a log, an exception or a span:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import ssl as _ssl
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 
 from ..errors import Error
 from ..oauth.config import OAuth
+from ..protocol.http_reuse import DEFAULT_KEEP_ALIVE
 
 AuthCallable = Callable[[], Mapping[str, str]]
 
@@ -55,7 +57,10 @@ class Http:
     with ``transport``/``connect_timeout``: it was never sent). ``pool_limit`` caps the
     connections requests use (None: ``max_in_flight`` + 8); the long-lived streams (the
     legacy GET stream, a listen) have a pool of their own, so they never starve requests.
-    ``close_timeout`` bounds the legacy ``DELETE`` of the session on close.
+    ``close_timeout`` bounds the legacy ``DELETE`` of the session on close. ``keep_alive``
+    is how long an idle pooled connection is kept for the next request (seconds; default 4,
+    below the 5 s after which uvicorn, hypercorn and Node close it; a server's shorter
+    ``Keep-Alive: timeout=`` wins): docs/connection.md, "Idle connections".
 
     TLS (docs/tls.md): ``verify`` trusts the CAs of a PEM file, or of an OpenSSL CA folder
     (hashed names, as ``openssl rehash`` makes), instead of the system's; ``ssl`` is a whole
@@ -82,6 +87,7 @@ class Http:
     close_timeout: float = field(default=2.0, repr=False)
     ssl: _ssl.SSLContext | None = field(default=None, repr=False)
     verify: str | os.PathLike[str] | None = field(default=None, repr=False)
+    keep_alive: float = field(default=DEFAULT_KEEP_ALIVE, repr=False)
     # The context ``verify`` built (init=False: made again by every copy's __post_init__).
     _verify_context: _ssl.SSLContext | None = field(
         default=None, init=False, repr=False, compare=False
@@ -153,10 +159,21 @@ class Http:
                 "client's identity is its principal, issuer and resource)",
             )
         object.__setattr__(self, "_verify_context", _tls_options(self.ssl, self.verify))
-        for name in ("auth_timeout", "stream_idle", "connect_timeout", "close_timeout"):
+        for name in (
+            "auth_timeout",
+            "stream_idle",
+            "connect_timeout",
+            "close_timeout",
+            "keep_alive",
+        ):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            # ``not value > 0``: NaN is refused too (it compares false with everything).
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise Error("config", f"http.{name}", f"{name} must be a number > 0")
+        if not math.isfinite(self.keep_alive):
+            raise Error(
+                "config", "http.keep_alive", "keep_alive must be a finite number of seconds"
+            )
         for name in ("max_response", "pool_limit"):
             value = getattr(self, name)
             if value is not None and (

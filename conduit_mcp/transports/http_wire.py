@@ -39,6 +39,7 @@ BROKEN = (
     aiohttp.ClientPayloadError,
     aiohttp.ServerDisconnectedError,
     aiohttp.ClientOSError,
+    aiohttp.ClientConnectionResetError,  # written to a closing connection
     aiohttp.ClientResponseError,
     aiohttp.http_exceptions.HttpProcessingError,  # LineTooLong and friends: not ClientErrors
     TimeoutError,
