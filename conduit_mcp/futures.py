@@ -122,6 +122,7 @@ class FutureClient:
         arguments: Mapping[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        max_total_timeout: float | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
@@ -131,7 +132,11 @@ class FutureClient:
             Error: at once ``argument`` or ``closed``; from ``get()``, as ``Client``'s
                 method (its "Errors").
         """
-        return self._call(rq.call_tool(name, arguments, meta), timeout, on_progress)
+        return self._call(
+            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            timeout,
+            on_progress,
+        )
 
     def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None

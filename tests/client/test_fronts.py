@@ -252,3 +252,81 @@ def test_futures_of_a_living_actor_or_a_plain_thread_are_not_cancelled(make_serv
         actor.stop()
     assert not server.received("notifications/cancelled")
     assert WATCH.pending() <= 1  # answered requests leave at the watcher's next look
+
+
+# What a front end may differ in by design: how progress reaches the caller (a callable on
+# the blocking and asyncio sides, an actor on the futures side).
+_BY_DESIGN = {("FutureClient", "on_progress")}
+
+
+def _raises(doc: str | None) -> str:
+    """A docstring's ``Raises:`` section, whitespace folded (empty if it has none)."""
+    text = doc or ""
+    return " ".join(text.split("Raises:", 1)[1].split()) if "Raises:" in text else ""
+
+
+def _shape(cls: type, name: str) -> tuple[list[tuple[Any, ...]], str]:
+    """A method's parameters (name, kind, default, annotation) and its result type, with the
+    front end's wrapper (coroutine, ``pykka.Future[...]``) taken off."""
+    import inspect
+
+    member = getattr(cls, name)
+    sig = inspect.signature(member)
+    params = [
+        (
+            p.name,
+            p.kind,
+            p.default,
+            "by design" if (cls.__name__, p.name) in _BY_DESIGN else p.annotation,
+        )
+        for p in sig.parameters.values()
+    ]
+    result = str(sig.return_annotation)
+    if cls is mcp.FutureClient:
+        assert result.startswith("pykka.Future[") and result.endswith("]"), (name, result)
+        result = result[len("pykka.Future[") : -1]
+    if cls is mcp.AsyncClient:
+        assert inspect.iscoroutinefunction(member), f"AsyncClient.{name} is not a coroutine"
+    return params, result
+
+
+def test_the_three_front_ends_have_the_same_signatures():
+    from conduit_mcp.client import CLIENT_ONLY
+
+    shared = _public(mcp.Client) - CLIENT_ONLY - {"stop"}
+    drift = []
+    for name in sorted(shared):
+        blocking_params, blocking_result = _shape(mcp.Client, name)
+        for cls in (mcp.AsyncClient, mcp.FutureClient):
+            params, result = _shape(cls, name)
+            expected = [
+                (n, k, d, "by design" if (cls.__name__, n) in _BY_DESIGN else a)
+                for n, k, d, a in blocking_params
+            ]
+            if params != expected or result != blocking_result:
+                drift.append(f"{cls.__name__}.{name}{params} -> {result}")
+    assert drift == [], "front ends drifted from Client:\n" + "\n".join(drift)
+
+
+def test_the_three_front_ends_say_the_same_raises():
+    """Each asyncio/futures method either defers to ``Client``'s ``Raises:`` or names no
+    error kind or reason that ``Client``'s does not."""
+    import re
+
+    from conduit_mcp.client import CLIENT_ONLY
+
+    shared = _public(mcp.Client) - CLIENT_ONLY - {"stop"}
+    drift = []
+    for name in sorted(shared):
+        blocking = _raises(getattr(mcp.Client, name).__doc__)
+        assert blocking, f"Client.{name} has no Raises: section"
+        kinds = set(re.findall(r"``(\w+)``", blocking))
+        for cls in (mcp.AsyncClient, mcp.FutureClient):
+            section = _raises(getattr(cls, name).__doc__)
+            if not section:
+                drift.append(f"{cls.__name__}.{name}: no Raises: section")
+            elif "as ``Client``'s method" not in section:
+                extra = set(re.findall(r"``(\w+)``", section)) - kinds - {"get"}
+                if extra:
+                    drift.append(f"{cls.__name__}.{name}: {sorted(extra)} not in Client's")
+    assert drift == [], "\n".join(drift)

@@ -251,6 +251,28 @@ def test_max_total_timeout_bounds_a_paused_call(legacy_client: Any) -> None:
     assert client.call_tool("echo", {"text": "ok"}).text == "ok"
 
 
+def test_max_total_timeout_bounds_a_paused_call_through_futures(legacy_client: Any) -> None:
+    """The futures front end takes ``max_total_timeout`` as the blocking one does."""
+    release = threading.Event()
+
+    class Stuck(mcp.Handler):
+        def list_roots(self, ctx: mcp.HandlerContext) -> Any:
+            release.wait(30)
+            return []
+
+    client = warmed(legacy_client(Stuck()))
+    try:
+        future = client.futures.call_tool(
+            "client_request", ROOTS, timeout=1.0, max_total_timeout=2.0
+        )
+        with pytest.raises(mcp.Error) as err:
+            future.get(timeout=20)
+        assert (err.value.kind, err.value.reason) == ("timeout", "max_total_timeout")
+    finally:
+        release.set()
+    assert client.futures.call_tool("echo", {"text": "ok"}).get(timeout=20).text == "ok"
+
+
 def test_a_hung_handler_is_bounded_by_handler_timeout(legacy_client: Any) -> None:
     release = threading.Event()
 
@@ -377,6 +399,15 @@ def test_max_total_timeout_is_checked_in_the_caller(make_server: Any, start_clie
     client = start_client(make_server().stdio(), protocol="modern")
     with pytest.raises(mcp.Error) as err:
         client.call_tool("echo", {"text": "x"}, max_total_timeout=-1)
+    assert (err.value.kind, err.value.reason) == ("argument", "max_total_timeout")
+
+
+def test_max_total_timeout_is_checked_in_the_caller_through_futures(
+    make_server: Any, start_client: Any
+) -> None:
+    client = start_client(make_server().stdio(), protocol="modern")
+    with pytest.raises(mcp.Error) as err:
+        client.futures.call_tool("echo", {"text": "x"}, max_total_timeout=-1)
     assert (err.value.kind, err.value.reason) == ("argument", "max_total_timeout")
 
 
