@@ -29,7 +29,6 @@ from operator import attrgetter
 from typing import Any, Final, Literal
 
 from ..errors import Error
-from ..transports.http_spec import UNIDENTIFIED
 
 __all__ = [
     "KINDS",
@@ -50,6 +49,10 @@ __all__ = [
     "ttl_ms",
     "visible",
 ]
+
+# The identity of an auth callable that declared none: private results are never stored.
+# (The HTTP transport's spec names it for such a callable; the rule lives here.)
+UNIDENTIFIED: Final = "unidentified"
 
 Kind = Literal["tools", "prompts", "resources", "resource_templates"]
 Scope = Literal["public", "private"]

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from ..errors import Error
 from ..oauth.config import OAuth
+from ..protocol.cache_rules import UNIDENTIFIED
 from ..protocol.http_reuse import DEFAULT_KEEP_ALIVE
 
 AuthCallable = Callable[[], Mapping[str, str]]
@@ -294,10 +295,6 @@ def _tls_options(context: Any, verify: str | os.PathLike[str] | None) -> _ssl.SS
             f"Http verify: cannot read the CA certificates at {path!r} ({type(exc).__name__}); "
             "give a PEM file or a folder of CA certificates",
         ) from None
-
-
-# The identity of an auth callable that declared none: private results are never stored.
-UNIDENTIFIED = "unidentified"
 
 
 def is_oauth(auth: Any) -> bool:
