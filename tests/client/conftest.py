@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 import conduit_mcp as mcp
+from conduit_mcp.testing import AuthServerProcess
 
 
 @pytest.fixture
@@ -70,3 +73,63 @@ def crashable(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
     monkeypatch.setattr(Connection, "_common", common)
     monkeypatch.setattr(Connection, "on_ready", on_ready)
     return _Boom
+
+
+# ---- OAuth: the test authorization server, a person, the usual OAuth options -------------
+
+M2M = {
+    "client_id": "m2m-basic",
+    "client_secret": "s3cret-m2m-5e1a",
+    "token_endpoint_auth_method": "client_secret_basic",
+    "grant_types": ["client_credentials"],
+}
+ADD = {"a": 1, "b": 2}
+
+
+@pytest.fixture
+def auth_server(tmp_path: Any) -> Any:
+    """Start authorization servers in ``tmp_path``; stopped at teardown."""
+    started: list[AuthServerProcess] = []
+
+    def start(**options: Any) -> AuthServerProcess:
+        options.setdefault("scopes", "mcp,write,offline_access")
+        options.setdefault("client", [orjson.dumps(M2M).decode()])
+        server = AuthServerProcess(tmp_path / f"as{len(started)}", **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+class Person:
+    """Plays the application's ``on_authorize``: keeps every URL it is given."""
+
+    def __init__(self) -> None:
+        self.urls: queue.Queue[str] = queue.Queue()
+        self.count = 0
+
+    def __call__(self, url: str) -> None:
+        self.count += 1
+        self.urls.put(url)
+
+    def next_url(self, timeout: float = 10.0) -> str:
+        return self.urls.get(timeout=timeout)
+
+
+def person_oauth(person: Person, **kw: Any) -> mcp.OAuth:
+    return mcp.OAuth(on_authorize=person, redirect_uri="http://127.0.0.1:9/callback", **kw)
+
+
+def m2m_oauth(**kw: Any) -> mcp.OAuth:
+    return mcp.OAuth(
+        client_id=M2M["client_id"],
+        client_secret=M2M["client_secret"],
+        grant="client_credentials",
+        **kw,
+    )
+
+
+def mcp_posts(server: Any) -> list[dict[str, Any]]:
+    return [e for e in server.events("http") if e["verb"] == "POST" and e["path"] == "/mcp"]

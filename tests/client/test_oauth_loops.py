@@ -22,41 +22,9 @@ import pytest
 import conduit_mcp as mcp
 from conduit_mcp.testing import AuthServerProcess
 
+from .conftest import ADD, m2m_oauth
+
 pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-M2M = {
-    "client_id": "m2m-basic",
-    "client_secret": "s3cret-m2m-5e1a",
-    "token_endpoint_auth_method": "client_secret_basic",
-    "grant_types": ["client_credentials"],
-}
-ADD = {"a": 1, "b": 2}
-
-
-@pytest.fixture
-def auth_server(tmp_path: Any) -> Any:
-    """Start authorization servers in ``tmp_path``; stopped at teardown."""
-    started: list[AuthServerProcess] = []
-
-    def start(**options: Any) -> AuthServerProcess:
-        options.setdefault("scopes", "mcp,write,offline_access")
-        options.setdefault("client", [orjson.dumps(M2M).decode()])
-        server = AuthServerProcess(tmp_path / f"as{len(started)}", **options)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-def m2m_oauth(**kw: Any) -> mcp.OAuth:
-    return mcp.OAuth(
-        client_id=M2M["client_id"],
-        client_secret=M2M["client_secret"],
-        grant="client_credentials",
-        **kw,
-    )
 
 
 def token_requests(auth: AuthServerProcess) -> list[dict[str, Any]]:
