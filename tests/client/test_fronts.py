@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pykka
@@ -330,3 +334,118 @@ def test_the_three_front_ends_say_the_same_raises():
                 if extra:
                     drift.append(f"{cls.__name__}.{name}: {sorted(extra)} not in Client's")
     assert drift == [], "\n".join(drift)
+
+
+# -- the generator: the request methods are written once (scripts/fronts_client.py) ------------
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATOR = ROOT / "scripts" / "gen_fronts.py"
+FRONT_FILES = ("conduit_mcp/client.py", "conduit_mcp/aio.py", "conduit_mcp/futures.py")
+
+
+def _gen(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GENERATOR), "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path) -> Path:
+    """The three front ends and pyproject.toml (ruff's settings) in a scratch repository."""
+    for rel in (*FRONT_FILES, "pyproject.toml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_the_checked_in_request_methods_are_what_the_spec_renders():
+    done = _gen(ROOT, "--check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_hand_edit_in_a_generated_region_fails_the_check_and_generation_undoes_it(tree_copy):
+    aio = tree_copy / "conduit_mcp/aio.py"
+    original = aio.read_text()
+    edited = original.replace("max_total_timeout: float | None = None,", "", 1)
+    assert edited != original
+    aio.write_text(edited)
+    check = _gen(tree_copy, "--check")
+    assert check.returncode == 1
+    assert "conduit_mcp/aio.py" in check.stderr and "client.py" not in check.stderr
+    assert aio.read_text() == edited  # --check changes nothing
+    fix = _gen(tree_copy)
+    assert fix.returncode == 0, fix.stderr
+    assert aio.read_text() == original
+    assert _gen(tree_copy, "--check").returncode == 0
+
+
+def test_a_front_end_without_its_region_is_named(tree_copy):
+    futures = tree_copy / "conduit_mcp/futures.py"
+    futures.write_text(futures.read_text().replace("# END GENERATED requests", "# the end"))
+    done = _gen(tree_copy, "--check")
+    assert done.returncode == 2
+    assert "conduit_mcp/futures.py" in done.stderr and "END GENERATED requests" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, monkeypatch):
+    """What the Hub does: its own three classes, its own dispatch, methods from one spec."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import fronts_gen as gen
+
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    region = "    # BEGIN GENERATED requests\n    # END GENERATED requests\n"
+    sources = {
+        "blocking.py": "class Echo:\n    def _call(self, what, timeout):\n"
+        "        return (what, timeout)\n\n" + region,
+        "aio.py": "class AsyncEcho:\n    async def _call(self, what, timeout):\n"
+        "        return (what, timeout)\n\n" + region,
+        "futures.py": "import pykka\n\n\nclass FutureEcho:\n    def _call(self, what, timeout):\n"
+        "        future = pykka.ThreadingFuture()\n        future.set((what, timeout))\n"
+        "        return future\n\n" + region,
+    }
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+    echo = gen.Method(
+        "echo",
+        params="what: str, *, timeout: float | None = None",
+        result="tuple[str, float | None]",
+        body="self._call(what, timeout)",
+        doc="Say it back.",
+        raises="``argument`` for nothing to say.",
+    )
+    family = gen.Family(
+        spec="tests/client/test_fronts.py",
+        methods=[echo],
+        fronts=[
+            gen.Front("blocking.py", "Echo", gen.BLOCKING),
+            gen.Front("aio.py", "AsyncEcho", gen.ASYNCIO),
+            gen.Front("futures.py", "FutureEcho", gen.FUTURES),
+        ],
+    )
+    assert gen.generate([family], tmp_path, check=False) == list(sources)
+    assert gen.generate([family], tmp_path, check=True) == []  # rendered once, stable
+    spaces: dict[str, dict[str, Any]] = {}
+    for name in sources:
+        spaces[name] = {}
+        exec(compile((tmp_path / name).read_text(), name, "exec"), spaces[name])
+    assert spaces["blocking.py"]["Echo"]().echo("hi", timeout=1.0) == ("hi", 1.0)
+    assert asyncio.run(spaces["aio.py"]["AsyncEcho"]().echo("hi")) == ("hi", None)
+    assert spaces["futures.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("hi", None)
+    text = (tmp_path / "futures.py").read_text()
+    assert "-> pykka.Future[tuple[str, float | None]]:" in text
+    assert "Do not edit" in text and "Raises:" in text
+
+
+def test_a_hand_written_copy_of_a_generated_method_is_refused(tree_copy):
+    client = tree_copy / "conduit_mcp/client.py"
+    text = client.read_text()
+    stray = "    def ping(self) -> None:\n        pass\n\n    def _list_all("
+    client.write_text(text.replace("    def _list_all(", stray, 1))
+    done = _gen(tree_copy, "--check")
+    assert done.returncode == 2
+    assert "Client also defines ping by hand" in done.stderr
