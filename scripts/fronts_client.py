@@ -1,5 +1,5 @@
 """The client's request methods, the one source of them for ``Client``, ``AsyncClient`` and
-``FutureClient`` (rendered into each by ``scripts/gen_fronts.py``; see ``scripts/fronts_gen.py``
+``FutureClient`` (rendered into each by ``scripts/gen_fronts.py``; see ``scripts/fronts.py``
 for the mechanism and how to add a method).
 
 Each body goes through the front end's hand-written dispatch: ``self._call(request, timeout,
@@ -9,7 +9,7 @@ on_progress=None)`` for one request (built by a ``conduit_mcp.request`` builder)
 
 from __future__ import annotations
 
-from fronts_gen import ASYNCIO, BLOCKING, FUTURES, Family, Front, Method
+from fronts import ASYNCIO, BLOCKING, FUTURES, Family, Front, Method
 
 #: What a request method raises (the kinds of ``Client``'s "Errors" paragraph).
 REQUEST_RAISES = """``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/gen_fronts.py --check   # make lint: exit 1 naming stale files
 
 Each family (a spec module beside this script) declares its methods once and the front ends
-that carry them; ``scripts/fronts_gen.py`` says how, and how to add a method or a family.
+that carry them; ``scripts/fronts.py`` says how, and how to add a method or a family.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-if str(HERE) not in sys.path:  # the spec modules import fronts_gen, beside this file
+if str(HERE) not in sys.path:  # the spec modules import fronts, beside this file
     sys.path.insert(0, str(HERE))
 
-from fronts_gen import Family, GenerationError, generate  # noqa: E402
+from fronts import Family, GenerationError, generate  # noqa: E402
 
 #: The spec modules, each with a ``FAMILY``.
 FAMILIES = ["fronts_client"]

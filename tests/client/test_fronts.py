@@ -395,7 +395,7 @@ def test_a_front_end_without_its_region_is_named(tree_copy):
 def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, monkeypatch):
     """What the Hub does: its own three classes, its own dispatch, methods from one spec."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    import fronts_gen as gen
+    import fronts as gen
 
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     region = "    # BEGIN GENERATED requests\n    # END GENERATED requests\n"

@@ -113,7 +113,8 @@ ASYNCIO = Flavor(
     asynchronous=True,
     result="{}",
     types={"progress": "Callable[[Progress], object] | None"},
-    raises="{} Cancelling the awaiting task gives the call up (a request is cancelled at the server).",
+    raises="{} Cancelling the awaiting task gives the call up "
+    "(a request is cancelled at the server).",
     notes={
         "on_progress": "``on_progress`` runs on this loop for each progress notification "
         "(an exception it raises goes to the loop's exception handler)."
@@ -337,7 +338,10 @@ def generate(families: Sequence[Family], root: Path, *, check: bool) -> list[str
             path = root / front.path
             before = texts.get(front.path)
             if before is None:
-                before = path.read_text(encoding="utf-8")
+                try:
+                    before = path.read_text(encoding="utf-8")
+                except OSError as exc:
+                    raise GenerationError(f"{front.path}: {exc.strerror}") from None
             texts[front.path] = splice(before, family, front)
     for rel, text in texts.items():
         path = root / rel
