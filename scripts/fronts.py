@@ -11,7 +11,7 @@ marked region of each front end's class, so that ``mypy --strict``, the docs and
 
 A *family* is one set of methods and the front ends that carry them; the client's is
 ``scripts/fronts_client.py``. What a front end's hand-written part must provide is the
-dispatch that the methods' ``body`` expressions name (the client's: ``self._call(request,
+dispatch that the methods' ``body`` statements call (the client's: ``self._call(request,
 timeout, on_progress)``, ``self._list_all(kind, timeout, refresh)``,
 ``self._await_ready(seconds)``), each returning the front end's own kind of answer (a value,
 a coroutine's value, a ``pykka.Future``).
@@ -20,7 +20,7 @@ Adding a request method (to an existing family):
     1. Write its request builder in ``conduit_mcp/request.py`` (``rq.foo(...) -> Request[R]``).
     2. Add a ``Method(...)`` to the family's ``METHODS`` (e.g. ``scripts/fronts_client.py``):
        ``params`` as source, ``$progress`` where ``on_progress``'s type goes; ``result``
-       unwrapped; ``body`` one expression; ``doc`` saying why, front-end neutral; ``raises``.
+       unwrapped; ``body`` ending with one call; ``doc`` saying why, front-end neutral; ``raises``.
     3. Run ``.venv/bin/python scripts/gen_fronts.py`` and import any new result type in the
        front ends' hand-written imports (ruff and mypy name a missing one).
 
@@ -35,7 +35,15 @@ Adding a family of front ends (the Hub's ``hub``, ``hub.aio``, ``hub.futures``):
        ``Front(path, class, flavor)`` per target, using :data:`BLOCKING`, :data:`ASYNCIO`,
        :data:`FUTURES` (or a ``dataclasses.replace`` of one, for other wording).
     3. Give each target class the dispatch its bodies call, and name the module in
-       ``FAMILIES`` in ``scripts/gen_fronts.py``.
+       ``FAMILIES`` in ``scripts/gen_fronts.py``. A body may differ by class through
+       ``Front.names``: the Hub's routed call resolves its member in the caller, then sends
+       through that member's matching front end::
+
+           body='''
+               found, tool = routing.tool(self._board, name)
+               found.client$member.call_tool(tool, arguments, timeout=timeout)
+           '''
+           Front("conduit_mcp/hub/fronts.py", "AsyncHub", ASYNCIO, names={"member": ".aio"})
 
 ``scripts/gen_fronts.py --check`` (run by ``make lint``) fails, naming the file, when a region
 is not what its family renders; without ``--check`` it rewrites the regions.
@@ -69,7 +77,9 @@ class Method:
     params: str
     #: The result type as the blocking front end returns it (a flavor may wrap it).
     result: str
-    #: One expression that does the work through the front end's dispatch.
+    #: The work, through the front end's dispatch: statements whose last is one call (its
+    #: value is returned, awaited on an asyncio front end). ``$name`` placeholders are
+    #: filled from the flavor's ``types`` and the front's ``names``.
     body: str
     #: Why and what, front-end neutral; paragraphs separated by blank lines.
     doc: str
@@ -145,6 +155,9 @@ class Front:
     flavor: Flavor
     #: The region's name in its ``# BEGIN GENERATED <region>`` / ``# END GENERATED`` markers.
     region: str = "requests"
+    #: What each ``$name`` placeholder of a method's ``body`` becomes in this class (e.g. the
+    #: Hub's ``$member``: ``""``, ``".aio"``, ``".futures"`` after a member's client).
+    names: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -220,18 +233,45 @@ def docstring(method: Method, flavor: Flavor) -> str:
     return "\n".join(BODY_INDENT + line if line else "" for line in lines)
 
 
-def render_method(method: Method, flavor: Flavor) -> str:
+def _body(method: Method, front: Front) -> list[str]:
+    """The method's statements on this front end, the last one returning (and awaiting) the
+    call's value; line breaks and comments kept (``ruff format`` lays them out)."""
+    flavor = front.flavor
+    try:
+        text = Template(textwrap.dedent(method.body).strip()).substitute(
+            {**flavor.types, **front.names}
+        )
+        statements = ast.parse(text).body
+    except (KeyError, ValueError, SyntaxError) as exc:
+        raise GenerationError(f"{method.name}: bad body for {front.cls}: {exc}") from None
+    last = statements[-1] if statements else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)):
+        raise GenerationError(f"{method.name}: a body must end with a call (its result)")
+    lines = text.splitlines()
+    i, col = last.lineno - 1, last.col_offset
+    call = lines[i][col:]
+    if flavor.asynchronous:
+        call = f"await {call}"
+    # A method of no value on a front end that does not wrap it just runs its body.
+    if flavor.result.format(method.result) != "None":
+        call = f"return {call}"
+    lines[i] = lines[i][:col] + call
+    return lines
+
+
+def render_method(method: Method, front: Front) -> str:
     """One method's source on this front end (before ``ruff format``)."""
+    flavor = front.flavor
     params, _ = _params(method, flavor)
     result = flavor.result.format(method.result)
     keyword = "async def" if flavor.asynchronous else "def"
-    call = f"await {method.body}" if flavor.asynchronous else method.body
-    # A method of no value on a front end that does not wrap it just runs its body.
-    statement = call if result == "None" else f"return {call}"
+    body = "".join(
+        f"{BODY_INDENT}{line}\n" if line.strip() else "\n" for line in _body(method, front)
+    )
     return (
         f"{METHOD_INDENT}{keyword} {method.name}(self, {params}) -> {result}:\n"
         f"{docstring(method, flavor)}\n"
-        f"{BODY_INDENT}{' '.join(statement.split())}\n"
+        f"{body}"
     )
 
 
@@ -251,7 +291,7 @@ def header(family: Family) -> str:
 
 def render_region(family: Family, front: Front) -> str:
     """What goes between the region's markers."""
-    methods = "\n".join(render_method(m, front.flavor) for m in family.methods)
+    methods = "\n".join(render_method(m, front) for m in family.methods)
     return header(family) + "\n" + methods
 
 

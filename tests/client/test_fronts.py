@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import re
 import shutil
 import subprocess
 import sys
@@ -315,7 +317,6 @@ def test_the_three_front_ends_have_the_same_signatures():
 def test_the_three_front_ends_say_the_same_raises():
     """Each asyncio/futures method either defers to ``Client``'s ``Raises:`` or names no
     error kind or reason that ``Client``'s does not."""
-    import re
 
     from conduit_mcp.client import CLIENT_ONLY
 
@@ -393,20 +394,28 @@ def test_a_front_end_without_its_region_is_named(tree_copy):
 
 
 def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, monkeypatch):
-    """What the Hub does: its own three classes, its own dispatch, methods from one spec."""
+    """What the Hub does: its own three classes, each sending a routed call through a member
+    client's matching front end (``$member``), from one spec."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     import fronts as gen
 
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    region = "    # BEGIN GENERATED requests\n    # END GENERATED requests\n"
-    sources = {
-        "blocking.py": "class Echo:\n    def _call(self, what, timeout):\n"
-        "        return (what, timeout)\n\n" + region,
-        "aio.py": "class AsyncEcho:\n    async def _call(self, what, timeout):\n"
-        "        return (what, timeout)\n\n" + region,
-        "futures.py": "import pykka\n\n\nclass FutureEcho:\n    def _call(self, what, timeout):\n"
+    member = (
+        "import asyncio\n\nimport pykka\n\n\n"
+        "class Member:\n    def echo(self, what, timeout):\n        return (what, timeout)\n\n\n"
+        "class AsyncMember:\n    async def echo(self, what, timeout):\n"
+        "        await asyncio.sleep(0)\n        return (what, timeout)\n\n\n"
+        "class FutureMember:\n    def echo(self, what, timeout):\n"
         "        future = pykka.ThreadingFuture()\n        future.set((what, timeout))\n"
-        "        return future\n\n" + region,
+        "        return future\n\n\n"
+        "class Client(Member):\n    aio = AsyncMember()\n    futures = FutureMember()\n"
+    )
+    (tmp_path / "member.py").write_text(member)
+    region = "    # BEGIN GENERATED routed\n    # END GENERATED routed\n"
+    sources = {
+        f"{name}.py": f"from member import Client\n\n\nclass {cls}:\n"
+        "    def _route(self, what):\n        return Client(), what.upper()\n\n" + region
+        for name, cls in (("blocking", "Echo"), ("aio", "AsyncEcho"), ("futures", "FutureEcho"))
     }
     for name, text in sources.items():
         (tmp_path / name).write_text(text)
@@ -414,31 +423,38 @@ def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, m
         "echo",
         params="what: str, *, timeout: float | None = None",
         result="tuple[str, float | None]",
-        body="self._call(what, timeout)",
-        doc="Say it back.",
+        body="""
+            client, routed = self._route(what)  # resolved in the caller, never waiting
+            client$member.echo(routed, timeout)
+        """,
+        doc="Say it back, louder.",
         raises="``argument`` for nothing to say.",
     )
     family = gen.Family(
         spec="tests/client/test_fronts.py",
         methods=[echo],
         fronts=[
-            gen.Front("blocking.py", "Echo", gen.BLOCKING),
-            gen.Front("aio.py", "AsyncEcho", gen.ASYNCIO),
-            gen.Front("futures.py", "FutureEcho", gen.FUTURES),
+            gen.Front("blocking.py", "Echo", gen.BLOCKING, "routed", {"member": ""}),
+            gen.Front("aio.py", "AsyncEcho", gen.ASYNCIO, "routed", {"member": ".aio"}),
+            gen.Front("futures.py", "FutureEcho", gen.FUTURES, "routed", {"member": ".futures"}),
         ],
     )
     assert gen.generate([family], tmp_path, check=False) == list(sources)
     assert gen.generate([family], tmp_path, check=True) == []  # rendered once, stable
+    monkeypatch.syspath_prepend(str(tmp_path))
     spaces: dict[str, dict[str, Any]] = {}
     for name in sources:
         spaces[name] = {}
         exec(compile((tmp_path / name).read_text(), name, "exec"), spaces[name])
-    assert spaces["blocking.py"]["Echo"]().echo("hi", timeout=1.0) == ("hi", 1.0)
-    assert asyncio.run(spaces["aio.py"]["AsyncEcho"]().echo("hi")) == ("hi", None)
-    assert spaces["futures.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("hi", None)
-    text = (tmp_path / "futures.py").read_text()
-    assert "-> pykka.Future[tuple[str, float | None]]:" in text
+    assert spaces["blocking.py"]["Echo"]().echo("hi", timeout=1.0) == ("HI", 1.0)
+    assert asyncio.run(spaces["aio.py"]["AsyncEcho"]().echo("hi")) == ("HI", None)
+    assert spaces["futures.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("HI", None)
+    text = (tmp_path / "aio.py").read_text()
+    assert "return await client.aio.echo(routed, timeout)" in text
+    assert "# resolved in the caller, never waiting" in text
     assert "Do not edit" in text and "Raises:" in text
+    futures_text = (tmp_path / "futures.py").read_text()
+    assert "-> pykka.Future[tuple[str, float | None]]:" in futures_text
 
 
 def test_a_hand_written_copy_of_a_generated_method_is_refused(tree_copy):
@@ -449,3 +465,21 @@ def test_a_hand_written_copy_of_a_generated_method_is_refused(tree_copy):
     done = _gen(tree_copy, "--check")
     assert done.returncode == 2
     assert "Client also defines ping by hand" in done.stderr
+
+
+def test_a_spec_mistake_is_named_with_its_method(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import fronts as gen
+
+    front = gen.Front("x.py", "X", gen.ASYNCIO)
+    good = gen.Method(
+        "m", params="*, timeout: float", result="int", body="self._f()", doc="d.", raises="r"
+    )
+    for bad, says in (
+        ({"body": "x = self._f()"}, "m: a body must end with a call"),
+        ({"body": "self._f($nothing)"}, "m: bad body for X"),
+        ({"params": "*, on_progress: $progres = None"}, "m: bad params for asyncio"),
+    ):
+        with pytest.raises(gen.GenerationError, match=re.escape(says)):
+            gen.render_method(dataclasses.replace(good, **bad), front)
+    assert "return await self._f()" in gen.render_method(good, front)
