@@ -2,8 +2,8 @@
 
 conduit-mcp has three ways in: blocking (``Client``), asyncio (``client.aio``) and Pykka
 futures (``client.futures``). Their request methods mean the same and differ only in how the
-caller waits, so each is declared once, as a :class:`Method` (signature, the one expression
-that builds and hands over its request, docstring), and rendered per front end by a
+caller waits, so each is declared once, as a :class:`Method` (signature, the call that builds
+and hands over its request, docstring), and rendered per front end by a
 :class:`Flavor` (``def`` or ``async def``, the result wrapped or not, how ``on_progress`` is
 typed, each front end's own line in the docstring). The rendered source is checked in, in a
 marked region of each front end's class, so that ``mypy --strict``, the docs and
@@ -20,7 +20,8 @@ Adding a request method (to an existing family):
     1. Write its request builder in ``conduit_mcp/request.py`` (``rq.foo(...) -> Request[R]``).
     2. Add a ``Method(...)`` to the family's ``METHODS`` (e.g. ``scripts/fronts_client.py``):
        ``params`` as source, ``$progress`` where ``on_progress``'s type goes; ``result``
-       unwrapped; ``body`` ending with one call; ``doc`` saying why, front-end neutral; ``raises``.
+       unwrapped; ``body`` ending with one call; ``doc`` saying why, front-end neutral;
+       ``raises``.
     3. Run ``.venv/bin/python scripts/gen_fronts.py`` and import any new result type in the
        front ends' hand-written imports (ruff and mypy name a missing one).
 
@@ -31,7 +32,8 @@ Adding a family of front ends (the Hub's ``hub``, ``hub.aio``, ``hub.futures``):
            # END GENERATED requests
 
     2. Write ``scripts/fronts_<family>.py`` with ``FAMILY = Family(...)``: its methods (new
-       ones, or a client method adapted with ``dataclasses.replace``) and one
+       ones, or a client method adapted with ``dataclasses.replace``, from
+       ``fronts_client.BY_NAME``) and one
        ``Front(path, class, flavor)`` per target, using :data:`BLOCKING`, :data:`ASYNCIO`,
        :data:`FUTURES` (or a ``dataclasses.replace`` of one, for other wording).
     3. Give each target class the dispatch its bodies call, and name the module in
