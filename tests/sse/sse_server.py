@@ -49,6 +49,7 @@ class SseServer:
         self.headers: list[dict[str, str]] = []  # every request's headers
         self.streams = 0  # GET streams opened
         self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()  # the handlers running (kept referenced)
         self._sessions: dict[str, _Session] = {}
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -98,9 +99,7 @@ class SseServer:
         if self.token is not None and request.headers.get("Authorization") != (
             f"Bearer {self.token}"
         ):
-            return web.Response(
-                status=401, headers={"WWW-Authenticate": 'Bearer realm="sse-test"'}
-            )
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="sse-test"'})
         return await handler(request)  # type: ignore[no-any-return]
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -138,7 +137,9 @@ class SseServer:
             return web.Response(status=404, text="Could not find session")
         message = orjson.loads(await request.read())
         self.messages.append(message)
-        asyncio.ensure_future(self._handle(session, request.query["session_id"], message))
+        task = asyncio.ensure_future(self._handle(session, request.query["session_id"], message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return web.Response(status=202, text="Accepted")
 
     # -- MCP ------------------------------------------------------------------------------
@@ -167,9 +168,7 @@ class SseServer:
         elif method == "ping":
             result = {}
         elif method == "tools/list":
-            result = {
-                "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in TOOLS]
-            }
+            result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in TOOLS]}
         elif method == "tools/call":
             got = await self._tool(session, sid, params.get("name"), params.get("arguments") or {})
             if got is None:

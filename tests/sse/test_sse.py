@@ -77,9 +77,7 @@ def test_a_modern_protocol_option_is_refused_at_start():
     assert "legacy" in err.value.message
 
 
-def test_an_endpoint_on_another_origin_is_refused_and_nothing_is_sent_there(
-    serve, start_client
-):
+def test_an_endpoint_on_another_origin_is_refused_and_nothing_is_sent_there(serve, start_client):
     elsewhere = serve()
     server = serve(endpoint=lambda s, sid: f"{elsewhere.base}/messages/?session_id={sid}")
     client = start_client(mcp.Sse(server.url, bearer="t0ken-never-sent-elsewhere"))
@@ -107,9 +105,7 @@ def test_another_scheme_or_host_is_another_origin(serve, start_client, endpoint)
     assert server.messages == []
 
 
-def test_a_lost_stream_fails_what_is_pending_with_transport_and_reconnects(
-    serve, start_client
-):
+def test_a_lost_stream_fails_what_is_pending_with_transport_and_reconnects(serve, start_client):
     server = serve()
     client = start_client(mcp.Sse(server.url), backoff=lambda attempt: 0.05)
     client.await_ready(timeout=10)
@@ -136,9 +132,7 @@ def test_a_session_the_server_forgot_is_a_lost_session(serve, start_client):
 
 def test_an_event_over_max_response_loses_the_stream_not_the_client(serve, start_client):
     server = serve()
-    client = start_client(
-        mcp.Sse(server.url, max_response=4096), backoff=lambda attempt: 0.05
-    )
+    client = start_client(mcp.Sse(server.url, max_response=4096), backoff=lambda attempt: 0.05)
     client.await_ready(timeout=10)
     assert len(client.call_tool("big", {"size": 3000}, timeout=5).text) == 3000  # at the edge
     with pytest.raises(mcp.Error) as err:
@@ -149,9 +143,7 @@ def test_an_event_over_max_response_loses_the_stream_not_the_client(serve, start
     assert client.call_tool("add", ADD, timeout=5).text == "3"
 
 
-def test_a_stream_that_drips_and_never_names_an_endpoint_ends_at_the_deadline(
-    serve, start_client
-):
+def test_a_stream_that_drips_and_never_names_an_endpoint_ends_at_the_deadline(serve, start_client):
     server = serve(endpoint="drip")
     client = start_client(mcp.Sse(server.url), request_timeout=0.5, max_reconnects=0)
     with pytest.raises(mcp.Error) as err:
@@ -244,9 +236,7 @@ def test_sse_options_are_checked_in_their_own_words():
 def test_http_with_sse_fallback_switches_on_405_and_stays_switched(serve, start_client):
     server = serve()
     # POST /sse is 405 on this server (GET only): the spec's recipe opens the GET stream
-    client = start_client(
-        mcp.Http(server.url, sse_fallback=True), backoff=lambda attempt: 0.05
-    )
+    client = start_client(mcp.Http(server.url, sse_fallback=True), backoff=lambda attempt: 0.05)
     status = client.await_ready(timeout=10)
     assert (status.state, status.era) == ("ready", "legacy")
     assert client.call_tool("add", ADD, timeout=5).text == "3"
