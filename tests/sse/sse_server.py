@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import orjson
 from aiohttp import web
 
@@ -41,9 +42,11 @@ class SseServer:
         *,
         endpoint: Callable[[SseServer, str], str] | str | None = None,
         token: str | None = None,
+        oauth: str | None = None,
     ) -> None:
         self._endpoint = endpoint
         self.token = token
+        self.oauth = oauth  # an authorization server's issuer: tokens checked by introspection
         self.requests: list[tuple[str, str]] = []  # (method, path) of every HTTP request
         self.messages: list[dict[str, Any]] = []  # every JSON-RPC message POSTed
         self.headers: list[dict[str, str]] = []  # every request's headers
@@ -68,6 +71,8 @@ class SseServer:
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/sse", self._stream)
         app.router.add_post("/messages/", self._post)
+        app.router.add_get("/.well-known/oauth-protected-resource/sse", self._metadata)
+        app.router.add_get("/.well-known/oauth-protected-resource", self._metadata)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -100,7 +105,32 @@ class SseServer:
             f"Bearer {self.token}"
         ):
             return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="sse-test"'})
+        if (
+            self.oauth is not None
+            and request.path in ("/sse", "/messages/")
+            and not await self._token_ok(request.headers.get("Authorization", ""))
+        ):
+            challenge = (
+                f'Bearer resource_metadata="{self.base}/.well-known/oauth-protected-resource/sse"'
+            )
+            return web.Response(status=401, headers={"WWW-Authenticate": challenge})
         return await handler(request)  # type: ignore[no-any-return]
+
+    async def _metadata(self, request: web.Request) -> web.Response:
+        doc = {"resource": self.url, "authorization_servers": [self.oauth]}
+        return web.Response(body=orjson.dumps(doc), content_type="application/json")
+
+    async def _token_ok(self, header: str) -> bool:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return False
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{self.oauth}/introspect", data={"token": token}) as resp,
+        ):
+            answer = await resp.json()
+        aud = answer.get("aud")
+        return bool(answer.get("active")) and self.url in (aud if isinstance(aud, list) else [aud])
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         self.streams += 1

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 import conduit_mcp as mcp
@@ -256,3 +257,38 @@ def test_http_without_sse_fallback_does_not_open_the_stream(serve, start_client)
     with pytest.raises(mcp.Error):
         client.await_ready(timeout=10)
     assert server.streams == 0
+
+
+def test_oauth_client_credentials_authorizes_the_stream_and_the_posts(
+    serve, start_client, tmp_path
+):
+    from conduit_mcp.testing import AuthServerProcess
+
+    m2m = {
+        "client_id": "m2m-sse",
+        "client_secret": "s3cret-m2m-sse",
+        "token_endpoint_auth_method": "client_secret_basic",
+        "grant_types": ["client_credentials"],
+    }
+    auth = AuthServerProcess(tmp_path / "as", scopes="mcp", client=[orjson.dumps(m2m).decode()])
+    try:
+        server = serve(oauth=auth.issuer)
+        oauth = mcp.OAuth(
+            client_id=m2m["client_id"],
+            client_secret=m2m["client_secret"],
+            grant="client_credentials",
+        )
+        client = start_client(mcp.Sse(server.url, auth=oauth), request_timeout=5)
+        assert client.call_tool("add", ADD, timeout=10).text == "3"
+        assert client.status().state == "ready"
+        # the first GET had no token and was refused; the stream and every POST since had one
+        assert server.requests[0] == ("GET", "/sse") and "Authorization" not in server.headers[0]
+        sent = [
+            h
+            for r, h in zip(server.requests, server.headers, strict=True)
+            if r[1] in ("/sse", "/messages/")
+        ]
+        assert all(h["Authorization"].startswith("Bearer ") for h in sent[1:])
+        assert server.streams == 1 and server.methods().count("initialize") == 1
+    finally:
+        auth.stop()
