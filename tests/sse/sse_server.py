@@ -51,6 +51,7 @@ class SseServer:
         self.messages: list[dict[str, Any]] = []  # every JSON-RPC message POSTed
         self.headers: list[dict[str, str]] = []  # every request's headers
         self.streams = 0  # GET streams opened
+        self._changed = threading.Condition()
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()  # the handlers running (kept referenced)
         self._sessions: dict[str, _Session] = {}
@@ -132,8 +133,15 @@ class SseServer:
         aud = answer.get("aud")
         return bool(answer.get("active")) and self.url in (aud if isinstance(aud, list) else [aud])
 
+    def wait_streams(self, n: int, timeout: float = 10.0) -> bool:
+        """Wait (with a deadline) until ``n`` GET streams were opened."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.streams >= n, timeout)
+
     async def _stream(self, request: web.Request) -> web.StreamResponse:
-        self.streams += 1
+        with self._changed:
+            self.streams += 1
+            self._changed.notify_all()
         sid = f"sid{next(self._ids)}secret"
         session = self._sessions[sid] = _Session()
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

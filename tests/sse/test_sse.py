@@ -234,6 +234,46 @@ def test_sse_options_are_checked_in_their_own_words():
     assert err.value.reason == "http.sse_fallback"
 
 
+def test_a_silent_stream_is_lost_after_stream_idle_and_reopened(serve, start_client):
+    server = serve()
+    client = start_client(mcp.Sse(server.url, stream_idle=0.3), backoff=lambda attempt: 0.05)
+    client.await_ready(timeout=10)
+    assert server.wait_streams(2)  # silent past stream_idle: a lost session, a new stream
+    client.await_ready(timeout=10)
+    assert client.call_tool("add", ADD, timeout=5).text == "3"
+    assert server.methods().count("initialize") >= 2
+
+
+def test_set_auth_changes_the_token_of_the_next_posts(serve, start_client):
+    server = serve()
+    client = start_client(mcp.Sse(server.url, bearer="first"))
+    client.await_ready(timeout=10)
+    client.set_auth(bearer="second")
+    assert client.call_tool("add", ADD, timeout=5).text == "3"
+    assert server.headers[-1]["Authorization"] == "Bearer second"
+
+
+def test_http_with_sse_fallback_stays_streamable_on_a_streamable_server(make_server, start_client):
+    with make_server().http_server() as srv:
+        client = start_client(mcp.Http(srv.url, sse_fallback=True))
+        status = client.await_ready(timeout=10)
+        assert (status.state, status.era) == ("ready", "modern")
+        assert client.call_tool("add", ADD, timeout=5).text == "3"
+    with make_server().http_server() as srv:
+        client = start_client(mcp.Http(srv.url, sse_fallback=True), protocol="legacy")
+        assert client.await_ready(timeout=10).era == "legacy"
+        assert client.call_tool("add", ADD, timeout=5).text == "3"
+
+
+def test_http_with_sse_fallback_pinned_legacy_switches_at_its_initialize(serve, start_client):
+    server = serve()
+    client = start_client(mcp.Http(server.url, sse_fallback=True), protocol="legacy")
+    assert client.await_ready(timeout=10).era == "legacy"
+    assert client.call_tool("add", ADD, timeout=5).text == "3"
+    assert [r for r in server.requests if r[0] == "POST" and r[1] == "/sse"] == [("POST", "/sse")]
+    assert server.methods()[0] == "initialize"  # the same initialize, again, over the stream
+
+
 def test_http_with_sse_fallback_switches_on_405_and_stays_switched(serve, start_client):
     server = serve()
     # POST /sse is 405 on this server (GET only): the spec's recipe opens the GET stream
