@@ -66,6 +66,11 @@ __all__ = ["FALLBACK_STATUSES", "SseTransport"]
 #: What an ``initialize`` POST answered makes ``Http(sse_fallback=True)`` try the SSE
 #: transport (spec 2025-03-26, Transports, "Backwards Compatibility").
 FALLBACK_STATUSES = frozenset((400, 404, 405))
+#: The longest a request waits for the ``notifications/initialized`` POST to be answered
+#: (:meth:`SseTransport._request`): servers answer it at once; this bounds the odd one out.
+INITIALIZED_WAIT = 2.0
+#: Requests a server takes before ``notifications/initialized`` (the spec's lifecycle).
+_BEFORE_INITIALIZED = frozenset(("initialize", "ping"))
 #: The key in the connection's memory (kept across its transports) saying the URL is SSE.
 _MEMORY_KEY = "sse_fallback"
 
@@ -117,6 +122,9 @@ class SseTransport(HttpTransport):
         self._endpoint: str | None = None  # the checked message endpoint (loop)
         self._opened: asyncio.Future[str] | None = None  # the stream's endpoint, to come
         self._stream: asyncio.Task[None] | None = None
+        # Set once the notifications/initialized POST was answered: each message is its own
+        # POST, so without the wait a request could reach the server before it (loop).
+        self._initialized = asyncio.Event()
 
     def __repr__(self) -> str:
         # Never a header, a token, or the endpoint (its query is the session id).
@@ -170,6 +178,11 @@ class SseTransport(HttpTransport):
             if self._sent.get(rid) is sent:
                 self.fail(rid, refused.error, refused.status, b"")
             return
+        if sent.method not in _BEFORE_INITIALIZED and not self._initialized.is_set():
+            try:
+                await asyncio.wait_for(self._initialized.wait(), INITIALIZED_WAIT)
+            except TimeoutError:
+                self._initialized.set()  # once: the later requests go at once
         if self._sent.get(rid) is not sent:
             return  # cancelled or failed meanwhile
         try:
@@ -260,6 +273,9 @@ class SseTransport(HttpTransport):
             self.report_down(*connect_failure(exc))
         except Exception as exc:  # BROKEN, ClientError, Error, or the client's own failure
             log.debug("%s POST failed: %s", what, type(exc).__name__)
+        finally:
+            if method == "notifications/initialized":
+                self._initialized.set()  # the session's requests may go now
 
     # -- I/O loop: the stream ---------------------------------------------------------------
 

@@ -43,10 +43,13 @@ class SseServer:
         endpoint: Callable[[SseServer, str], str] | str | None = None,
         token: str | None = None,
         oauth: str | None = None,
+        initialized_delay: float = 0.0,
     ) -> None:
         self._endpoint = endpoint
         self.token = token
         self.oauth = oauth  # an authorization server's issuer: tokens checked by introspection
+        self.initialized_delay = initialized_delay  # before the 202 to notifications/initialized
+        self.events: list[tuple[str, str]] = []  # ("in", method) on arrival, ("202", method)
         self.requests: list[tuple[str, str]] = []  # (method, path) of every HTTP request
         self.messages: list[dict[str, Any]] = []  # every JSON-RPC message POSTed
         self.headers: list[dict[str, str]] = []  # every request's headers
@@ -175,6 +178,11 @@ class SseServer:
             return web.Response(status=404, text="Could not find session")
         message = orjson.loads(await request.read())
         self.messages.append(message)
+        method = message.get("method", "<answer>")
+        self.events.append(("in", method))
+        if method == "notifications/initialized" and self.initialized_delay:
+            await asyncio.sleep(self.initialized_delay)
+        self.events.append(("202", method))
         task = asyncio.ensure_future(self._handle(session, request.query["session_id"], message))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

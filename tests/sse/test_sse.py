@@ -64,6 +64,14 @@ def test_handshake_is_legacy_without_a_probe_and_calls_work(serve, start_client)
     assert {r for r in server.requests if r[0] == "POST"} == {("POST", "/messages/")}
 
 
+def test_requests_wait_for_the_initialized_notification_to_be_taken(serve, start_client):
+    server = serve(initialized_delay=0.3)
+    client = start_client(mcp.Sse(server.url))
+    assert client.call_tool("add", ADD, timeout=5).text == "3"  # sent as soon as it is ready
+    taken = server.events.index(("202", "notifications/initialized"))
+    assert server.events.index(("in", "tools/call")) > taken
+
+
 def test_an_oldest_version_pin_is_offered_and_kept(serve, start_client):
     server = serve()
     client = start_client(mcp.Sse(server.url), protocol="2024-11-05")
