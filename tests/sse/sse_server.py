@@ -6,7 +6,7 @@ session's stream (its first event names ``/messages/?session_id=...``, or what `
 says); ``POST /messages/`` takes one JSON-RPC message and answers ``202``, the answer going
 on the stream. Tools: ``add``, ``slow`` (``seconds``), ``drop`` (the server ends the stream
 instead of answering), ``big`` (``size`` bytes of text), ``flood`` (``count`` log
-notifications first), ``ping_me`` (the server pings the client and answers once the client's
+notifications first), ``ping_flood`` (``count`` pings, not waited for), ``ping_me`` (the server pings the client and answers once the client's
 answer came back), ``forget`` (answers, then forgets the session: the next POST gets 404).
 """
 
@@ -23,7 +23,7 @@ import orjson
 from aiohttp import web
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-TOOLS = ["add", "slow", "drop", "big", "flood", "ping_me", "forget"]
+TOOLS = ["add", "slow", "drop", "big", "flood", "ping_flood", "ping_me", "forget"]
 
 
 class _Session:
@@ -44,11 +44,13 @@ class SseServer:
         token: str | None = None,
         oauth: str | None = None,
         initialized_delay: float = 0.0,
+        redirect_to: str | None = None,
     ) -> None:
         self._endpoint = endpoint
         self.token = token
         self.oauth = oauth  # an authorization server's issuer: tokens checked by introspection
         self.initialized_delay = initialized_delay  # before the 202 to notifications/initialized
+        self.redirect_to = redirect_to  # where POST /redirect/ and GET /redirect-sse send
         self.events: list[tuple[str, str]] = []  # ("in", method) on arrival, ("202", method)
         self.requests: list[tuple[str, str]] = []  # (method, path) of every HTTP request
         self.messages: list[dict[str, Any]] = []  # every JSON-RPC message POSTed
@@ -75,6 +77,8 @@ class SseServer:
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/sse", self._stream)
         app.router.add_post("/messages/", self._post)
+        app.router.add_post("/redirect/", self._redirect)
+        app.router.add_get("/redirect-sse", self._redirect)
         app.router.add_get("/.well-known/oauth-protected-resource/sse", self._metadata)
         app.router.add_get("/.well-known/oauth-protected-resource", self._metadata)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
@@ -119,6 +123,9 @@ class SseServer:
             )
             return web.Response(status=401, headers={"WWW-Authenticate": challenge})
         return await handler(request)  # type: ignore[no-any-return]
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        return web.Response(status=307, headers={"Location": str(self.redirect_to)})
 
     async def _metadata(self, request: web.Request) -> web.Response:
         doc = {"resource": self.url, "authorization_servers": [self.oauth]}
@@ -252,6 +259,10 @@ class SseServer:
                     },
                 )
             return "flooded"
+        if name == "ping_flood":
+            for i in range(int(args["count"])):
+                self._send(session, {"jsonrpc": "2.0", "id": f"flood-{i}", "method": "ping"})
+            return "sent"
         if name == "ping_me":
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             session.answers["srv-1"] = fut

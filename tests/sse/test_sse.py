@@ -114,6 +114,29 @@ def test_another_scheme_or_host_is_another_origin(serve, start_client, endpoint)
     assert server.messages == []
 
 
+def test_a_post_redirected_to_another_origin_is_not_followed(serve, start_client):
+    elsewhere = serve()
+    server = serve(
+        endpoint=lambda s, sid: f"/redirect/?session_id={sid}",
+        redirect_to=f"{elsewhere.base}/messages/",
+    )
+    client = start_client(mcp.Sse(server.url, bearer="t0ken"), max_reconnects=0)
+    with pytest.raises(mcp.Error) as err:
+        client.await_ready(timeout=10)
+    assert err.value.data["last_reason"] == "redirect"
+    assert elsewhere.requests == []
+
+
+def test_a_stream_redirected_to_another_origin_is_not_followed(serve, start_client):
+    elsewhere = serve()
+    server = serve(redirect_to=elsewhere.url)
+    client = start_client(mcp.Sse(server.base + "/redirect-sse", bearer="t0ken"), max_reconnects=0)
+    with pytest.raises(mcp.Error) as err:
+        client.await_ready(timeout=10)
+    assert err.value.data["last_reason"] == "redirect"
+    assert elsewhere.requests == []
+
+
 def test_a_lost_stream_fails_what_is_pending_with_transport_and_reconnects(serve, start_client):
     server = serve()
     client = start_client(mcp.Sse(server.url), backoff=lambda attempt: 0.05)
@@ -169,6 +192,41 @@ def test_a_flood_of_notifications_is_bounded_and_the_answer_still_comes(serve, s
     assert client.call_tool("flood", {"count": 3000}, timeout=10).text == "flooded"
     assert client.call_tool("add", ADD, timeout=5).text == "3"
     assert client.status().state == "ready"
+
+
+def dropped(reader: Any, kind: str) -> int:
+    """``mcp.client.dropped`` of ``kind``, read from a client's own meter provider."""
+    data = reader.get_metrics_data()
+    return sum(
+        point.value
+        for rm in (data.resource_metrics if data is not None else ())
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "mcp.client.dropped"
+        for point in metric.data.data_points
+        if point.attributes.get("kind") == kind
+    )
+
+
+def test_a_flood_of_server_requests_is_dropped_and_counted_within_the_bounds(serve, start_client):
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    server = serve()
+    client = start_client(
+        mcp.Sse(server.url), max_inbox=100, max_answer_backlog=0, meter_provider=provider
+    )
+    client.await_ready(timeout=10)
+    assert client.call_tool("ping_flood", {"count": 2000}, timeout=10).text == "sent"
+    # the pings came before that answer, so the connection handled them before this call
+    assert client.call_tool("add", ADD, timeout=5).text == "3"
+    answered = [m for m in server.messages if str(m.get("id", "")).startswith("flood-")]
+    assert answered == []  # max_answer_backlog=0: no answer may wait to be POSTed
+    assert dropped(reader, "answer") + dropped(reader, "inbound") == 2000
+    assert client.status().state == "ready"
+    provider.shutdown()
 
 
 def test_the_server_pings_and_the_answer_is_posted_to_the_endpoint(serve, start_client):
