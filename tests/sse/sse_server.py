@@ -7,7 +7,8 @@ says); ``POST /messages/`` takes one JSON-RPC message and answers ``202``, the a
 on the stream. Tools: ``add``, ``slow`` (``seconds``), ``drop`` (the server ends the stream
 instead of answering), ``big`` (``size`` bytes of text), ``flood`` (``count`` log
 notifications first), ``ping_flood`` (``count`` pings, not waited for), ``ping_me`` (the server pings the client and answers once the client's
-answer came back), ``forget`` (answers, then forgets the session: the next POST gets 404).
+answer came back), ``forget`` (answers, then forgets the session: the next POST gets 404), ``drip`` (the stream
+starts an event and drips it a byte at a time, never finishing it: the session stalls).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import orjson
 from aiohttp import web
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-TOOLS = ["add", "slow", "drop", "big", "flood", "ping_flood", "ping_me", "forget"]
+DRIP = b"\0drip"  # queued: the stream starts an event it never finishes
+TOOLS = ["add", "slow", "drop", "big", "flood", "ping_flood", "ping_me", "forget", "drip"]
 
 
 class _Session:
@@ -174,6 +176,12 @@ class SseServer:
                 item = await session.queue.get()
                 if item is None:
                     break
+                if item == DRIP:  # an event that never ends: a byte every 50 ms (bounded)
+                    await resp.write(b"event: message\ndata: {")
+                    for _ in range(600):
+                        await resp.write(b" ")
+                        await asyncio.sleep(0.05)
+                    break
                 await resp.write(item)
         finally:
             self._sessions.pop(sid, None)
@@ -245,6 +253,9 @@ class SseServer:
             return "slept"
         if name == "drop":
             session.queue.put_nowait(None)
+            return None
+        if name == "drip":
+            session.queue.put_nowait(DRIP)
             return None
         if name == "big":
             return "x" * int(args["size"])

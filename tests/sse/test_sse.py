@@ -185,6 +185,23 @@ def test_a_stream_that_drips_and_never_names_an_endpoint_ends_at_the_deadline(se
     assert server.messages == []
 
 
+def test_a_stream_that_stalls_on_a_dripped_event_is_found_by_the_health_check(serve, start_client):
+    server = serve()
+    client = start_client(
+        mcp.Sse(server.url),
+        health_check=0.2,
+        health_timeout=0.3,
+        backoff=lambda attempt: 0.05,
+    )
+    client.await_ready(timeout=10)
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("drip", {}, timeout=10)  # never answered: its event never ends
+    assert (err.value.kind, err.value.reason) == ("transport", "health_check")
+    assert server.wait_streams(2)  # the unanswered ping: a lost session, a new stream
+    client.await_ready(timeout=10)
+    assert client.call_tool("add", ADD, timeout=5).text == "3"
+
+
 def test_a_flood_of_notifications_is_bounded_and_the_answer_still_comes(serve, start_client):
     server = serve()
     client = start_client(mcp.Sse(server.url), max_inbox=50)
