@@ -1,8 +1,15 @@
 """HTTP+SSE (2024-11-05) throughput: conduit-mcp's ``Sse`` vs the official ``mcp`` 2.3.0 SSE client.
 
-Both clients talk to the same server process, started once: the official ``mcp`` 2.3.0
-server's SSE app (``tests/sse/sse_peers.py modern``: uvicorn, starlette, ``GET /sse``,
-``POST /messages/``), calling the tool ``add`` ``{"a": 1, "b": 2}``:
+Both clients talk to the same server process, started once per server kind, calling the
+tool ``add`` ``{"a": 1, "b": 2}``. Servers (``--server``, a comma list):
+
+  official  the official ``mcp`` 2.3.0 server's SSE app (``tests/sse/sse_peers.py modern``:
+            uvicorn, starlette, ``GET /sse``, ``POST /messages/``): realistic, and its own
+            per-request work (starlette, pydantic) is most of the time (the default)
+  light     ``tests/sse/sse_server.py``: a small aiohttp SSE server, so the clients' own
+            cost shows more
+
+Clients:
 
   official  ``mcp.client.sse.sse_client(url)`` + ``ClientSession`` under anyio (httpx2):
             sequential awaits, then 32 tasks in one task group
@@ -10,14 +17,14 @@ server's SSE app (``tests/sse/sse_peers.py modern``: uvicorn, starlette, ``GET /
             ``call_tool`` (one thread, then 32 threads) and ``await client.aio.call_tool``
             (one task, then 32 asyncio tasks)
 
-Over this transport every call is a POST answered 202 and an answer on the one stream, so
-the server's own per-request work (starlette, pydantic) is most of the time, for both
-clients: the ratio shows what the client adds. Each scenario runs ``--repeat`` times (a fresh
+Over this transport every call is a POST answered 202 and an answer on the one stream.
+Each scenario runs ``--repeat`` times (a fresh
 client each time, official and conduit alternating); the best run is kept. Prints calls/s,
 latency p50/p99 and the ratio conduit/official for the matching pattern.
 
     .venv/bin/python benchmarks/sse_bench.py
     .venv/bin/python benchmarks/sse_bench.py --calls 200 --repeat 1   # a quick check
+    .venv/bin/python benchmarks/sse_bench.py --server official,light
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from bench_stdio import Row, _split
 
 HERE = Path(__file__).resolve().parent
 SSE_PEERS = HERE.parent / "tests" / "sse" / "sse_peers.py"
+LIGHT_SERVER = HERE.parent / "tests" / "sse" / "sse_server.py"
 ARGS = {"a": 1, "b": 2}
 
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
@@ -58,13 +66,18 @@ def _free_port() -> int:
 
 
 class Server:
-    """The official SSE server, up for the whole run."""
+    """One SSE server process (``official`` or ``light``), up for the whole run of its kind."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/sse"
+        argv = (
+            [str(SSE_PEERS), "modern", "--port", str(self.port)]
+            if kind == "official"
+            else [str(LIGHT_SERVER), "--port", str(self.port)]
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, str(SSE_PEERS), "modern", "--port", str(self.port)],
+            [sys.executable, *argv],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -253,18 +266,30 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--server", default="official", help="official, light, or both")
     args = parser.parse_args()
+    kinds = [k.strip() for k in args.server.split(",") if k.strip()]
+    if not kinds or any(k not in ("official", "light") for k in kinds):
+        parser.error("--server is a comma list of official and light")
     print(f"python {platform.python_version()} on {platform.machine()}, {sys.platform}")
-    server = Server()
-    try:
-        runs: list[list[SRow]] = []
-        for _ in range(args.repeat):
-            common = (server.url, args.calls, args.concurrent_calls, args.concurrency, args.warmup)
-            runs.append(bench_official(*common))
-            runs.append(bench_conduit(*common))
-        report(best(runs))
-    finally:
-        server.stop()
+    for kind in kinds:
+        server = Server(kind)
+        try:
+            runs: list[list[SRow]] = []
+            for _ in range(args.repeat):
+                common = (
+                    server.url,
+                    args.calls,
+                    args.concurrent_calls,
+                    args.concurrency,
+                    args.warmup,
+                )
+                runs.append(bench_official(*common))
+                runs.append(bench_conduit(*common))
+            print(f"\nserver: {kind}")
+            report(best(runs))
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

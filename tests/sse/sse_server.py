@@ -47,6 +47,7 @@ class SseServer:
         oauth: str | None = None,
         initialized_delay: float = 0.0,
         redirect_to: str | None = None,
+        port: int = 0,
     ) -> None:
         self._endpoint = endpoint
         self.token = token
@@ -62,6 +63,7 @@ class SseServer:
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()  # the handlers running (kept referenced)
         self._sessions: dict[str, _Session] = {}
+        self.port = port
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         started = threading.Event()
@@ -85,7 +87,7 @@ class SseServer:
         app.router.add_get("/.well-known/oauth-protected-resource", self._metadata)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         self._loop.run_until_complete(site.start())
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         started.set()
@@ -145,6 +147,13 @@ class SseServer:
         aud = answer.get("aud")
         return bool(answer.get("active")) and self.url in (aud if isinstance(aud, list) else [aud])
 
+    def wait_message(self, method: str, timeout: float = 10.0) -> bool:
+        """Wait (with a deadline) until a message of ``method`` was POSTed."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: any(m.get("method") == method for m in self.messages), timeout
+            )
+
     def wait_streams(self, n: int, timeout: float = 10.0) -> bool:
         """Wait (with a deadline) until ``n`` GET streams were opened."""
         with self._changed:
@@ -192,7 +201,9 @@ class SseServer:
         if session is None:
             return web.Response(status=404, text="Could not find session")
         message = orjson.loads(await request.read())
-        self.messages.append(message)
+        with self._changed:
+            self.messages.append(message)
+            self._changed.notify_all()
         method = message.get("method", "<answer>")
         self.events.append(("in", method))
         if method == "notifications/initialized" and self.initialized_delay:
@@ -283,3 +294,19 @@ class SseServer:
         if name == "forget":
             return "forgotten"  # _handle forgets the session once the answer is queued
         return "unknown tool"
+
+
+def main() -> None:
+    """Serve until killed (the benchmark's light server: ``--port N``, prints ``listening N``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = SseServer(port=args.port)
+    print("listening", server.port, flush=True)
+    threading.Event().wait()  # until the process is killed
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ redaction of secrets, and ``Http(sse_fallback=True)``."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -141,9 +142,22 @@ def test_a_lost_stream_fails_what_is_pending_with_transport_and_reconnects(serve
     server = serve()
     client = start_client(mcp.Sse(server.url), backoff=lambda attempt: 0.05)
     client.await_ready(timeout=10)
+    slow: list[BaseException] = []
+
+    def wait_slow() -> None:
+        try:
+            client.call_tool("slow", {"seconds": 20}, timeout=25)
+        except mcp.Error as exc:
+            slow.append(exc)
+
+    waiter = threading.Thread(target=wait_slow)
+    waiter.start()
+    assert server.wait_message("tools/call")  # the slow call is in flight
     with pytest.raises(mcp.Error) as err:
         client.call_tool("drop", {}, timeout=10)  # the server ends the stream instead
     assert (err.value.kind, err.value.reason) == ("transport", "stream_lost")
+    waiter.join(10)
+    assert [(e.kind, e.reason) for e in slow] == [("transport", "stream_lost")]  # it may have run
     client.await_ready(timeout=10)
     assert client.call_tool("add", ADD, timeout=5).text == "3"
     assert server.streams == 2
