@@ -44,6 +44,7 @@ _LAZY = {
     "TOOL_DEFINITION_CHANGED": ".notifications",
     "Stdio": ".transports.stdio_spec",
     "Http": ".transports.http_spec",
+    "Sse": ".transports.sse_spec",
     "OAuth": ".oauth.config",
     "TokenStore": ".oauth.store",
     "MemoryTokenStore": ".oauth.store",
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from .otp.supervisor import ChildSpec, Supervisor
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
+    from .transports.sse_spec import Sse
     from .transports.stdio_spec import Stdio
     from .types import (
         CallToolResult,
@@ -131,6 +133,7 @@ __all__ = [
     "Handler",
     "HandlerContext",
     "Http",
+    "Sse",
     "KINDS",
     "Kind",
     "LIST_REFRESHED",

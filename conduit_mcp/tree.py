@@ -44,6 +44,8 @@ from .telemetry.attributes import PIPE, TCP
 from .transports.http import HttpTransport
 from .transports.http_spec import Http, is_oauth
 from .transports.http_token import TokenCell
+from .transports.sse import SseTransport
+from .transports.sse_spec import Sse
 from .transports.stdio import StdioTransport
 from .transports.stdio_spec import Stdio
 
@@ -79,7 +81,9 @@ def make_transport(
             max_answer_backlog=cfg.max_answer_backlog,
         )
     if isinstance(spec, Http):
-        return HttpTransport(
+        # Sse, or Http(sse_fallback=True): streamable HTTP first, then SSE (docs/sse.md).
+        make = SseTransport if isinstance(spec, Sse) or spec.sse_fallback else HttpTransport
+        return make(
             spec,
             owner,
             gen,
@@ -89,6 +93,7 @@ def make_transport(
             memory=memory,
             max_answer_backlog=cfg.max_answer_backlog,
             token=token if is_oauth(spec.auth) else None,
+            **({"fallback": True} if make is SseTransport and not isinstance(spec, Sse) else {}),
         )
     raise Error("config", "transport", f"unsupported transport {type(spec).__name__}")
 
@@ -98,7 +103,20 @@ def check_transport(spec: Any) -> None:
         raise Error(
             "config",
             "transport",
-            "transport must be conduit_mcp.Stdio(...) or conduit_mcp.Http(...)",
+            "transport must be conduit_mcp.Stdio(...), conduit_mcp.Http(...) or "
+            "conduit_mcp.Sse(...)",
+        )
+
+
+def check_era(spec: Any, config: Config) -> None:
+    """A transport that speaks only the legacy era (``Sse``) with a modern ``protocol``
+    option can never connect: say so at start."""
+    if getattr(spec, "legacy_only", False) and config.protocol.mode == "modern":
+        raise Error(
+            "config",
+            "protocol",
+            "the HTTP+SSE transport (Sse) speaks the legacy protocol versions only "
+            "(2024-11-05 to 2025-11-25): use protocol='auto' or 'legacy', or a legacy version",
         )
 
 
@@ -110,6 +128,7 @@ class ClientTree:
     """One incarnation of a client's tree: its supervisor, registry and published values."""
 
     def __init__(self, name: str, spec: Any, config: Config) -> None:
+        check_era(spec, config)
         self.name = name
         self.spec = spec
         self.config = config

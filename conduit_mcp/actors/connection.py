@@ -228,7 +228,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._auth_call = None
         self._auth_refusals = (0, 0)
         choice = config.protocol
-        self._mode = choice.mode
+        # Sse speaks the legacy era only: straight to initialize, never a probe (docs/sse.md).
+        legacy_only = getattr(transport_spec, "legacy_only", False) and choice.mode == "auto"
+        self._mode = "legacy" if legacy_only else choice.mode
         self._pinned = choice.version
         # The request hot path reads these on every call: keep them flat.
         self._client_info = dict(config.client_info)
@@ -518,6 +520,10 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             # OAuth could not get a token (docs/connection.md, "Authorizing").
             return Error("auth", auth.reason, f"{auth.message}; the client is closed ({reason})")
         last = self._last_failure
+        if reason == "endpoint_origin" and last is not None:
+            # The SSE stream named an endpoint on another origin (docs/sse.md): the refusal's
+            # own kind, as auth_required's is auth.
+            return Error("protocol", reason, describe_failure(last), data=last.data())
         message = closed_message(
             reason, attempts=self._attempt, limit=self._cfg.max_reconnects, last=last
         )

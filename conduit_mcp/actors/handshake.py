@@ -230,6 +230,12 @@ class HandshakeStates(ConnectionCore):
                 return authorizing
             self._auth_error = error
             return self._closed("auth_required")
+        if error is not None and error.reason == "endpoint_origin":
+            # The SSE stream pointed the POSTs at another origin: nothing was sent there, and
+            # no retry can help (docs/sse.md).
+            origin = error.data.get("origin") if type(error.data) is dict else None
+            self._last_failure = self._shared.last_failure = Failure("endpoint_origin", origin)
+            return self._closed("endpoint_origin")
         if error is not None and error.kind == "protocol":
             log.warning("unusable initialize answer: %s", error.reason)
             self._last_failure = self._shared.last_failure = Failure(

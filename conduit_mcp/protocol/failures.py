@@ -93,6 +93,12 @@ _HINTS = {
     "initialize_refused": "the server refused the initialize handshake (is the URL or command "
     "an MCP server? HTTP endpoints usually end in /mcp)",
     "credentials_timeout": "the auth callable did not return within auth_timeout",
+    "endpoint_origin": "the server's SSE stream named a message endpoint on another origin; "
+    "nothing was sent there (if that server is the right one, give its URL to Sse)",
+    "session_lost": "the SSE session was lost (its stream ended or the server forgot it)",
+    "stream_lost": "the SSE stream was lost: the session is gone, the client reconnects",
+    "no_endpoint": "the SSE stream ended before it named its message endpoint (is the URL "
+    "an HTTP+SSE endpoint? they usually end in /sse)",
     "oauth_unreachable": "the authorization server could not be reached: check that it is "
     "running and reachable from here",
     "unauthorized": "the server refused every new token the authorization server issued: "

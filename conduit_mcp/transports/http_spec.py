@@ -62,6 +62,10 @@ class Http:
     is how long an idle pooled connection is kept for the next request (seconds; default 4,
     below the 5 s after which uvicorn, hypercorn and Node close it; a server's shorter
     ``Keep-Alive: timeout=`` wins): docs/connection.md, "Idle connections".
+    ``sse_fallback=True`` is the spec's backwards-compatibility recipe (2025-03-26,
+    Transports): an ``initialize`` POST answered 400, 404 or 405 makes the client open the
+    old HTTP+SSE transport's GET stream at the same URL instead (docs/sse.md; ``Sse`` speaks
+    only that one).
 
     TLS (docs/tls.md): ``verify`` trusts the CAs of a PEM file, or of an OpenSSL CA folder
     (hashed names, as ``openssl rehash`` makes), instead of the system's; ``ssl`` is a whole
@@ -89,6 +93,7 @@ class Http:
     ssl: _ssl.SSLContext | None = field(default=None, repr=False)
     verify: str | os.PathLike[str] | None = field(default=None, repr=False)
     keep_alive: float = field(default=DEFAULT_KEEP_ALIVE, repr=False)
+    sse_fallback: bool = field(default=False, repr=False)
     # The context ``verify`` built (init=False: made again by every copy's __post_init__).
     _verify_context: _ssl.SSLContext | None = field(
         default=None, init=False, repr=False, compare=False
@@ -159,6 +164,8 @@ class Http:
                 "credential_id is a string, given with an auth callable (an OAuth "
                 "client's identity is its principal, issuer and resource)",
             )
+        if type(self.sse_fallback) is not bool:
+            raise Error("config", "http.sse_fallback", "sse_fallback must be True or False")
         object.__setattr__(self, "_verify_context", _tls_options(self.ssl, self.verify))
         for name in (
             "auth_timeout",
