@@ -167,6 +167,7 @@ class Client:
 
         tree.check_transport(transport)
         config = build_config(options)
+        tree.check_era(transport, config)
         rq.check_name(name, "name")
 
         def start(link: Any) -> pykka.ActorRef[Any]:
