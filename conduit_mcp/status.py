@@ -27,7 +27,17 @@ ORIGINS: Final[frozenset[str]] = frozenset(get_args(Origin))
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """The connection's state, as ``Client.status()`` returns it."""
+    """The connection's state, as ``Client.status()`` returns it.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> with mcp.Client.start(server, protocol="legacy") as client:
+    ...     client.await_ready(timeout=10)
+    Status(state='ready', era='legacy', version='2025-11-25', reason=None, origin='pinned', degraded=None)
+    >>> client.status().state, client.status().reason
+    ('closed', 'stopped')
+    """
 
     state: State
     """connecting | discovering | initializing | ready | authorizing | reconnecting | closed

@@ -67,7 +67,14 @@ class ChildSpec:
     ``start(link)`` starts one incarnation and must pass ``link`` to the SafeActor it starts.
     ``shutdown`` bounds the wait for the child's stop; ``start_timeout`` bounds the wait for its
     ``init`` during the supervisor's own start. A ``lazy`` child starts only on
-    :class:`StartChild`.
+    :class:`StartChild`. ``Client.child_spec`` makes one for a client:
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> spec = mcp.Client.child_spec(server, name="files", on_give_up="stop")
+    >>> spec.id, spec.restart, spec.shutdown
+    ('conduit_mcp:files', 'permanent', 10.0)
     """
 
     id: str
@@ -172,6 +179,24 @@ class Supervisor(SafeActor):
     or a significant child ended), not when it is stopped from outside; it runs in the
     supervisor's thread and must not block. ``registry`` receives every (re)started child's ref
     under the child's id.
+
+    A client under your own supervisor (with ``on_give_up="stop"`` a client that exhausts
+    ``max_reconnects`` exits, and the supervisor starts a fresh one; ``Client.whereis``
+    follows the restarts):
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> app = mcp.Supervisor.start(
+    ...     [mcp.Client.child_spec(server, name="files", on_give_up="stop")],
+    ...     strategy="one_for_one", max_restarts=3, max_seconds=5.0)
+    >>> client = mcp.Client.whereis("files")
+    >>> client.call_tool("add", {"a": 1, "b": 2}).text
+    '3'
+    >>> client.status().state
+    'ready'
+    >>> app.stop()
+    True
     """
 
     def __init__(
