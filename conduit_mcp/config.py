@@ -337,7 +337,7 @@ class Config:
     max_subscriber_backlog: int = 1000
     # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
     max_cache_ttl: float | None = 300.0
-    # OpenTelemetry providers (README, "Telemetry"); None: the global ones, resolved lazily.
+    # OpenTelemetry providers (docs/telemetry.md, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
 

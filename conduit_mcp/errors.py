@@ -4,14 +4,14 @@ Every failure a user can observe is a :class:`Error` with a ``kind`` from a clos
 callers can branch on ``e.kind`` instead of on exception classes or message text. ``reason``
 is a short, stable, machine-readable string (``"deadline"``, ``"max_in_flight"``, ...);
 ``message`` is for people. Neither ever carries a secret: no tool argument, header value,
-token or session id is ever put into an Error (see README, "Secrets").
+token or session id is ever put into an Error (see docs/secrets.md).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
-#: The documented kinds. A new kind is an API change: document it in the README.
+#: The documented kinds. A new kind is an API change: document it in docs/errors.md.
 Kind = Literal[
     "config",  # an option given at start is invalid (reason names the option)
     "argument",  # an argument to a call is invalid (reason names the argument)

@@ -32,7 +32,7 @@ Registration = Literal["pre-registered", "cimd", "dcr"]
 
 
 def identity(principal: str, issuer: str, resource: str) -> str:
-    """The cache identity of OAuth credentials (README, "Cache and notifications"): a
+    """The cache identity of OAuth credentials (docs/cache-and-notifications.md): a
     SHA-256 over principal, issuer and resource, so a refresh keeps it and another
     principal, another authorization server or another resource changes it.
 

@@ -1,7 +1,7 @@
 """Token stores: where tokens and client registrations live between requests and processes.
 
 A store maps a string key to a JSON-ready record (a dict of str, numbers, lists, None).
-Two kinds of records (README, "What is stored where"):
+Two kinds of records (docs/oauth.md, "Token stores"):
 
 * tokens, keyed by principal, issuer and resource (:func:`tokens_key`): a person's (or a
   service's) access and refresh tokens for one MCP server from one authorization server,

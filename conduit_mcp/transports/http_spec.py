@@ -10,7 +10,7 @@ repr, a log, an exception or a span:
   bounded by ``auth_timeout``. ``credential_id`` names whose credentials it returns, so that
   private cached lists can be kept (docs/cache.md); without it nothing private is ever cached.
   Or ``auth`` is an :class:`~conduit_mcp.oauth.config.OAuth`: the client authorizes itself
-  (README, "OAuth"); ``spec.oauth`` gives it to the transport.
+  (docs/oauth.md); ``spec.oauth`` gives it to the transport.
 """
 
 from __future__ import annotations
