@@ -88,7 +88,12 @@ class ChildSpec:
 
 @dataclass(frozen=True, slots=True)
 class ChildExited:
-    """Told by a child's link: incarnation ``urn`` of ``child_id`` exited with ``reason``."""
+    """Told by a child's link: incarnation ``urn`` of ``child_id`` exited with ``reason``.
+    The supervisor's own message; a test may tell it to fake an exit.
+
+    >>> ChildExited("worker", "urn:uuid:1", None)
+    ChildExited(child_id='worker', urn='urn:uuid:1', reason=None)
+    """
 
     child_id: str
     urn: str
@@ -105,7 +110,13 @@ class StartChild:
     ``forwarded``, if given, is called (on the supervisor's thread) once ``then`` was told or
     could not be: a sender with messages still queued here keeps sending through here, or a
     message told straight to the child could overtake one queued behind another child's start
-    (:class:`~.siblings.Siblings`).
+    (``Siblings``, in ``conduit_mcp.otp.siblings``).
+
+    >>> from conduit_mcp.otp import SafeActor, Supervisor, child_spec_for
+    >>> app = Supervisor.start([child_spec_for(SafeActor, id="later", lazy=True)])
+    >>> ref = app.ask(StartChild("later"))
+    >>> ref.is_alive(), app.ask(StartChild("later")) is ref, app.stop()
+    (True, True, True)
     """
 
     child_id: str
@@ -115,7 +126,16 @@ class StartChild:
 
 @dataclass(frozen=True, slots=True)
 class WhichChildren:
-    """Ask: the reply is ``[(child_id, ref or None), ...]`` in start order."""
+    """Ask: the reply is ``[(child_id, ref or None), ...]`` in start order.
+
+    >>> from conduit_mcp.otp import SafeActor, Supervisor, child_spec_for
+    >>> app = Supervisor.start([child_spec_for(SafeActor, id="a"),
+    ...                         child_spec_for(SafeActor, id="b", lazy=True)])
+    >>> [(child_id, ref is not None) for child_id, ref in app.ask(WhichChildren())]
+    [('a', True), ('b', False)]
+    >>> app.stop()
+    True
+    """
 
 
 def child_spec_for(
@@ -129,7 +149,13 @@ def child_spec_for(
     start_timeout: float = 5.0,
     **kwargs: Any,
 ) -> ChildSpec:
-    """A :class:`ChildSpec` whose ``start`` is ``actor_cls.start(*args, link=link, **kwargs)``."""
+    """A :class:`ChildSpec` whose ``start`` is ``actor_cls.start(*args, link=link, **kwargs)``.
+
+    >>> from conduit_mcp.otp import SafeActor
+    >>> spec = child_spec_for(SafeActor, id="worker", restart="transient", shutdown=2.0)
+    >>> spec.id, spec.restart, spec.shutdown, spec.lazy
+    ('worker', 'transient', 2.0, False)
+    """
 
     def start(link: Link) -> pykka.ActorRef[Any]:
         return actor_cls.start(*args, link=link, **kwargs)
