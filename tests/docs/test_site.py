@@ -109,3 +109,35 @@ def test_every_page_is_in_the_navigation() -> None:
     pages = [p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")]
     missing = [p for p in pages if f" {p}" not in nav]
     assert not missing, f"add to mkdocs.yml's nav: {missing}"
+
+
+def _raised_reasons() -> set[tuple[str, str]]:
+    """Every ``Error(kind, reason, ...)`` with literal arguments in the package (the scripted
+    servers under conduit_mcp/testing/ excepted: they are not the client)."""
+    import ast
+
+    pairs = set()
+    for path in (ROOT / "conduit_mcp").rglob("*.py"):
+        if "testing" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            name = getattr(func, "id", getattr(func, "attr", None))
+            if isinstance(node, ast.Call) and name == "Error" and len(node.args) >= 2:
+                kind, reason = node.args[:2]
+                if isinstance(kind, ast.Constant) and isinstance(reason, ast.Constant):
+                    pairs.add((kind.value, reason.value))
+    return pairs
+
+
+def test_every_kind_and_reason_the_client_raises_is_on_the_errors_page() -> None:
+    import conduit_mcp
+
+    page = (DOCS / "errors.md").read_text(encoding="utf-8")
+    missing_kinds = [k for k in conduit_mcp.KINDS if f"| `{k}` |" not in page]
+    assert not missing_kinds, f"docs/errors.md has no row for the kinds {missing_kinds}"
+    pairs = _raised_reasons()
+    assert len(pairs) > 50, "the scan is broken"
+    # A config error's reason is the option's name: the page says so, Limits lists them.
+    missing = sorted(p for p in pairs if p[0] != "config" and f"`{p[1]}`" not in page)
+    assert not missing, f"add these (kind, reason) to docs/errors.md: {missing}"
