@@ -26,8 +26,23 @@ Kind = Literal[
     "cancelled",  # the caller cancelled the request itself
     "handler",  # the client's own Handler failed a modern input request (raised, bad result)
 ]
-#: :data:`Kind` as a set, for checks at run time.
+"""The kind of an :class:`Error`: what a caller branches on (docs/errors.md has each one,
+its reasons and what to do). A type checker rejects a comparison with a misspelt kind.
+
+>>> import conduit_mcp as mcp
+>>> def retry_later(e: mcp.Error) -> bool:
+...     return e.kind in ("overloaded", "unavailable")
+>>> retry_later(mcp.Error("overloaded", "max_in_flight"))
+True
+"""
+
 KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))
+"""Every :data:`Kind`, as a set, for checks at run time.
+
+>>> import conduit_mcp as mcp
+>>> sorted(mcp.KINDS)[:4], len(mcp.KINDS)
+(['argument', 'auth', 'cancelled', 'closed'], 12)
+"""
 
 
 class Error(Exception):

@@ -137,6 +137,12 @@ class Stop:
 
 
 Action = Postpone | NextEvent | StateTimeout | Timeout | Stop
+"""What a handler's :class:`Step` (and ``init_state``) may carry, in order.
+
+>>> from conduit_mcp.otp import Postpone, Step, Timeout
+>>> Step(None, [Postpone(), Timeout("retry", 1.0, "again")]).actions[1].name
+'retry'
+"""
 
 
 @dataclass(frozen=True, slots=True)
