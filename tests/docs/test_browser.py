@@ -91,17 +91,16 @@ def test_the_page_renders_in_chromium(
     chromium: str, served: str, tmp_path: Path, path: str, title: str, code: str
 ) -> None:
     url = f"{served}/{path}"
-    dom = browse(chromium, tmp_path / "profile", url, "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    html = dom.stdout
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / f"{path.strip('/').replace('/', '-')}.png"
+    shot.unlink(missing_ok=True)
+    # One launch: the DOM after the page's scripts ran, and a screenshot of it.
+    done = browse(chromium, tmp_path / "profile", url, "--dump-dom", f"--screenshot={shot}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    html = done.stdout
     assert f"<title>{title}</title>" in html
     assert 'class="md-nav' in html and "Quickstart" in html and "Reference" in html, "no nav"
     assert "<pre" in html and "<code" in html and "highlight" in html, "no code block"
     assert code in html
     assert 'data-md-component="search-query"' in html, "no search box"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shot = ARTIFACTS / f"{path.strip('/').replace('/', '-')}.png"
-    shot.unlink(missing_ok=True)
-    done = browse(chromium, tmp_path / "profile", url, f"--screenshot={shot}")
-    assert done.returncode == 0, done.stderr[-2000:]
     assert shot.stat().st_size > 10_000, "the screenshot is (nearly) empty"
