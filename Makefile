@@ -41,7 +41,7 @@ OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-inst
 SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 NODE_STAMP := $(VENV)/.stamp-node22
 
-.PHONY: help venv peers demo test lint bench soak clean distclean
+.PHONY: help venv peers demo test lint docs docs-serve docs-browser bench soak clean distclean
 
 help:
 	@echo "make demo   - run the demo against the embedded test server"
@@ -49,6 +49,8 @@ help:
 	@echo "make bench  - benchmarks against the official mcp client"
 	@echo "make soak   - 20 clients through random server kills for 10 minutes (SOAK_ARGS=...)"
 	@echo "make lint   - ruff format --check, ruff check, mypy (strict, the package)"
+	@echo "make docs   - build the documentation site into site/ (mkdocs --strict)"
+	@echo "make docs-serve - preview the site on http://127.0.0.1:8000, rebuilt on every change"
 	@echo "make venv   - create $(VENV): conduit-mcp (editable) + the dev dependency group"
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)), $(PEERS_NODE) (server-everything,"
 	@echo "              server-filesystem), the conformance harnesses and oidc-provider in .peers/"
@@ -131,9 +133,28 @@ lint: $(DEV_STAMP)
 	$(BIN)/mypy
 	$(BIN)/python scripts/gen_fronts.py --check
 
+# The site's tests (tests/docs/) build it again into a temporary folder; this step keeps
+# site/ current and fails first, with mkdocs' own message, on a broken page.
 test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory docs docs-browser
 	$(BIN)/pytest -n $(TEST_WORKERS)
+
+# Strict: a broken link, a page left out of the nav or a reference entry that does not
+# resolve fails the build (a few seconds).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: $(DEV_STAMP)
+	$(MKDOCS) build --strict --quiet
+
+docs-serve: $(DEV_STAMP)
+	$(MKDOCS) serve --dev-addr 127.0.0.1:8000
+
+# tests/docs/test_browser.py opens the built pages in headless Chromium when one is found;
+# say plainly when it is not, rather than leave it to a line in pytest's summary.
+CHROMIUM := $(firstword $(foreach b,chromium chromium-browser google-chrome,$(shell command -v $(b) 2>/dev/null)))
+docs-browser:
+	@if [ -n "$(CHROMIUM)" ]; then echo "docs: the browser check of the site runs with $(CHROMIUM)"; \
+	else echo "docs: no Chromium found (chromium, chromium-browser, google-chrome): the browser check of the site is SKIPPED"; fi
 
 bench: venv
 	$(BIN)/python benchmarks/bench_stdio.py
@@ -146,7 +167,7 @@ soak: venv
 	$(BIN)/python scripts/soak.py $(SOAK_ARGS)
 
 clean:
-	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info site artifacts
 	find . -name __pycache__ -type d -not -path './.venv*' -not -path './.peers/*' -prune -exec rm -rf {} +
 
 distclean: clean

@@ -24,7 +24,7 @@ from ._version import __version__
 from .errors import KINDS, Error, Kind
 
 # A library logs, the application decides where to: nothing reaches stderr unless it
-# configures logging (the README's "Logging" section lists the loggers).
+# configures logging (docs/telemetry.md, "Logging", lists the loggers).
 logging.getLogger("conduit_mcp").addHandler(logging.NullHandler())
 
 _LAZY = {

@@ -25,106 +25,278 @@ DEFAULT_MAX_LIST_BYTES = 64 * 1024 * 1024
 class ClientOptions(TypedDict, total=False):
     """The options of ``Client.start`` and ``Client.child_spec``, each typed and documented
     so an IDE shows them and a type checker rejects a misspelt one. Every one is checked
-    again at run time (:func:`build_config`): a bad value is ``Error("config", <option>)``.
-    Durations are seconds.
+    again at run time, before anything starts: a bad value is ``Error("config", <option>)``.
+    Durations are seconds. The limits-and-defaults page of the documentation has them in one
+    table.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> options: mcp.ClientOptions = {"request_timeout": 10.0, "max_in_flight": 32}
+    >>> with mcp.Client.start(server, **options) as client:
+    ...     client.call_tool("add", {"a": 1, "b": 2}).text
+    '3'
+
+    Each option's example below shows the edge it enforces, with the ``mcp`` and ``server``
+    above (``tests/docs/test_docstrings.py`` runs them):
+
+    >>> mcp.Client.start(server, max_in_flite=8)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (unknown_option): unknown option(s): max_in_flite
     """
 
     protocol: str
     """``"auto"`` (the default) probes with ``server/discover`` and falls back to
     ``initialize`` on legacy evidence; ``"modern"`` never falls back (legacy evidence closes);
     ``"legacy"`` goes straight to ``initialize``; or an explicit version (``"2026-07-28"``,
-    ``"2025-11-25"``, ``"2025-06-18"``, ``"2025-03-26"``, ``"2024-11-05"``)."""
+    ``"2025-11-25"``, ``"2025-06-18"``, ``"2025-03-26"``, ``"2024-11-05"``).
+
+    >>> mcp.Client.start(server, protocol='2099-01-01')
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (protocol): protocol must be one of 'auto', 'modern', 'legacy', '2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'
+    """
     prior: Literal["legacy"] | None
-    """``"legacy"``: skip the probe once (a server known to be legacy). Default None."""
+    """``"legacy"``: skip the probe once (a server known to be legacy). Default None.
+
+    >>> mcp.Client.start(server, prior='modern')
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (prior): option 'prior' must be None or 'legacy'
+    """
     request_timeout: float
-    """Default deadline of a request; also bounds connecting and ``initialize``. Default 30."""
+    """Default deadline of a request; also bounds connecting and ``initialize``. Default 30.
+
+    >>> mcp.Client.start(server, request_timeout=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (request_timeout): option 'request_timeout' must be a positive number of seconds
+    """
     probe_timeout: float
     """How long the auto-mode probe waits before taking silence as legacy evidence.
-    Default 5."""
+    Default 5.
+
+    >>> mcp.Client.start(server, probe_timeout=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (probe_timeout): option 'probe_timeout' must be a positive number of seconds
+    """
     max_in_flight: int
     """Requests sent and unanswered; one more gets ``overloaded``/``max_in_flight``.
-    Default 100."""
+    Default 100.
+
+    >>> mcp.Client.start(server, max_in_flight=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_in_flight): option 'max_in_flight' must be an integer >= 1
+    """
     max_queued: int
     """Requests and ``await_ready`` calls waiting for ``ready``; one more gets
-    ``overloaded``/``max_queued``. Default 100."""
+    ``overloaded``/``max_queued``. Default 100.
+
+    >>> mcp.Client.start(server, max_queued=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_queued): option 'max_queued' must be an integer >= 0
+    """
     max_reconnects: int | None
     """Consecutive failed attempts before ``closed``/``max_reconnects`` (None: forever).
-    Default 10."""
+    Default 10.
+
+    >>> mcp.Client.start(server, max_reconnects=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_reconnects): option 'max_reconnects' must be an integer >= 0 or None
+    """
     backoff: Callable[[int], float] | None
     """``f(attempt) -> seconds`` between attempts; one that raises or returns anything but a
-    finite number >= 0 is replaced by full jitter. Default: full jitter."""
+    finite number >= 0 is replaced by full jitter. Default: full jitter.
+
+    >>> mcp.Client.start(server, backoff=3)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (backoff): option 'backoff' must be a function attempt -> seconds
+    """
     backoff_base: float
-    """Full jitter's base. Default 0.1."""
+    """Full jitter's base. Default 0.1.
+
+    >>> mcp.Client.start(server, backoff_base=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (backoff_base): option 'backoff_base' must be a positive number of seconds
+    """
     backoff_max: float
-    """Full jitter's cap. Default 30."""
+    """Full jitter's cap. Default 30.
+
+    >>> mcp.Client.start(server, backoff_max=float('inf'))
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (backoff_max): option 'backoff_max' must be a positive number of seconds
+    """
     on_give_up: Literal["close", "stop"]
     """``"close"`` (the default) keeps the client in ``closed`` to show why; ``"stop"`` ends
-    the client (for a supervisor to restart)."""
+    the client (for a supervisor to restart).
+
+    >>> mcp.Client.start(server, on_give_up='restart')
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (on_give_up): option 'on_give_up' must be 'close' or 'stop'
+    """
     stable_after: float
-    """Time in ``ready`` after which the attempt count resets. Default 10."""
+    """Time in ``ready`` after which the attempt count resets. Default 10.
+
+    >>> mcp.Client.start(server, stable_after=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (stable_after): option 'stable_after' must be a number of seconds >= 0
+    """
     health_check: float | None
-    """Ping every ``health_check`` seconds (None, the default: never)."""
+    """Ping every ``health_check`` seconds (None, the default: never).
+
+    >>> mcp.Client.start(server, health_check=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (health_check): option 'health_check' must be a positive number of seconds or None
+    """
     health_timeout: float
-    """A health ping unanswered within this reconnects. Default 5."""
+    """A health ping unanswered within this reconnects. Default 5.
+
+    >>> mcp.Client.start(server, health_timeout=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (health_timeout): option 'health_timeout' must be a positive number of seconds
+    """
     max_frame: int
-    """Largest inbound frame in bytes; a longer one is dropped (the connection survives).
-    Default 16 MiB."""
+    """Largest inbound frame in bytes (a stdio line). A response over it fails the request
+    it answers at once with ``protocol``/``response_too_large``; any other frame over it is
+    dropped; the connection keeps working. Default 16 MiB.
+
+    >>> mcp.Client.start(server, max_frame=100)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_frame): option 'max_frame' must be an integer >= 1024
+    """
     max_list_bytes: int
     """The most one ``list_all_*`` may fetch, in bytes of its pages' JSON; a list over it
     fails with ``protocol``/``list_too_large`` (a server whose cursors never end cannot grow
-    the client without bound). Default 64 MiB."""
+    the client without bound). Default 64 MiB.
+
+    >>> mcp.Client.start(server, max_list_bytes=100)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_list_bytes): option 'max_list_bytes' must be an integer >= 1024
+    """
     client_info: Mapping[str, Any]
     """What the client declares about itself (string ``name`` and ``version``). Default:
-    conduit-mcp's."""
+    conduit-mcp's.
+
+    >>> mcp.Client.start(server, client_info={'name': 'my-app'})
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (client_info): option 'client_info' needs string 'name' and 'version'
+    """
     capabilities: Mapping[str, Any]
     """The capabilities the client declares, merged over those its ``handler`` implies
     (``sampling``, ``elicitation``, ``roots``); declaring one of those without the handler
-    method that serves it is ``Error("config", "capabilities")``. Default ``{}``."""
+    method that serves it is ``Error("config", "capabilities")``. Default ``{}``.
+
+    >>> mcp.Client.start(server, capabilities=['sampling'])
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (capabilities): option 'capabilities' must be a mapping with string keys
+    """
     handler: Any
     """A ``conduit_mcp.Handler``: what the client answers when the server asks (sampling,
     elicitation, roots) and where notifications and logs go. Default None (no handler
-    actor; every server request but ``ping`` is answered ``-32601``)."""
+    actor; every server request but ``ping`` is answered ``-32601``).
+
+    >>> mcp.Client.start(server, handler=object())
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (handler): handler must be an instance of a conduit_mcp.Handler subclass, not object
+    """
     handler_timeout: float
     """The longest one handler method may run; past it the server gets an error (legacy)
-    or the call fails (modern). Default 300."""
+    or the call fails (modern). Default 300.
+
+    >>> mcp.Client.start(server, handler_timeout=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (handler_timeout): option 'handler_timeout' must be a positive number of seconds
+    """
     max_server_requests: int
     """Handler methods running at once; one more legacy server request is refused at once
     with a JSON-RPC error, never queued, while a modern round's entries past it wait for a
-    slot. Default 8."""
+    slot. Default 8.
+
+    >>> mcp.Client.start(server, max_server_requests=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_server_requests): option 'max_server_requests' must be an integer >= 1
+    """
     max_total_timeout: float
     """The longest a call may take in all, its deadline paused while a handler works for
-    it (a person answering an elicitation); also a per-call keyword. Default 600."""
+    it (a person answering an elicitation); also a per-call keyword. Default 600.
+
+    >>> mcp.Client.start(server, max_total_timeout=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_total_timeout): option 'max_total_timeout' must be a positive number of seconds
+    """
     max_input_rounds: int
     """``input_required`` rounds of one modern call; one more fails it with
-    ``protocol``/``too_many_rounds``. Default 16."""
+    ``protocol``/``too_many_rounds``. Default 16.
+
+    >>> mcp.Client.start(server, max_input_rounds=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_input_rounds): option 'max_input_rounds' must be an integer >= 1
+    """
     max_round_inputs: int
     """``inputRequests`` entries one modern round may ask; more fail the call with
     ``protocol``/``too_many_inputs``. Entries past ``max_server_requests`` wait for a slot.
-    Default 64."""
+    Default 64.
+
+    >>> mcp.Client.start(server, max_round_inputs=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_round_inputs): option 'max_round_inputs' must be an integer >= 1
+    """
     shutdown_timeout: float
-    """Bound on stopping the actors. Default 5."""
+    """Bound on stopping the actors. Default 5.
+
+    >>> mcp.Client.start(server, shutdown_timeout=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (shutdown_timeout): option 'shutdown_timeout' must be a positive number of seconds
+    """
     max_inbox: int
     """Notifications and server requests read from the server and not yet handled by the
     connection; beyond it, what the server sends (but answers to the client's own requests)
     is dropped and counted (``mcp.client.dropped``, kind ``inbound``) until the connection
-    catches up. Bounds the memory a flooding server can take. Default 10000."""
+    catches up. Bounds the memory a flooding server can take. Default 10000.
+
+    >>> mcp.Client.start(server, max_inbox=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_inbox): option 'max_inbox' must be an integer >= 1
+    """
     max_answer_backlog: int
     """Bytes written for the server and not yet taken by it (stdio: the pipe's backlog;
     HTTP: answer bodies waiting or being POSTed, 32 POSTs at once); an answer to a
     server request (``ping``, ``-32601``) beyond it is dropped and counted (kind ``answer``).
     The client's own requests are never dropped (``max_in_flight`` bounds them). Default
-    1 MiB."""
+    1 MiB.
+
+    >>> mcp.Client.start(server, max_answer_backlog=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_answer_backlog): option 'max_answer_backlog' must be an integer >= 0
+    """
     max_subscriber_backlog: int
     """Notifications waiting for the notifier, and for each subscriber it runs (a callable,
     in the notifier's thread) or schedules on a busy loop (an ``asyncio.Queue``); one more is
-    dropped (for that subscriber) and counted (kind ``notification``). Default 1000."""
+    dropped (for that subscriber) and counted (kind ``notification``). Default 1000.
+
+    >>> mcp.Client.start(server, max_subscriber_backlog=0)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_subscriber_backlog): option 'max_subscriber_backlog' must be an integer >= 1
+    """
     max_cache_ttl: float | None
     """A cached list is fresh for the server's ``ttlMs``, capped at this (None: no cap).
-    Default 300."""
+    Default 300.
+
+    >>> mcp.Client.start(server, max_cache_ttl=-1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (max_cache_ttl): option 'max_cache_ttl' must be a number of seconds >= 0 or None
+    """
     tracer_provider: Any
-    """An OpenTelemetry ``TracerProvider`` (None, the default: the global one)."""
+    """An OpenTelemetry ``TracerProvider`` (None, the default: the global one).
+
+    >>> mcp.Client.start(server, tracer_provider=object())
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (tracer_provider): option 'tracer_provider' must be None or an OpenTelemetry provider (with get_tracer())
+    """
     meter_provider: Any
-    """An OpenTelemetry ``MeterProvider`` (None, the default: the global one)."""
+    """An OpenTelemetry ``MeterProvider`` (None, the default: the global one).
+
+    >>> mcp.Client.start(server, meter_provider=object())
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (meter_provider): option 'meter_provider' must be None or an OpenTelemetry provider (with get_meter())
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +337,7 @@ class Config:
     max_subscriber_backlog: int = 1000
     # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
     max_cache_ttl: float | None = 300.0
-    # OpenTelemetry providers (README, "Telemetry"); None: the global ones, resolved lazily.
+    # OpenTelemetry providers (docs/telemetry.md, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
 

@@ -4,14 +4,14 @@ Every failure a user can observe is a :class:`Error` with a ``kind`` from a clos
 callers can branch on ``e.kind`` instead of on exception classes or message text. ``reason``
 is a short, stable, machine-readable string (``"deadline"``, ``"max_in_flight"``, ...);
 ``message`` is for people. Neither ever carries a secret: no tool argument, header value,
-token or session id is ever put into an Error (see README, "Secrets").
+token or session id is ever put into an Error (see docs/secrets.md).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal, get_args
 
-#: The documented kinds. A new kind is an API change: document it in the README.
+#: The documented kinds. A new kind is an API change: document it in docs/errors.md.
 Kind = Literal[
     "config",  # an option given at start is invalid (reason names the option)
     "argument",  # an argument to a call is invalid (reason names the argument)
@@ -26,8 +26,23 @@ Kind = Literal[
     "cancelled",  # the caller cancelled the request itself
     "handler",  # the client's own Handler failed a modern input request (raised, bad result)
 ]
-#: :data:`Kind` as a set, for checks at run time.
+"""The kind of an :class:`Error`: what a caller branches on (docs/errors.md has each one,
+its reasons and what to do). A type checker rejects a comparison with a misspelt kind.
+
+>>> import conduit_mcp as mcp
+>>> def retry_later(e: mcp.Error) -> bool:
+...     return e.kind in ("overloaded", "unavailable")
+>>> retry_later(mcp.Error("overloaded", "max_in_flight"))
+True
+"""
+
 KINDS: Final[frozenset[str]] = frozenset(get_args(Kind))
+"""Every :data:`Kind`, as a set, for checks at run time.
+
+>>> import conduit_mcp as mcp
+>>> sorted(mcp.KINDS)[:4], len(mcp.KINDS)
+(['argument', 'auth', 'cancelled', 'closed'], 12)
+"""
 
 
 class Error(Exception):

@@ -123,7 +123,22 @@ class Handler:
     ) -> SamplingResult | Mapping[str, Any] | Awaitable[SamplingResult | Mapping[str, Any]]:
         """Sample a message for the server (``sampling/createMessage``): return a
         :class:`~conduit_mcp.SamplingResult` (or the protocol's ``CreateMessageResult``
-        dict), or raise :class:`Declined` when the user refuses."""
+        dict), or raise :class:`Declined` when the user refuses. Here the test server's
+        ``ask`` tool sends one ``sampling/createMessage`` and reports the answer:
+
+        >>> import sys
+        >>> import conduit_mcp as mcp
+        >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+        >>> class Model(mcp.Handler):
+        ...     def create_message(self, request, ctx):
+        ...         return mcp.SamplingResult("Paris", model="my-model")
+        >>> ask = {"method": "sampling/createMessage", "params": {"maxTokens": 9, "messages": [
+        ...     {"role": "user", "content": {"type": "text", "text": "Capital of France?"}}]}}
+        >>> with mcp.Client.start(server, protocol="legacy", handler=Model()) as client:
+        ...     answer = client.call_tool("ask", {"requests": [ask]}).structured_content
+        >>> answer["answers"][0]["result"]["content"]["text"]
+        'Paris'
+        """
         raise NotImplementedError
 
     def elicit(
@@ -131,7 +146,23 @@ class Handler:
     ) -> ElicitResult | Mapping[str, Any] | Awaitable[ElicitResult | Mapping[str, Any]]:
         """Ask the user (``elicitation/create``): return an
         :class:`~conduit_mcp.ElicitResult` (accept with content, decline, cancel) or the
-        protocol's ``ElicitResult`` dict."""
+        protocol's ``ElicitResult`` dict. Fields of the requested schema left out of an
+        ``accept`` are sent with their defaults:
+
+        >>> import sys
+        >>> import conduit_mcp as mcp
+        >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+        >>> class Person(mcp.Handler):
+        ...     async def elicit(self, request, ctx):
+        ...         return mcp.ElicitResult.accept({"name": "ada"})
+        >>> schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        >>> ask = {"method": "elicitation/create",
+        ...        "params": {"message": "Name?", "requestedSchema": schema}}
+        >>> with mcp.Client.start(server, protocol="legacy", handler=Person()) as client:
+        ...     answer = client.call_tool("ask", {"requests": [ask]}).structured_content
+        >>> answer["answers"][0]["result"]
+        {'action': 'accept', 'content': {'name': 'ada'}}
+        """
         raise NotImplementedError
 
     def list_roots(
@@ -141,7 +172,20 @@ class Handler:
         | Awaitable[Iterable[Root | str | Mapping[str, Any]]]
     ):
         """The client's roots (``roots/list``): :class:`~conduit_mcp.Root` values,
-        ``file://`` URI strings, or ``{"uri": ..., "name": ...}`` dicts."""
+        ``file://`` URI strings, or ``{"uri": ..., "name": ...}`` dicts. When they change,
+        call ``client.roots_changed()``.
+
+        >>> import sys
+        >>> import conduit_mcp as mcp
+        >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+        >>> class Project(mcp.Handler):
+        ...     def list_roots(self, ctx):
+        ...         return [mcp.Root("file:///home/me/project", "project")]
+        >>> with mcp.Client.start(server, protocol="legacy", handler=Project()) as client:
+        ...     answer = client.call_tool("ask", {"requests": [{"method": "roots/list"}]})
+        >>> answer.structured_content["answers"][0]["result"]
+        {'roots': [{'uri': 'file:///home/me/project', 'name': 'project'}]}
+        """
         raise NotImplementedError
 
     def handle_notification(
@@ -149,12 +193,45 @@ class Handler:
     ) -> Awaitable[None] | None:
         """A server notification (every one but ``notifications/message``, which goes to
         :meth:`handle_log`, and progress and cancellation, which the client handles), in
-        arrival order. The default ignores it."""
+        arrival order. The default ignores it.
+
+        >>> import sys
+        >>> import conduit_mcp as mcp
+        >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+        >>> import queue
+        >>> class Notes(mcp.Handler):
+        ...     def __init__(self):
+        ...         self.seen = queue.Queue()
+        ...     def handle_notification(self, method, params, ctx):
+        ...         self.seen.put(method)
+        >>> notes = Notes()
+        >>> with mcp.Client.start(server, protocol="legacy", handler=notes) as client:
+        ...     _ = client.call_tool("notify", {"method": "test/hello"})
+        ...     notes.seen.get(timeout=10)
+        'test/hello'
+        """
         return None
 
     def handle_log(
         self, level: str, data: Any, logger: str | None, ctx: HandlerContext
     ) -> Awaitable[None] | None:
         """A server log message (``notifications/message``): its ``level``, ``data`` and
-        optional ``logger`` name, in arrival order. The default ignores it."""
+        optional ``logger`` name, in arrival order. The default ignores it.
+
+        >>> import sys
+        >>> import conduit_mcp as mcp
+        >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+        >>> import queue
+        >>> class Logs(mcp.Handler):
+        ...     def __init__(self):
+        ...         self.seen = queue.Queue()
+        ...     def handle_log(self, level, data, logger, ctx):
+        ...         self.seen.put((level, data))
+        >>> logs = Logs()
+        >>> with mcp.Client.start(server, protocol="legacy", handler=logs) as client:
+        ...     _ = client.request("logging/setLevel", {"level": "info"})
+        ...     _ = client.call_tool("log", {"level": "info", "data": "hello"})
+        ...     logs.seen.get(timeout=10)
+        ('info', 'hello')
+        """
         return None

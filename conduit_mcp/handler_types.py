@@ -163,17 +163,29 @@ class ElicitResult:
     @classmethod
     def accept(cls, content: Mapping[str, Any] | None = None) -> ElicitResult:
         """The user answered: ``content`` maps each field of the requested schema to a
-        string, number, boolean or list of strings (none for a URL-mode elicitation)."""
+        string, number, boolean or list of strings (none for a URL-mode elicitation).
+
+        >>> ElicitResult.accept({"name": "ada"}).content, ElicitResult.accept()
+        ({'name': 'ada'}, <ElicitResult accept>)
+        """
         return cls("accept", dict(content) if content is not None else None)
 
     @classmethod
     def decline(cls) -> ElicitResult:
-        """The user explicitly refused to answer."""
+        """The user explicitly refused to answer.
+
+        >>> ElicitResult.decline().action
+        'decline'
+        """
         return cls("decline")
 
     @classmethod
     def cancel(cls) -> ElicitResult:
-        """The user dismissed the question without choosing."""
+        """The user dismissed the question without choosing.
+
+        >>> ElicitResult.cancel().action
+        'cancel'
+        """
         return cls("cancel")
 
     def __repr__(self) -> str:

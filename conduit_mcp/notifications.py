@@ -48,15 +48,37 @@ __all__ = [
     "subscriber_key",
 ]
 
-#: Synthetic notifications the client itself delivers to subscribers (never from a server:
-#: the ``conduit_mcp/`` prefix is not an MCP method). ``TOOL_DEFINITION_CHANGED`` (params
-#: ``{"name": ...}``): a refreshed tool list holds a tool whose definition changed under the
-#: same name. ``LIST_REFRESHED`` (params ``{"kind": "tools" | "prompts" | "resources" |
-#: "resource_templates", "stored": bool}``): a list_changed refresh has finished; ``stored``
-#: is False when its answer was not cached (older than the cached list, or private under
-#: credentials that cannot be identified).
+# Synthetic notifications the client itself delivers to subscribers (never from a server:
+# the ``conduit_mcp/`` prefix is not an MCP method).
 TOOL_DEFINITION_CHANGED: Final = "conduit_mcp/tool_definition_changed"
+"""The method of the notification a subscriber gets when a refreshed tool list holds a tool
+whose definition changed under the same name (params ``{"name": ...}``): a server cannot
+swap what a tool does behind a name the user approved without the application hearing.
+
+>>> import conduit_mcp as mcp
+>>> mcp.TOOL_DEFINITION_CHANGED
+'conduit_mcp/tool_definition_changed'
+"""
+
 LIST_REFRESHED: Final = "conduit_mcp/list_refreshed"
+"""The method of the notification a subscriber gets when a background refresh of a cached
+list (after a ``list_changed``) has finished: params ``{"kind": "tools" | "prompts" |
+"resources" | "resource_templates", "stored": bool}``; ``stored`` is False when its answer
+was not cached (older than the cached list, or private under credentials that cannot be
+identified).
+
+>>> import queue, sys
+>>> import conduit_mcp as mcp
+>>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--ttl-ms", "60000"])
+>>> with mcp.Client.start(server) as client:
+...     notes = queue.Queue()
+...     client.subscribe_notifications(notes, methods=[mcp.LIST_REFRESHED])
+...     _ = client.list_all_tools()                                  # cached from now on
+...     _ = client.call_tool("add_tool", {"name": "fresh_tool"})     # the server announces it
+...     note = notes.get(timeout=10)
+>>> note.method, note.params["kind"], note.params["stored"]
+('conduit_mcp/list_refreshed', 'tools', True)
+"""
 
 _EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 

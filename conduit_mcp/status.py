@@ -10,15 +10,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-#: The connection's states (docs/connection.md, "States").
 State = Literal[
     "connecting", "discovering", "initializing", "ready", "authorizing", "reconnecting", "closed"
 ]
-#: The protocol eras: ``modern`` (``server/discover``, 2026-07-28 and later) or ``legacy``
-#: (the ``initialize`` handshake).
+"""The connection's states (docs/connection.md, "States"), as ``Status.state`` has them.
+
+>>> import sys
+>>> import conduit_mcp as mcp
+>>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+>>> with mcp.Client.start(server) as client:
+...     client.wait_for_state("ready", timeout=10).state
+'ready'
+"""
+
 Era = Literal["modern", "legacy"]
-#: How the era was chosen (see :class:`Status`).
+"""The protocol eras: ``modern`` (``server/discover``, 2026-07-28 and later) or ``legacy``
+(the ``initialize`` handshake, 2024-11-05 to 2025-11-25).
+
+>>> import sys
+>>> import conduit_mcp as mcp
+>>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+>>> with mcp.Client.start(server, protocol="legacy") as client:
+...     client.await_ready(timeout=10).era
+'legacy'
+"""
+
 Origin = Literal["probe", "pinned", "prior"]
+"""How the era was chosen: ``probe`` (``protocol="auto"``), ``pinned`` (an era or version
+given), ``prior`` (``prior="legacy"``). See :class:`Status`.
+
+>>> import sys
+>>> import conduit_mcp as mcp
+>>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+>>> with mcp.Client.start(server, protocol="auto") as client:
+...     client.await_ready(timeout=10).origin
+'probe'
+"""
 
 STATES: Final[frozenset[str]] = frozenset(get_args(State))
 ERAS: Final[frozenset[str]] = frozenset(get_args(Era))
@@ -27,7 +54,17 @@ ORIGINS: Final[frozenset[str]] = frozenset(get_args(Origin))
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """The connection's state, as ``Client.status()`` returns it."""
+    """The connection's state, as ``Client.status()`` returns it.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> with mcp.Client.start(server, protocol="legacy") as client:
+    ...     client.await_ready(timeout=10)
+    Status(state='ready', era='legacy', version='2025-11-25', reason=None, origin='pinned', degraded=None)
+    >>> client.status().state, client.status().reason
+    ('closed', 'stopped')
+    """
 
     state: State
     """connecting | discovering | initializing | ready | authorizing | reconnecting | closed

@@ -3,7 +3,7 @@
 The four API messages (``Call``, ``AwaitReady``, ``Abandon``, ``ReconnectNow``) are what the
 front ends send; they are slotted classes, not frozen dataclasses, because the connection
 marks a ``Call`` queued or retried in place (one allocation per request on the hot path).
-Their reprs never show params: those carry tool arguments (README, "Secrets").
+Their reprs never show params: those carry tool arguments (docs/secrets.md).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class Call:
         return copy
 
     def __repr__(self) -> str:
-        # Never the params: they carry tool arguments (README, "Secrets").
+        # Never the params: they carry tool arguments (docs/secrets.md).
         return f"<Call {self.method} id={self.reply.request_id}>"
 
 

@@ -5,8 +5,7 @@ redirect listener on 127.0.0.1, this module prints the authorization URL on stde
 headless shell's user opens it elsewhere) and opens it with :mod:`webbrowser` (which honours
 ``BROWSER``). Tokens and the client's registration go to one :class:`FileTokenStore` in the
 user's data directory, so the next command refreshes instead of asking again;
-``conduit-mcp logout --url URL`` forgets that server's tokens (README, "From the command
-line").
+``conduit-mcp logout --url URL`` forgets that server's tokens (docs/cli.md).
 
 The data directory is found by hand (``platformdirs`` is not a dependency): the XDG base
 directory rule, ``$XDG_DATA_HOME`` when it is an absolute path, else ``~/.local/share``; the

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-#: Exit codes, documented in ``--help`` and the README ("From the command line").
+#: Exit codes, documented in ``--help`` and docs/cli.md.
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
 EXIT_USAGE = 2

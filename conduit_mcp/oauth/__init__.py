@@ -7,5 +7,5 @@ client's I/O loop). ``config`` (the public ``OAuth``) and ``store`` import nothi
 the others need the ``oauth`` extra (authlib), which builds and checks PKCE, client
 authentication, JWT assertions and metadata. Written here by hand: RFC 9728 protected
 resource metadata, the ``WWW-Authenticate`` parser, the discovery order, RFC 9207 ``iss``
-checks, the scope rules and the stores (README, "OAuth").
+checks, the scope rules and the stores (docs/oauth.md).
 """

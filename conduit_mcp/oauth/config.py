@@ -41,7 +41,7 @@ def _check_str(value: Any, name: str) -> None:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class OAuth:
-    """OAuth 2.1 for ``Http(url, auth=OAuth(...))`` (README, "OAuth").
+    """OAuth 2.1 for ``Http(url, auth=OAuth(...))`` (docs/oauth.md).
 
     How the client is registered, in the spec's order: pre-registered ``client_id`` (with
     ``client_secret`` or ``private_key``), else ``client_metadata_url`` (a client ID

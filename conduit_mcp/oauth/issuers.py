@@ -1,5 +1,5 @@
-"""Which authorization server this client's credentials may go to (README, "OAuth",
-"Registration").
+"""Which authorization server this client's credentials may go to (docs/oauth.md,
+"What the client does", Registration).
 
 A dynamic or CIMD registration belongs to the issuer that made it: another issuer gets a
 registration of its own (:mod:`.registration`). Pre-registered credentials (``client_id``

@@ -32,7 +32,7 @@ Registration = Literal["pre-registered", "cimd", "dcr"]
 
 
 def identity(principal: str, issuer: str, resource: str) -> str:
-    """The cache identity of OAuth credentials (README, "Cache and notifications"): a
+    """The cache identity of OAuth credentials (docs/cache-and-notifications.md): a
     SHA-256 over principal, issuer and resource, so a refresh keeps it and another
     principal, another authorization server or another resource changes it.
 
@@ -212,7 +212,12 @@ class TokenSet:
 
     def expired(self, now: float, leeway: float = 0.0) -> bool:
         """Whether the access token is past (or within ``leeway`` of) its expiry; a token
-        without an expiry never is."""
+        without an expiry never is.
+
+        >>> t = TokenSet("a", expires_at=1100.0)
+        >>> t.expired(1050.0), t.expired(1050.0, leeway=60), TokenSet("a").expired(1e12)
+        (False, True, False)
+        """
         return self.expires_at is not None and now >= self.expires_at - leeway
 
     def refresh_at(self, leeway: float = REFRESH_LEEWAY) -> float | None:
@@ -250,11 +255,19 @@ class TokenSet:
         return delay
 
     def authorization(self) -> str:
-        """The ``Authorization`` header value (RFC 6750 section 2.1)."""
+        """The ``Authorization`` header value (RFC 6750 section 2.1).
+
+        >>> TokenSet("t0k").authorization()
+        'Bearer t0k'
+        """
         return f"Bearer {self.access_token}"
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-ready record for a :class:`~conduit_mcp.oauth.store.TokenStore`."""
+        """A JSON-ready record for a :class:`~conduit_mcp.oauth.store.TokenStore`.
+
+        >>> sorted(TokenSet("a", "r", expires_at=1100.0).to_record())
+        ['access_token', 'expires_at', 'issued_at', 'refresh_token', 'scope', 'token_type']
+        """
         return {
             "access_token": self.access_token,
             "refresh_token": self.refresh_token,
@@ -267,7 +280,13 @@ class TokenSet:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> TokenSet | None:
         """The token set a store kept, or None when the record is not one (a damaged or
-        foreign record is treated as absent: the flow starts over, it does not crash)."""
+        foreign record is treated as absent: the flow starts over, it does not crash).
+
+        >>> TokenSet.from_record(TokenSet("a", scope=("mcp",)).to_record())
+        TokenSet(expires_at=None, scope=('mcp',), token_type='Bearer', refreshable=False)
+        >>> TokenSet.from_record({"access_token": "not a header value"}) is None
+        True
+        """
         access = _opt_str(record, "access_token")
         if access is None or not header_safe(access):
             return None

@@ -1,7 +1,7 @@
 """Token stores: where tokens and client registrations live between requests and processes.
 
 A store maps a string key to a JSON-ready record (a dict of str, numbers, lists, None).
-Two kinds of records (README, "What is stored where"):
+Two kinds of records (docs/oauth.md, "Token stores"):
 
 * tokens, keyed by principal, issuer and resource (:func:`tokens_key`): a person's (or a
   service's) access and refresh tokens for one MCP server from one authorization server,
@@ -43,18 +43,50 @@ MAX_STORE_FILE = 16 * 1024 * 1024
 class TokenStore(Protocol):
     """Where OAuth records are kept. Implementations must be safe to call from several
     threads; a record given to :meth:`put` must not be changed by the caller afterwards and
-    :meth:`get` must return a record the caller may keep (a copy)."""
+    :meth:`get` must return a record the caller may keep (a copy). The client calls it from
+    its OAuth actor's thread, never from the I/O loop, so a store may do file or network I/O.
+
+    Any object with these three methods is one (a ``typing.Protocol``); here, one in a dict:
+
+    >>> import conduit_mcp as mcp
+    >>> class DictStore:
+    ...     def __init__(self):
+    ...         self.records = {}
+    ...     def get(self, key):
+    ...         return dict(self.records[key]) if key in self.records else None
+    ...     def put(self, key, record):
+    ...         self.records[key] = dict(record)
+    ...     def delete(self, key):
+    ...         self.records.pop(key, None)
+    >>> oauth = mcp.OAuth(loopback=True, store=DictStore())
+    """
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The record stored under ``key``, or None."""
+        """The record stored under ``key``, or None.
+
+        >>> from conduit_mcp import MemoryTokenStore
+        >>> MemoryTokenStore().get("tokens [...]") is None
+        True
+        """
         ...
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
-        """Store ``record`` under ``key``, replacing any earlier one."""
+        """Store ``record`` under ``key``, replacing any earlier one.
+
+        >>> from conduit_mcp import MemoryTokenStore
+        >>> store = MemoryTokenStore()
+        >>> store.put("k", {"n": 1}); store.put("k", {"n": 2}); store.get("k")
+        {'n': 2}
+        """
         ...
 
     def delete(self, key: str) -> None:
-        """Forget ``key`` (nothing happens when it is absent)."""
+        """Forget ``key`` (nothing happens when it is absent).
+
+        >>> from conduit_mcp import MemoryTokenStore
+        >>> store = MemoryTokenStore()
+        >>> store.put("k", {"n": 1}); store.delete("k"); store.delete("k"); store.get("k")
+        """
         ...
 
 
@@ -113,20 +145,44 @@ class MemoryTokenStore:
         return f"MemoryTokenStore(records={len(self._records)})"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The record under ``key`` (a copy: changing it changes nothing here), or None.
+
+        >>> store = MemoryTokenStore()
+        >>> store.put("k", {"scopes": ["mcp"]})
+        >>> store.get("k")["scopes"].append("write"); store.get("k")
+        {'scopes': ['mcp']}
+        """
         with self._lock:
             record = self._records.get(key)
             return copy.deepcopy(record) if record is not None else None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
+        """Keep a copy of ``record`` under ``key``.
+
+        >>> store = MemoryTokenStore()
+        >>> store.put("k", {"access_token": "t"}); store.keys()
+        ['k']
+        """
         with self._lock:
             self._records[key] = copy.deepcopy(dict(record))
 
     def delete(self, key: str) -> None:
+        """Forget ``key``, if held.
+
+        >>> store = MemoryTokenStore()
+        >>> store.put("k", {}); store.delete("k"); store.keys()
+        []
+        """
         with self._lock:
             self._records.pop(key, None)
 
     def keys(self) -> list[str]:
-        """Every key held (not part of :class:`TokenStore`: a store need not list them)."""
+        """Every key held (not part of :class:`TokenStore`: a store need not list them).
+
+        >>> store = MemoryTokenStore()
+        >>> store.put("a", {}); store.put("b", {}); store.keys()
+        ['a', 'b']
+        """
         with self._lock:
             return list(self._records)
 
@@ -231,17 +287,40 @@ class FileTokenStore:
             raise
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The record under ``key`` in the file, or None (read under a shared lock).
+
+        >>> import tempfile
+        >>> store = FileTokenStore(f"{tempfile.mkdtemp()}/tokens.json")
+        >>> store.get("k") is None
+        True
+        """
         with self._locked(exclusive=False):
             record = self._read().get(key)
         return record if isinstance(record, dict) else None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
+        """Write ``record`` under ``key``: the whole file is replaced atomically, under an
+        exclusive lock, so processes sharing the file lose nothing.
+
+        >>> import os, tempfile
+        >>> path = f"{tempfile.mkdtemp()}/tokens.json"
+        >>> FileTokenStore(path).put("k", {"access_token": "t"})
+        >>> FileTokenStore(path).get("k"), oct(os.stat(path).st_mode & 0o777)
+        ({'access_token': 't'}, '0o600')
+        """
         with self._locked(exclusive=True):
             records = self._read()
             records[key] = dict(record)
             self._write(records)
 
     def delete(self, key: str) -> None:
+        """Remove ``key`` from the file (the file is rewritten only when it held the key).
+
+        >>> import tempfile
+        >>> store = FileTokenStore(f"{tempfile.mkdtemp()}/tokens.json")
+        >>> store.put("k", {}); store.delete("k"); store.keys()
+        []
+        """
         with self._locked(exclusive=True):
             records = self._read()
             if records.pop(key, None) is not None:
@@ -249,7 +328,13 @@ class FileTokenStore:
 
     def keys(self) -> list[str]:
         """Every key in the file (not part of :class:`TokenStore`: a store need not list
-        them); ``conduit-mcp logout`` finds a server's tokens with it."""
+        them); ``conduit-mcp logout`` finds a server's tokens with it.
+
+        >>> import tempfile
+        >>> store = FileTokenStore(f"{tempfile.mkdtemp()}/tokens.json")
+        >>> store.put("a", {}); store.keys()
+        ['a']
+        """
         with self._locked(exclusive=False):
             return list(self._read())
 

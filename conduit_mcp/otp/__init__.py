@@ -2,7 +2,7 @@
 
 This package is deliberately not MCP-aware: it imports nothing of conduit_mcp but
 ``errors`` (a test enforces it). Pykka supplies only the actor core; these are the layers it
-lacks, with OTP's vocabulary. The Pykka internals it needs are named in :mod:`._pykka`. Every conduit
+lacks, with OTP's vocabulary. The Pykka internals it needs are named in one private module. Every conduit
 actor is a :class:`SafeActor` started with a :class:`Link` by a :class:`Supervisor`.
 """
 

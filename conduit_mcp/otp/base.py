@@ -40,6 +40,10 @@ class ActorCrashed(Exception):
     ``original`` is the exception that was raised (e.g. ``KeyboardInterrupt``). Raising this
     instead lets Pykka treat the failure like any other: only this actor fails (or, for an ask,
     the caller gets this exception), and no ``ActorRegistry.stop_all()`` cascade happens.
+
+    >>> crash = ActorCrashed(KeyboardInterrupt())
+    >>> type(crash.original).__name__, str(crash)
+    ('KeyboardInterrupt', 'KeyboardInterrupt raised inside an actor: KeyboardInterrupt()')
     """
 
     def __init__(self, original: BaseException) -> None:
@@ -54,6 +58,14 @@ class Link:
     after the actor is already dead (its ref no longer accepts messages): ``reason`` is ``None``
     for a normal exit and the exception otherwise. The supervisor creates one Link per
     incarnation, and its ``notify`` only ``tell``s (a child never asks its supervisor).
+
+    >>> import queue
+    >>> exits = queue.Queue()
+    >>> ref = SafeActor.start(link=Link(lambda urn, reason: exits.put(reason)))
+    >>> ref.stop()
+    True
+    >>> exits.get(timeout=5) is None      # a normal exit
+    True
     """
 
     __slots__ = ("_notify",)
@@ -66,6 +78,10 @@ class Link:
 
         Even a ``BaseException`` is swallowed (and logged): one escaping from ``on_stop`` would
         trigger the ``stop_all()`` cascade this module exists to prevent.
+
+        >>> def broken(urn, reason):
+        ...     raise SystemExit
+        >>> Link(broken).exited("urn:x", None)   # logged, not raised
         """
         try:
             self._notify(urn, reason)
@@ -78,6 +94,10 @@ def safe_tell(ref: pykka.ActorRef[Any], message: Any) -> bool:
 
     Timer callbacks, link notifications and I/O callbacks run outside the target actor and
     must not fail because the target has just stopped or been restarted.
+
+    >>> ref = SafeActor.start()
+    >>> safe_tell(ref, "hello"), ref.stop(), safe_tell(ref, "hello")
+    (True, True, False)
     """
     try:
         ref.tell(message)
@@ -114,7 +134,20 @@ class SafeActor(pykka.ThreadingActor):
       then the link hears ``reason``: ``None`` for a normal stop, the exception otherwise.
 
     Actor threads are daemons: a client that is never closed must not keep the host's
-    interpreter alive at exit (stack.md §1.8).
+    interpreter alive at exit.
+
+    >>> class Counter(SafeActor):
+    ...     def init(self):
+    ...         self.count = 0
+    ...     def receive(self, message):
+    ...         self.count += message
+    ...         return self.count
+    >>> ref = Counter.start()
+    >>> ref.tell(2)
+    >>> ref.ask(3)
+    5
+    >>> ref.stop()
+    True
     """
 
     use_daemon_thread: ClassVar[bool] = True
@@ -142,12 +175,30 @@ class SafeActor(pykka.ThreadingActor):
     # -- hooks for subclasses ----------------------------------------------------------------
 
     def init(self) -> None:
-        """Set up the actor, in its own thread, before it handles any message."""
+        """Set up the actor, in its own thread, before it handles any message. If it raises,
+        the actor is dead and its link hears the exception (a supervisor's start fails).
+
+        >>> import queue
+        >>> exits = queue.Queue()
+        >>> class Broken(SafeActor):
+        ...     def init(self):
+        ...         raise OSError("no such file")
+        >>> _ = Broken.start(link=Link(lambda urn, reason: exits.put(reason)))
+        >>> exits.get(timeout=5)
+        OSError('no such file')
+        """
 
     def receive(self, message: Any) -> Any:
         """Handle one message; the return value is the reply to an ``ask``.
 
         The default logs and ignores the message, like Pykka's ``on_receive``.
+
+        >>> class Echo(SafeActor):
+        ...     def receive(self, message):
+        ...         return message
+        >>> ref = Echo.start()
+        >>> ref.ask("ping"), ref.stop()
+        ('ping', True)
         """
         logger.warning("unexpected message received by %s: %r", self, message)
         return None
@@ -156,6 +207,14 @@ class SafeActor(pykka.ThreadingActor):
         """Release what the actor holds; ``reason`` is ``None`` for a normal stop.
 
         Errors raised here are logged and never propagated: the exit must still be reported.
+
+        >>> import threading
+        >>> closed = threading.Event()
+        >>> class Holder(SafeActor):
+        ...     def terminate(self, reason):
+        ...         closed.set()
+        >>> Holder.start().stop(), closed.is_set()
+        (True, True)
         """
 
     def stop_self(self, reason: BaseException | None = None) -> None:
@@ -170,6 +229,14 @@ class SafeActor(pykka.ThreadingActor):
         This does not use ``actor_ref.stop()`` (which would let earlier queued messages run
         first) nor raise from the handler (which would not stop an actor inside an ``ask``).
         Call it only from the actor's own thread.
+
+        >>> class Once(SafeActor):
+        ...     def receive(self, message):
+        ...         self.stop_self()
+        ...         return "bye"
+        >>> ref = Once.start()
+        >>> ref.ask("anything"), ref.is_alive()
+        ('bye', False)
         """
         self._finish(reason)
 

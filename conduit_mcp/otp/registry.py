@@ -22,7 +22,17 @@ class Registry:
 
     Writes replace the whole dict (copy on write): they happen once per (re)start, while reads
     happen once per message sent, so a read is one ``dict.get`` with no lock and
-    :meth:`names` is a consistent snapshot.
+    :meth:`names` is a consistent snapshot. A :class:`Supervisor` given one registers each
+    (re)started child under its id.
+
+    >>> from conduit_mcp.otp import SafeActor
+    >>> registry = Registry()
+    >>> ref = SafeActor.start()
+    >>> registry.set("worker", ref)
+    >>> registry.get("worker") is ref, registry.names()
+    (True, ['worker'])
+    >>> registry.remove("worker"), registry.get("worker"), ref.stop()
+    (True, None, True)
     """
 
     __slots__ = ("_lock", "_refs")
@@ -32,11 +42,22 @@ class Registry:
         self._refs: dict[str, pykka.ActorRef[Any]] = {}
 
     def get(self, name: str) -> pykka.ActorRef[Any] | None:
-        """The current ref registered under ``name``, or ``None``."""
+        """The current ref registered under ``name``, or ``None``.
+
+        >>> Registry().get("nobody") is None
+        True
+        """
         return self._refs.get(name)
 
     def set(self, name: str, ref: pykka.ActorRef[Any]) -> None:
-        """Register ``ref`` under ``name``, replacing any previous incarnation's ref."""
+        """Register ``ref`` under ``name``, replacing any previous incarnation's ref.
+
+        >>> from conduit_mcp.otp import SafeActor
+        >>> registry, old, new = Registry(), SafeActor.start(), SafeActor.start()
+        >>> registry.set("w", old); registry.set("w", new)
+        >>> registry.get("w") is new, old.stop(), new.stop()
+        (True, True, True)
+        """
         with self._lock:
             refs = dict(self._refs)
             refs[name] = ref
@@ -47,6 +68,12 @@ class Registry:
 
         The condition keeps a late removal for an old incarnation from erasing its successor.
         Returns whether something was removed.
+
+        >>> from conduit_mcp.otp import SafeActor
+        >>> registry, old, new = Registry(), SafeActor.start(), SafeActor.start()
+        >>> registry.set("w", new)
+        >>> registry.remove("w", old), registry.remove("w", new), old.stop(), new.stop()
+        (False, True, True, True)
         """
         with self._lock:
             current = self._refs.get(name)
@@ -58,5 +85,12 @@ class Registry:
             return True
 
     def names(self) -> list[str]:
-        """The registered names, in registration order."""
+        """The registered names, in registration order.
+
+        >>> from conduit_mcp.otp import SafeActor
+        >>> registry, ref = Registry(), SafeActor.start()
+        >>> registry.set("b", ref); registry.set("a", ref)
+        >>> registry.names(), ref.stop()
+        (['b', 'a'], True)
+        """
         return list(self._refs)

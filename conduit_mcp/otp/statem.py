@@ -73,12 +73,21 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Postpone:
-    """Save the current event; it is replayed after the next state change."""
+    """Save the current event; it is replayed after the next state change (see
+    :class:`Statem`'s example).
+
+    >>> Step(None, [Postpone()])
+    Step(state=None, actions=[Postpone()])
+    """
 
 
 @dataclass(frozen=True, slots=True)
 class NextEvent:
-    """Insert ``event`` to be handled before every queued, postponed and mailbox event."""
+    """Insert ``event`` to be handled before every queued, postponed and mailbox event.
+
+    >>> Step("checking", [NextEvent("check now")])
+    Step(state='checking', actions=[NextEvent(event='check now', kind='internal')])
+    """
 
     event: Any
     kind: str = "internal"
@@ -89,6 +98,9 @@ class StateTimeout:
     """Deliver ``event`` as ``"state_timeout"`` after ``seconds`` unless the state changes.
 
     ``None`` cancels; setting it again replaces the previous one.
+
+    >>> Step("waiting", [StateTimeout(5.0, "gave up")])  # 5 s in "waiting", then the event
+    Step(state='waiting', actions=[StateTimeout(seconds=5.0, event='gave up')])
     """
 
     seconds: float | None
@@ -100,6 +112,9 @@ class Timeout:
     """Deliver ``event`` as ``"timeout"`` after ``seconds``; one timer per ``name``.
 
     Survives state changes. ``None`` cancels; setting the same name again replaces it.
+
+    >>> Step(None, [Timeout(("request", 7), 30.0, "deadline"), Timeout("health", None)])
+    Step(state=None, actions=[Timeout(name=('request', 7), seconds=30.0, event='deadline'), Timeout(name='health', seconds=None, event=None)])
     """
 
     name: Hashable
@@ -113,17 +128,31 @@ class Stop:
 
     The state does not change and no enter call runs (OTP's ``{stop, Reason}``). Casts not yet
     handled stay in :meth:`Statem.postponed` for ``terminate`` to answer; nothing else runs.
+
+    >>> Step(None, [Stop()]), Stop(RuntimeError("lost")).reason
+    (Step(state=None, actions=[Stop(reason=None)]), RuntimeError('lost'))
     """
 
     reason: BaseException | None = None
 
 
 Action = Postpone | NextEvent | StateTimeout | Timeout | Stop
+"""What a handler's :class:`Step` (and ``init_state``) may carry, in order.
+
+>>> from conduit_mcp.otp import Postpone, Step, Timeout
+>>> Step(None, [Postpone(), Timeout("retry", 1.0, "again")]).actions[1].name
+'retry'
+"""
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """A handler's transition: the next state (``None`` keeps it) and actions, in order."""
+    """A handler's transition: the next state (``None`` keeps it) and actions, in order.
+    A handler may also return a state name alone (``"open"``), or ``None`` (no change).
+
+    >>> Step("open", [StateTimeout(10.0, "relock")]).state
+    'open'
+    """
 
     state: str | None
     actions: Sequence[Action] = ()
@@ -210,6 +239,48 @@ class Statem(SafeActor):
 
     Mailbox messages are ``"cast"`` events. The engine is single-threaded (the actor's thread);
     the public methods below are for the subclass's own handlers, enter calls and ``init``.
+
+    A door that opens with a code, relocks by itself, and keeps a push made while locked
+    until it is open:
+
+    >>> import queue
+    >>> events = queue.Queue()
+    >>> class Door(Statem):
+    ...     STATES = ("locked", "open")
+    ...     def init_state(self):
+    ...         return "locked", []
+    ...     def enter_open(self, old_state):
+    ...         events.put(f"{old_state} -> open")
+    ...         return [StateTimeout(0.05, "relock")]
+    ...     def enter_locked(self, old_state):
+    ...         events.put(f"{old_state} -> locked")
+    ...     def on_locked(self, kind, event):
+    ...         if event == "code 1234":
+    ...             return "open"
+    ...         if event == "push":
+    ...             return Step(None, [Postpone()])   # replayed once the state changes
+    ...     def on_open(self, kind, event):
+    ...         if kind == "state_timeout":
+    ...             return "locked"
+    ...         if event == "push":
+    ...             events.put("pushed")
+    >>> door = Door.start()
+    >>> door.tell("push")
+    >>> door.tell("code 1234")
+    >>> [events.get(timeout=5) for _ in range(4)]
+    ['locked -> locked', 'locked -> open', 'pushed', 'open -> locked']
+    >>> door.stop()
+    True
+
+    A misspelt state handler fails when the class is created:
+
+    >>> class Typo(Statem):
+    ...     STATES = ("ready",)
+    ...     def on_redy(self, kind, event):
+    ...         return None
+    Traceback (most recent call last):
+    ...
+    TypeError: Typo.on_redy names no declared state (STATES is ('ready',)); did you mean on_ready? Add the state to STATES or rename the method.
     """
 
     #: The subclass's state names, a closed set checked at class creation (module docstring,

@@ -67,7 +67,14 @@ class ChildSpec:
     ``start(link)`` starts one incarnation and must pass ``link`` to the SafeActor it starts.
     ``shutdown`` bounds the wait for the child's stop; ``start_timeout`` bounds the wait for its
     ``init`` during the supervisor's own start. A ``lazy`` child starts only on
-    :class:`StartChild`.
+    :class:`StartChild`. ``Client.child_spec`` makes one for a client:
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> spec = mcp.Client.child_spec(server, name="files", on_give_up="stop")
+    >>> spec.id, spec.restart, spec.shutdown
+    ('conduit_mcp:files', 'permanent', 10.0)
     """
 
     id: str
@@ -81,7 +88,12 @@ class ChildSpec:
 
 @dataclass(frozen=True, slots=True)
 class ChildExited:
-    """Told by a child's link: incarnation ``urn`` of ``child_id`` exited with ``reason``."""
+    """Told by a child's link: incarnation ``urn`` of ``child_id`` exited with ``reason``.
+    The supervisor's own message; a test may tell it to fake an exit.
+
+    >>> ChildExited("worker", "urn:uuid:1", None)
+    ChildExited(child_id='worker', urn='urn:uuid:1', reason=None)
+    """
 
     child_id: str
     urn: str
@@ -98,7 +110,13 @@ class StartChild:
     ``forwarded``, if given, is called (on the supervisor's thread) once ``then`` was told or
     could not be: a sender with messages still queued here keeps sending through here, or a
     message told straight to the child could overtake one queued behind another child's start
-    (:class:`~.siblings.Siblings`).
+    (``Siblings``, in ``conduit_mcp.otp.siblings``).
+
+    >>> from conduit_mcp.otp import SafeActor, Supervisor, child_spec_for
+    >>> app = Supervisor.start([child_spec_for(SafeActor, id="later", lazy=True)])
+    >>> ref = app.ask(StartChild("later"))
+    >>> ref.is_alive(), app.ask(StartChild("later")) is ref, app.stop()
+    (True, True, True)
     """
 
     child_id: str
@@ -108,7 +126,16 @@ class StartChild:
 
 @dataclass(frozen=True, slots=True)
 class WhichChildren:
-    """Ask: the reply is ``[(child_id, ref or None), ...]`` in start order."""
+    """Ask: the reply is ``[(child_id, ref or None), ...]`` in start order.
+
+    >>> from conduit_mcp.otp import SafeActor, Supervisor, child_spec_for
+    >>> app = Supervisor.start([child_spec_for(SafeActor, id="a"),
+    ...                         child_spec_for(SafeActor, id="b", lazy=True)])
+    >>> [(child_id, ref is not None) for child_id, ref in app.ask(WhichChildren())]
+    [('a', True), ('b', False)]
+    >>> app.stop()
+    True
+    """
 
 
 def child_spec_for(
@@ -122,7 +149,13 @@ def child_spec_for(
     start_timeout: float = 5.0,
     **kwargs: Any,
 ) -> ChildSpec:
-    """A :class:`ChildSpec` whose ``start`` is ``actor_cls.start(*args, link=link, **kwargs)``."""
+    """A :class:`ChildSpec` whose ``start`` is ``actor_cls.start(*args, link=link, **kwargs)``.
+
+    >>> from conduit_mcp.otp import SafeActor
+    >>> spec = child_spec_for(SafeActor, id="worker", restart="transient", shutdown=2.0)
+    >>> spec.id, spec.restart, spec.shutdown, spec.lazy
+    ('worker', 'transient', 2.0, False)
+    """
 
     def start(link: Link) -> pykka.ActorRef[Any]:
         return actor_cls.start(*args, link=link, **kwargs)
@@ -172,6 +205,24 @@ class Supervisor(SafeActor):
     or a significant child ended), not when it is stopped from outside; it runs in the
     supervisor's thread and must not block. ``registry`` receives every (re)started child's ref
     under the child's id.
+
+    A client under your own supervisor (with ``on_give_up="stop"`` a client that exhausts
+    ``max_reconnects`` exits, and the supervisor starts a fresh one; ``Client.whereis``
+    follows the restarts):
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"])
+    >>> app = mcp.Supervisor.start(
+    ...     [mcp.Client.child_spec(server, name="files", on_give_up="stop")],
+    ...     strategy="one_for_one", max_restarts=3, max_seconds=5.0)
+    >>> client = mcp.Client.whereis("files")
+    >>> client.call_tool("add", {"a": 1, "b": 2}).text
+    '3'
+    >>> client.status().state
+    'ready'
+    >>> app.stop()
+    True
     """
 
     def __init__(

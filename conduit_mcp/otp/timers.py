@@ -49,7 +49,12 @@ class TimerHandle:
 
     A callback already running (or about to run) on the timer thread when ``cancel`` is called
     cannot be stopped: that race is why callbacks only ``tell`` a message carrying a token the
-    receiver checks (stack.md §1.5).
+    receiver checks.
+
+    >>> import time
+    >>> handle = schedule(time.monotonic() + 60, lambda: None)
+    >>> handle.cancel(); handle.cancelled
+    True
     """
 
     __slots__ = ("_callback", "_service", "_state", "when")
@@ -63,11 +68,24 @@ class TimerHandle:
 
     @property
     def cancelled(self) -> bool:
-        """Whether :meth:`cancel` was called before the callback was taken to run."""
+        """Whether :meth:`cancel` was called before the callback was taken to run.
+
+        >>> import time
+        >>> schedule(time.monotonic() + 60, lambda: None).cancelled
+        False
+        """
         return self._state == _CANCELLED
 
     def cancel(self) -> None:
-        """Cancel the callback if it has not been taken to run yet; idempotent and O(1)."""
+        """Cancel the callback if it has not been taken to run yet; idempotent and O(1).
+
+        >>> import threading, time
+        >>> ran = threading.Event()
+        >>> handle = schedule(time.monotonic() + 0.05, ran.set)
+        >>> handle.cancel(); handle.cancel()
+        >>> ran.wait(0.2)
+        False
+        """
         self._service._cancel(self)
 
 
@@ -178,6 +196,12 @@ def schedule(when: float, callback: Callable[[], None]) -> TimerHandle:
     """Run ``callback()`` on the process timer thread at ``when`` (a ``time.monotonic()`` value).
 
     The callback must only ``tell``; see the module docstring.
+
+    >>> import threading, time
+    >>> fired = threading.Event()
+    >>> _ = schedule(time.monotonic() + 0.01, fired.set)
+    >>> fired.wait(5)
+    True
     """
     return _service.schedule(when, callback)
 

@@ -14,7 +14,7 @@ without parsing JSON: ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and
   the spec requires ("the client MUST exclude the invalid tool").
 * :func:`param_headers` and :func:`request_headers`: the headers of one request.
 
-No error raised here carries a header or argument value (README, "Secrets"): tool arguments
+No error raised here carries a header or argument value (docs/secrets.md): tool arguments
 are mirrored into headers precisely because they matter (a tenant, a region, an account).
 """
 

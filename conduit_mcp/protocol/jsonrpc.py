@@ -89,7 +89,7 @@ def encode(message: dict[str, Any]) -> bytes:
 
     orjson never emits a raw newline in compact mode, so the output is exactly one line.
     Unserialisable input raises ``Error("argument", "not_json")`` whose message names the
-    cause but never the value: the value may be a secret tool argument (README, "Secrets").
+    cause but never the value: the value may be a secret tool argument (docs/secrets.md).
     Note that orjson writes NaN and infinities as ``null``.
     """
     try:

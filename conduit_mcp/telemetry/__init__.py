@@ -1,10 +1,10 @@
 """OpenTelemetry for conduit-mcp: a CLIENT span per request, trace context in
 ``params._meta``, the ``mcp.client.operation.duration`` histogram, and counters for the
-connection's transitions, cancellations and dropped responses (README, "Telemetry").
+connection's transitions, cancellations and dropped responses (docs/telemetry.md, "Telemetry").
 
 Only ``opentelemetry-api`` is needed. Without an SDK (no provider given, none installed
 globally, an empty current context) :meth:`Telemetry.start` returns None after three reads,
-and a request pays a few hundred nanoseconds for its telemetry (README, "Telemetry").
+and a request pays a few hundred nanoseconds for its telemetry (docs/telemetry.md, "Telemetry").
 
 Providers are per client (``tracer_provider=``, ``meter_provider=``). None means the global
 ones, resolved lazily through the API's proxies, so an application that installs its

@@ -2,10 +2,10 @@
 
 The MCP conventions moved to the OpenTelemetry GenAI semantic-conventions repository, and the
 Python constants in ``opentelemetry.semconv._incubating`` are private and deprecated, so the
-names are spelled out here (README, "Telemetry").
+names are spelled out here (docs/telemetry.md, "Telemetry").
 
 Nothing here ever names a tool argument, a result, a header, a token or a session id: those
-are never recorded (README, "Secrets").
+are never recorded (docs/secrets.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An :class:`Operation` is started and finished in the caller's thread or loop (bl
 ``Client``, ``client.aio``) or in the thread that reads the future (``client.futures``);
 never in the connection actor, because span processors are application code.
 
-What a span carries (README, "Telemetry"): the method, the tool or prompt name, the JSON-RPC
+What a span carries (docs/telemetry.md, "Telemetry"): the method, the tool or prompt name, the JSON-RPC
 id, the negotiated protocol version, the transport and, on failure, ``error.type``. Never
 params, arguments, results, ``_meta``, environment, headers, tokens or session ids, and never
 server-supplied text: the status description is our own ``"<kind>: <reason>"`` (the JSON-RPC

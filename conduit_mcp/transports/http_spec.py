@@ -1,6 +1,6 @@
 """Where a streamable HTTP server is, and how to present credentials: a frozen value.
 
-Credentials come in three forms (issue 3, seed 003 "Private results"), and never appear in a
+Credentials come in three forms (docs/cache.md, "Private results"), and never appear in a
 repr, a log, an exception or a span:
 
 * ``headers``: static headers sent with every request (an API key header, say);
@@ -8,9 +8,9 @@ repr, a log, an exception or a span:
 * ``auth``: a callable returning a header mapping, called before every request. It is user
   code, so it runs on a small worker pool, never on an actor thread or the I/O loop, and is
   bounded by ``auth_timeout``. ``credential_id`` names whose credentials it returns, so that
-  private cached lists can be kept (seed 003); without it nothing private is ever cached.
+  private cached lists can be kept (docs/cache.md); without it nothing private is ever cached.
   Or ``auth`` is an :class:`~conduit_mcp.oauth.config.OAuth`: the client authorizes itself
-  (README, "OAuth"); ``spec.oauth`` gives it to the transport.
+  (docs/oauth.md); ``spec.oauth`` gives it to the transport.
 """
 
 from __future__ import annotations
@@ -211,20 +211,36 @@ class Http:
 
     @property
     def callback(self) -> AuthCallable | None:
-        """The ``auth`` callable when ``auth`` is one (not an OAuth), else None."""
+        """The ``auth`` callable when ``auth`` is one (not an OAuth), else None.
+
+        >>> def headers():
+        ...     return {"Authorization": "Bearer from-a-vault"}
+        >>> Http("http://h/mcp", auth=headers).callback is headers
+        True
+        """
         return None if self.auth is None or isinstance(self.auth, OAuth) else self.auth
 
     @property
     def host(self) -> str:
+        """The server's host name (what spans record as ``server.address``).
+
+        >>> Http("https://user:pw@mcp.example.com/mcp?k=v").host
+        'mcp.example.com'
+        """
         return urlsplit(self.url).hostname or ""
 
     @property
     def port(self) -> int:
+        """The server's port, the scheme's default when the URL names none.
+
+        >>> Http("https://mcp.example.com/mcp").port, Http("http://127.0.0.1:8000/mcp").port
+        (443, 8000)
+        """
         parts = urlsplit(self.url)
         return parts.port or (443 if parts.scheme == "https" else 80)
 
     def credential(self) -> str | None:
-        """The identity of these credentials for the cache (seed 003), never a secret.
+        """The identity of these credentials for the cache, never a secret.
 
         None without credentials; the SHA-256 of a static bearer token and of the static
         headers (any header may carry a credential, an API key under any name, so every one
@@ -259,7 +275,11 @@ class Http:
         return digest.hexdigest()
 
     def static_headers(self) -> dict[str, str]:
-        """The headers every request carries (the bearer included); not the auth callable's."""
+        """The headers every request carries (the bearer included); not the auth callable's.
+
+        >>> Http("http://h/mcp", bearer="t0k", headers={"X-Team": "a"}).static_headers()
+        {'X-Team': 'a', 'Authorization': 'Bearer t0k'}
+        """
         headers = dict(self.headers or {})
         if self.bearer is not None:
             headers["Authorization"] = f"Bearer {self.bearer}"

@@ -34,7 +34,7 @@ def _run(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
 
 def _log_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     # Only the exception's type and the context message: a raw context may hold frames
-    # or buffers with tool arguments in them (README, "Secrets").
+    # or buffers with tool arguments in them (docs/secrets.md).
     exc = context.get("exception")
     log.error("I/O loop error: %s (%s)", context.get("message"), type(exc).__name__)
 

@@ -104,7 +104,13 @@ class Stdio:
             raise Error("config", "stdio.close_grace", "close_grace must be a number >= 0")
 
     def environment(self) -> dict[str, str]:
-        """The environment the child gets."""
+        """The environment the child gets: the minimal one (or, with ``inherit_env``, this
+        process's whole environment), then ``env`` over it.
+
+        >>> env = Stdio("server", env={"API_KEY": "k", "PATH": "/opt/bin"}).environment()
+        >>> env["API_KEY"], env["PATH"], "AWS_SECRET_ACCESS_KEY" in env
+        ('k', '/opt/bin', False)
+        """
         merged = dict(os.environ) if self.inherit_env else default_environment()
         merged.update(self.env or {})
         return merged

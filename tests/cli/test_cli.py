@@ -243,12 +243,12 @@ def test_the_progress_bar_redraws_one_line_on_a_terminal():
     ]
 
 
-def test_the_readme_documents_the_exit_codes_of_the_help():
+def test_the_command_line_page_documents_the_exit_codes_of_the_help():
     from pathlib import Path
 
     from conduit_mcp.cli.parser import EXIT_CODES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     for line in EXIT_CODES.splitlines()[1:]:
         code = line.split()[0] if line.startswith("  ") and line.split()[0].isdigit() else None
         if code is not None:

@@ -1,5 +1,5 @@
 """No secret the handler sees or makes reaches a log, a repr, a span or a crash report
-(README, "Secrets").
+(docs/secrets.md).
 
 The secrets: what the server asks (an elicitation's message and schema, the text it wants
 sampled, a log notification's data) and what the handler answers (a user's answer, sampled

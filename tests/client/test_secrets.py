@@ -1,4 +1,4 @@
-"""No secret in a repr, a log record, an exception text or a crash report (README, "Secrets").
+"""No secret in a repr, a log record, an exception text or a crash report (docs/secrets.md).
 
 Each scenario plants a known secret where a user would put one (the server's environment and
 arguments, tool arguments), drives the failures that produce logs and errors, crashes the

@@ -5,7 +5,7 @@ The harness runs the command through ``/bin/sh`` with the scenario server's URL 
 the last argument, names the scenario in ``MCP_CONFORMANCE_SCENARIO``, hands out exact calls
 in ``MCP_CONFORMANCE_CONTEXT`` (JSON) and, from 0.2.x on, the spec version under test in
 ``MCP_CONFORMANCE_PROTOCOL_VERSION``. It then judges what this program sent. Each scenario
-expects some actions of a client (README, "Conformance"); this program does exactly those
+expects some actions of a client (docs/development.md, "Conformance"); this program does exactly those
 and exits 0, or prints what went wrong and exits 1.
 
 The ``auth/*`` scenarios (tests/conformance/AUTH_SCENARIOS.md says what each checks) run
@@ -67,7 +67,7 @@ def stub_arguments(tool: mcp.Tool) -> dict[str, Any]:
 
 
 def make_handler() -> Any:
-    """The user's side of what the server asks (``mcp.Handler``; README, "Handler"). A form
+    """The user's side of what the server asks (``mcp.Handler``; docs/handler.md). A form
     elicitation is accepted as a person who accepts a pre-filled form without typing: the
     handler answers only the booleans that have no default (``True``: the user confirms),
     and the library fills in the schema's defaults for every field left out (SEP-1034, the

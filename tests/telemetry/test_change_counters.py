@@ -1,7 +1,7 @@
 """The change counters, added in the connection: ``mcp.client.notifications`` (by method,
 one per notification delivered to subscribers), ``mcp.client.cache.refreshes`` (by kind and
 outcome: start, ok, error) and ``mcp.client.tool.definition_changes`` (one per tool whose
-definition changed under the same name). README, "Telemetry"."""
+definition changed under the same name). docs/telemetry.md, "Telemetry"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No secret in any exported span or metric (README, "Secrets"): tool arguments, ``_meta``,
+"""No secret in any exported span or metric (docs/secrets.md): tool arguments, ``_meta``,
 prompt arguments, resource URIs, the server's environment, server error text and data, and
 results never reach a span name, attribute, event, link or status, nor a metric attribute."""
 

@@ -1,5 +1,5 @@
 """One CLIENT span per request, with the MCP semantic-convention attributes, for every way a
-request ends (README, "Telemetry")."""
+request ends (docs/telemetry.md, "Telemetry")."""
 
 from __future__ import annotations
 
