@@ -9,7 +9,7 @@ the reply; progress callbacks and result parsing run here, never in the connecti
 that gives up (its wait ran out, a progress callback raised, Ctrl-C) tells the connection
 ``Abandon`` so the server is told to cancel (docs/connection.md, "Requests").
 
-Telemetry is caller-side too (README, "Telemetry"): the caller starts the request's CLIENT
+Telemetry is caller-side too (docs/telemetry.md): the caller starts the request's CLIENT
 span (a child of its current context), puts its trace context into a copy of
 ``params._meta`` before telling the connection, then ends the span and records
 ``mcp.client.operation.duration`` after the answer.
@@ -123,7 +123,7 @@ class Client:
         Args:
             transport: ``Stdio(...)`` or ``Http(...)``.
             name: the registry name (``Client.whereis(name)``); a unique one by default.
-            **options: see :class:`~conduit_mcp.config.ClientOptions` (README, "Options").
+            **options: see :class:`~conduit_mcp.config.ClientOptions` (docs/limits.md).
 
         Raises:
             Error: ``config`` with the option's name as reason (``unknown_option`` for a

@@ -59,7 +59,7 @@ from .http_wire import (
     too_many_redirects,
 )
 
-log = logging.getLogger("conduit_mcp.http")  # the README's logger for every HTTP transport
+log = logging.getLogger("conduit_mcp.http")  # the logger of every HTTP transport (docs/telemetry.md)
 
 __all__ = ["FALLBACK_STATUSES", "SseTransport"]
 
