@@ -59,7 +59,8 @@ from .http_wire import (
     too_many_redirects,
 )
 
-log = logging.getLogger("conduit_mcp.http")  # the logger of every HTTP transport (docs/telemetry.md)
+# The logger of every HTTP transport (docs/telemetry.md).
+log = logging.getLogger("conduit_mcp.http")
 
 __all__ = ["FALLBACK_STATUSES", "SseTransport"]
 
