@@ -2,7 +2,7 @@
 
 import sys
 
-from .stdio import main
+from .scripted.stdio import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,8 @@
 """A handle on one test authorization server subprocess, for tests (synchronous).
 
 ``AuthServerProcess(workdir, scopes="mcp,offline_access", token_ttl=2)`` starts ``python -m
-conduit_mcp.testing.auth_server`` with those options (keywords as in
-:func:`~conduit_mcp.testing.http_process.option_args`), waits for its ``listening`` line with
+conduit_mcp.testing.auth.server`` with those options (keywords as in
+:func:`~conduit_mcp.testing.http.process.option_args`), waits for its ``listening`` line with
 a deadline, and logs to ``workdir``. Its methods play the person (:meth:`approve`), pull the
 admin levers (revoke, expire, change the issuer, host a client metadata document) and read
 the log. The manual is docs/testing.md, "The test authorization server".
@@ -25,8 +25,8 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from .http_process import option_args
-from .process_handle import ProcessHandle
+from ..common.process_handle import ProcessHandle
+from ..http.process import option_args
 
 __all__ = ["AuthServerProcess"]
 
@@ -34,7 +34,7 @@ _REQUEST_ID = re.compile(r'name="request_id" value="([^"]+)"')
 
 
 class AuthServerProcess(ProcessHandle):
-    """One ``python -m conduit_mcp.testing.auth_server`` process (restartable on its port).
+    """One ``python -m conduit_mcp.testing.auth.server`` process (restartable on its port).
 
     ``issuer`` is the server's real issuer URL (``http://127.0.0.1:<port>`` plus
     ``issuer_path``); ``log_path`` the JSON lines log every start appends to.
@@ -73,7 +73,7 @@ class AuthServerProcess(ProcessHandle):
         return [
             sys.executable,
             "-m",
-            "conduit_mcp.testing.auth_server",
+            "conduit_mcp.testing.auth.server",
             "--port",
             str(port),
             "--log",
@@ -164,7 +164,7 @@ class AuthServerProcess(ProcessHandle):
         parts = urlsplit(url)
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
-            from .tls import client_context
+            from ..common.tls import client_context
 
             conn = http.client.HTTPSConnection(
                 parts.hostname or "127.0.0.1", parts.port, timeout=timeout, context=client_context()

@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"conduit_mcp.testing: {e}", file=sys.stderr)
         return 2
     if config.http:
-        from .http import serve_http
+        from ..http.front import serve_http
 
         return asyncio.run(serve_http(config))
     return asyncio.run(serve(config))

@@ -7,7 +7,7 @@
 completes modern results (``resultType``, server info, cache hints). A handler takes a ``_Ctx``
 and returns a result dict, an awaitable or ``_NO_RESPONSE``, or raises :class:`RpcError`. It
 is a mixin of ``ScriptedMcpServer`` and exists so that the protocol semantics read in one
-place, while the core in :mod:`conduit_mcp.testing.server` handles input, rules, tasks and
+place, while the core in :mod:`conduit_mcp.testing.scripted.server` handles input, rules, tasks and
 sending.
 """
 

@@ -1,6 +1,6 @@
 """The state the scripted server's parts share, declared once.
 
-:class:`~conduit_mcp.testing.server.ScriptedMcpServer` is assembled from its core and two
+:class:`~conduit_mcp.testing.scripted.server.ScriptedMcpServer` is assembled from its core and two
 mixins (:mod:`.handlers`, :mod:`.tools`). Each attribute and callback they share is declared
 here with its type, so that a reader of one part sees where a name comes from and a type
 checker can follow it. The core assigns every attribute in its ``__init__`` and defines the

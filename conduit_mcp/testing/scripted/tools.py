@@ -1,6 +1,6 @@
 """The built-in tools of the scripted MCP server, as a mixin of ``ScriptedMcpServer``.
 
-Each ``_t_<name>`` implements the tool ``<name>`` declared in :mod:`conduit_mcp.testing.catalog`
+Each ``_t_<name>`` implements the tool ``<name>`` declared in :mod:`conduit_mcp.testing.scripted.catalog`
 (the server binds them by that name): it takes the request's ``_Ctx`` and the call's arguments
 and returns a tool result, an awaitable, or ``_NO_RESPONSE``. The helpers only tools need
 (progress reports, change announcements, requests to the client) live here too. It exists

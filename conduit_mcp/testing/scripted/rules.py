@@ -5,7 +5,7 @@ is parsed once, up front, by :func:`parse_rules` into :class:`Rule` objects; any
 is refused with :class:`ConfigError`. This module exists so that a script can be validated (the
 test process does it when building a ``ScriptedServer``) without loading the protocol engine;
 matching and applying rules to live messages is the server core's job
-(:mod:`conduit_mcp.testing.server`).
+(:mod:`conduit_mcp.testing.scripted.server`).
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .process_handle import ProcessHandle
+from ..common.process_handle import ProcessHandle
 
 if TYPE_CHECKING:
-    from ..transports.http_spec import Http
-    from . import ScriptedServer
+    from ...transports.http_spec import Http
+    from .. import ScriptedServer
 
 __all__ = ["HttpServerProcess", "option_args"]
 
@@ -154,7 +154,7 @@ class HttpServerProcess(ProcessHandle):
 
     def spec(self, **kw: Any) -> Http:
         """A :class:`~conduit_mcp.transports.http_spec.Http` spec for this server."""
-        from ..transports.http_spec import Http
+        from ...transports.http_spec import Http
 
         return Http(self.url, **kw)
 
@@ -170,7 +170,7 @@ class HttpServerProcess(ProcessHandle):
 
         conn: http.client.HTTPConnection
         if self.scheme == "https":
-            from .tls import client_context
+            from ..common.tls import client_context
 
             conn = http.client.HTTPSConnection(
                 "127.0.0.1", self.port, timeout=10, context=client_context()
