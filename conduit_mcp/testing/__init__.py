@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .auth.process import AuthServerProcess
+from .common.process_handle import pythonpath_env
 from .scripted.rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
     from .raw.stdio import RawPeer
 
 __all__ = ["AuthServerProcess", "ConfigError", "ScriptedServer"]
-
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 Match = str | Mapping[str, Any] | Callable[[dict[str, Any]], bool]
 
@@ -126,9 +125,7 @@ class ScriptedServer:
 
     def env(self) -> dict[str, str]:
         """Variables the child needs: ``PYTHONPATH`` so ``conduit_mcp`` imports from any cwd."""
-        existing = os.environ.get("PYTHONPATH")
-        path = _PACKAGE_ROOT if not existing else _PACKAGE_ROOT + os.pathsep + existing
-        return {"PYTHONPATH": path}
+        return pythonpath_env()
 
     def stdio(self, **kw: Any) -> Stdio:
         """A :class:`~conduit_mcp.transports.stdio_spec.Stdio` spec for this server.

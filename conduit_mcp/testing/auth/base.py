@@ -16,7 +16,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from ..scripted.stdio import EventLog
+from ..common.event_log import EventLog
 from .options import AuthOptions
 from .state import AuthState, Client, OAuthFailure, client_from_metadata
 

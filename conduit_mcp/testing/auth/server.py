@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 import orjson
 from aiohttp import web
 
+from ..common.event_log import EventLog
 from ..common.split_body import write_split
 from ..common.tls import server_context
-from ..scripted.stdio import EventLog
 from .base import NO_STORE, json_answer, with_query
 from .clients import ClientsMixin
 from .options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_from_args

@@ -27,12 +27,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..common.event_log import EventLog, bump_start_counter
 from ..common.tls import server_context
 from ..scripted.options import Config
 from ..scripted.protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
 from ..scripted.rules import HTTP_FAULTS, Rule
 from ..scripted.server import ScriptedMcpServer
-from ..scripted.stdio import EventLog, bump_start_counter
 from .answers import (
     _SSE_HEADERS as SSE_HEADERS,
 )
