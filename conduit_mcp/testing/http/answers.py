@@ -25,7 +25,7 @@ __all__ = ["MISSING_SESSION", "SESSION_HEADER", "SESSION_NOT_FOUND", "ExchangeMi
 
 SESSION_HEADER = "Mcp-Session-Id"
 _MODERN_400 = frozenset({-32700, -32600, -32602, -32020, -32021, -32022})
-_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 def rpc_error(code: int, message: str, rid: Any = "server-error") -> bytes:
@@ -184,7 +184,7 @@ class ExchangeMixin:
         stream: Stream,
         after: int,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={**_SSE_HEADERS, **self._headers(router)})
+        response = web.StreamResponse(headers={**SSE_HEADERS, **self._headers(router)})
         await response.prepare(request)
         if router.legacy:
             await response.write(b"retry: %d\n\n" % self.config.sse_retry_ms)

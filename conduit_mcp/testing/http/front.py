@@ -34,12 +34,10 @@ from ..scripted.protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
 from ..scripted.rules import HTTP_FAULTS, Rule
 from ..scripted.server import ScriptedMcpServer
 from .answers import (
-    _SSE_HEADERS as SSE_HEADERS,
-)
-from .answers import (
     MISSING_SESSION,
     SESSION_HEADER,
     SESSION_NOT_FOUND,
+    SSE_HEADERS,
     Dropped,
     ExchangeMixin,
     accepts,
