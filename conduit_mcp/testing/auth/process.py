@@ -2,10 +2,10 @@
 
 ``AuthServerProcess(workdir, scopes="mcp,offline_access", token_ttl=2)`` starts ``python -m
 conduit_mcp.testing.auth.server`` with those options (keywords as in
-:func:`~conduit_mcp.testing.common.process_handle.option_args`), waits for its ``listening`` line with
-a deadline, and logs to ``workdir``. Its methods play the person (:meth:`approve`), pull the
-admin levers (revoke, expire, change the issuer, host a client metadata document) and read
-the log. The manual is docs/testing.md, "The test authorization server".
+:func:`~conduit_mcp.testing.common.process_handle.option_args`), waits for its ``listening``
+line with a deadline, and logs to ``workdir``. Its methods play the person
+(:meth:`approve`), pull the admin levers (revoke, expire, change the issuer, host a client
+metadata document) and read the log. The manual is docs/testing.md, "The test authorization server".
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """How the scripted HTTP server answers one POST: JSON, an SSE stream, a fault, or a drop.
 
-:class:`ExchangeMixin` (a base of :class:`~conduit_mcp.testing.http.front.HttpFront`) feeds a POSTed
-message to its core inside an :class:`~conduit_mcp.testing.http.streams.Exchange`, then turns
-what the core emits into the HTTP answer: ``application/json`` with a status derived from the
+:class:`ExchangeMixin` (a base of :class:`~conduit_mcp.testing.http.front.HttpFront`) feeds a
+POSTed message to its core inside an :class:`~conduit_mcp.testing.http.streams.Exchange`, then
+turns what the core emits into the HTTP answer: ``application/json`` with a status derived from the
 JSON-RPC error (modern), or ``text/event-stream`` written from the exchange's stream (ids and
 ``retry`` on legacy streams), or a scripted fault (``http``, ``expire_session``), or an abrupt
 close (``drop_stream``). A client closing the answer cancels a modern request. It exists so the

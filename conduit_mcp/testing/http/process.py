@@ -14,15 +14,27 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..common.process_handle import ProcessHandle, option_args
 
 if TYPE_CHECKING:
     from ...transports.http_spec import Http
-    from .. import ScriptedServer
 
-__all__ = ["HttpServerProcess"]
+__all__ = ["HttpServerProcess", "ServerFiles"]
+
+
+class ServerFiles(Protocol):
+    """What the handle needs of the server it runs, a :class:`~conduit_mcp.testing.ScriptedServer`:
+    its command line, its environment and the folder its files go to (a protocol, so that
+    this module need not import the package above it)."""
+
+    workdir: Path
+    log_path: Path
+
+    def args(self) -> list[str]: ...
+
+    def env(self) -> dict[str, str]: ...
 
 
 class HttpServerProcess(ProcessHandle):
@@ -36,7 +48,7 @@ class HttpServerProcess(ProcessHandle):
 
     def __init__(
         self,
-        server: ScriptedServer,
+        server: ServerFiles,
         options: Mapping[str, Any] | None = None,
         *,
         env: Mapping[str, str] | None = None,
