@@ -33,14 +33,9 @@ import orjson
 
 from .asking import AskMixin
 from .catalog import FLOOD_TOOL_SPECS, HEADER_TOOL_SPECS, TOOL_SPECS, derive_wrong_id, object_schema
-from .catalog import describe_tools as describe_tools
 from .handlers import HandlersMixin
-from .options import DEFAULT_INSTRUCTIONS as DEFAULT_INSTRUCTIONS
-from .options import Config, build_parser, config_from_args
-from .protocol import CAPS_KEY as CAPS_KEY
+from .options import Config
 from .protocol import (
-    DEFAULT_LEGACY_VERSIONS,
-    DEFAULT_MODERN_VERSIONS,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     NO_RESPONSE,
@@ -48,35 +43,12 @@ from .protocol import (
     SERVER_INFO_KEY,
     Ctx,
     RpcError,
-    is_modern_version,
 )
-from .protocol import FIRST_MODERN_VERSION as FIRST_MODERN_VERSION
-from .protocol import INVALID_PARAMS as INVALID_PARAMS
-from .protocol import LEGACY_RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND
-from .protocol import LOG_LEVEL_KEY as LOG_LEVEL_KEY
-from .protocol import LOG_LEVELS as LOG_LEVELS
-from .protocol import METHOD_NOT_FOUND as METHOD_NOT_FOUND
-from .protocol import MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY
-from .protocol import PV_KEY as PV_KEY
-from .protocol import SUBSCRIPTION_KEY as SUBSCRIPTION_KEY
-from .protocol import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
-from .rules import HTTP_FAULTS, ConfigError, Rule, parse_rules
+from .rules import HTTP_FAULTS, Rule
 from .tools import ToolsMixin
 
-__all__ = [
-    "DEFAULT_LEGACY_VERSIONS",
-    "DEFAULT_MODERN_VERSIONS",
-    "Config",
-    "ConfigError",
-    "Rule",
-    "RpcError",
-    "ScriptedMcpServer",
-    "build_parser",
-    "config_from_args",
-    "is_modern_version",
-    "parse_rules",
-]
+__all__ = ["ScriptedMcpServer"]
 
 
 class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
