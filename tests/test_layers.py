@@ -57,6 +57,39 @@ def _imports(root: Path, path: Path) -> list[tuple[int, str]]:
     return [(line, name) for line, name in found if name.split(".")[0] == "conduit_mcp"]
 
 
+# testing/'s subpackages, bottom up: what each may import of testing/ besides itself (the rest
+# of the library as the "testing" rule above says). One direction only, so no circle can form;
+# the package's own modules (``__init__``: ScriptedServer, ``__main__``: the choice of front,
+# ``waiting``) sit above them all and no subpackage imports them.
+TESTING_RULES: dict[str, frozenset[str]] = {
+    # what both test servers share: the subprocess handle, TLS, split bodies, the event log
+    "common": frozenset(),
+    # the scripted MCP server: its protocol core and its stdio front
+    "scripted": frozenset({"common"}),
+    # its Streamable HTTP front (and the handle on that subprocess)
+    "http": frozenset({"common", "scripted"}),
+    # the test authorization server: nothing of the MCP server
+    "auth": frozenset({"common"}),
+    # the raw drivers, below the client (the HTTP one encodes headers as the front checks them)
+    "raw": frozenset({"http"}),
+}
+
+
+def _testing_offences(root: Path = ROOT) -> list[str]:
+    offences = []
+    for sub, allowed in TESTING_RULES.items():
+        for path in sorted((root / "testing" / sub).rglob("*.py")):
+            for line, name in _imports(root, path):
+                parts = name.split(".")
+                if parts[:2] != ["conduit_mcp", "testing"]:
+                    continue
+                target = parts[2] if len(parts) > 2 else ""
+                if target != sub and target not in allowed:
+                    rule = f"testing/{sub}/ imports only {sorted(allowed)} of testing/"
+                    offences.append(f"{path.relative_to(root.parent)}:{line}: {name} ({rule})")
+    return offences
+
+
 def _offences(folder: str, root: Path = ROOT) -> list[str]:
     kind, names = RULES[folder]
     offences = []
@@ -90,6 +123,45 @@ def test_no_folder_imports_upward():
     assert offences == [], "an upward import:\n" + "\n".join(offences)
 
 
+def test_testing_subpackages_import_one_way():
+    subs = {p.name for p in (ROOT / "testing").iterdir() if (p / "__init__.py").exists()}
+    assert subs == set(TESTING_RULES)
+    offences = _testing_offences()
+    assert offences == [], "testing/ imports against its order:\n" + "\n".join(offences)
+
+
+def test_testing_modules_import_no_private_name():
+    """A name another module needs is public in its module (no ``from .catalog import _x``)."""
+    offences = []
+    for path in sorted((ROOT / "testing").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                offences += [
+                    f"{path.relative_to(ROOT.parent)}:{node.lineno}: {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+    assert offences == [], "a private name imported across modules:\n" + "\n".join(offences)
+
+
+def test_a_testing_circle_is_caught(tmp_path: Path) -> None:
+    """The check itself can fail: the stdio front reaching up to the HTTP front, and a
+    subpackage importing the package above it."""
+    fake = tmp_path / "conduit_mcp"
+    for sub in TESTING_RULES:
+        (fake / "testing" / sub).mkdir(parents=True)
+    (fake / "testing" / "scripted" / "stdio.py").write_text(
+        "def main():\n    from ..http.front import serve_http\n"
+    )
+    (fake / "testing" / "auth" / "process.py").write_text("from .. import ScriptedServer\n")
+    assert _testing_offences(fake) == [
+        "conduit_mcp/testing/scripted/stdio.py:2: conduit_mcp.testing.http.front "
+        "(testing/scripted/ imports only ['common'] of testing/)",
+        "conduit_mcp/testing/auth/process.py:1: conduit_mcp.testing.ScriptedServer "
+        "(testing/auth/ imports only ['common'] of testing/)",
+    ]
+
+
 def test_an_upward_import_is_caught(tmp_path: Path) -> None:
     """The check itself can fail: a protocol module importing a transport in a function."""
     fake = tmp_path / "conduit_mcp"
@@ -113,3 +185,13 @@ def test_docs_architecture_mirrors_the_table():
         row = rows[folder]
         assert set(re.findall(r"`(\w+)`", row)) == set(names), (folder, row)
         assert row.startswith("only" if kind == "only" else ("never", "anything")), (folder, row)
+
+
+def test_docs_architecture_mirrors_the_testing_table():
+    import re
+
+    text = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `testing/(\w+)/` +\|[^|]*\| (.*?) *\|$", text, re.MULTILINE))
+    assert set(rows) == set(TESTING_RULES), "docs/architecture.md's testing table differs"
+    for sub, allowed in TESTING_RULES.items():
+        assert set(re.findall(r"`(\w+)`", rows[sub])) == set(allowed), (sub, rows[sub])

@@ -45,17 +45,16 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .auth_process import AuthServerProcess
-from .rules import ConfigError, parse_rules
+from .auth.process import AuthServerProcess
+from .common.process_handle import pythonpath_env
+from .scripted.rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
     from ..transports.stdio_spec import Stdio
-    from .http_process import HttpServerProcess
-    from .raw import RawPeer
+    from .http.process import HttpServerProcess
+    from .raw.stdio import RawPeer
 
 __all__ = ["AuthServerProcess", "ConfigError", "ScriptedServer"]
-
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 Match = str | Mapping[str, Any] | Callable[[dict[str, Any]], bool]
 
@@ -126,9 +125,7 @@ class ScriptedServer:
 
     def env(self) -> dict[str, str]:
         """Variables the child needs: ``PYTHONPATH`` so ``conduit_mcp`` imports from any cwd."""
-        existing = os.environ.get("PYTHONPATH")
-        path = _PACKAGE_ROOT if not existing else _PACKAGE_ROOT + os.pathsep + existing
-        return {"PYTHONPATH": path}
+        return pythonpath_env()
 
     def stdio(self, **kw: Any) -> Stdio:
         """A :class:`~conduit_mcp.transports.stdio_spec.Stdio` spec for this server.
@@ -147,8 +144,8 @@ class ScriptedServer:
         cwd: str | os.PathLike[str] | None = None,
         inherit_env: bool = True,
     ) -> RawPeer:
-        """Start a process driven by a :class:`~conduit_mcp.testing.raw.RawPeer`."""
-        from .raw import RawPeer
+        """Start a process driven by a :class:`~conduit_mcp.testing.raw.stdio.RawPeer`."""
+        from .raw.stdio import RawPeer
 
         full = dict(os.environ) if inherit_env else {"PATH": os.environ.get("PATH", "")}
         full.update(self.env())
@@ -170,7 +167,7 @@ class ScriptedServer:
         an :class:`AuthServerProcess`). Returns once the server listens; use the handle as a
         context manager to kill it afterwards.
         """
-        from .http_process import HttpServerProcess
+        from .http.process import HttpServerProcess
 
         return HttpServerProcess(self, options, env=env, startup_timeout=startup_timeout)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.testing.rounds import rounds_prompt_arguments, rounds_uri
+from conduit_mcp.testing.scripted.rounds import rounds_prompt_arguments, rounds_uri
 
 
 def elicit(message: str = "Name?") -> dict[str, Any]:

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.testing.http_raw import RawHttpPeer
+from conduit_mcp.testing.raw.http import RawHttpPeer
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,5 @@
 """OAuth through the public API (docs/connection.md, "Authorizing"; docs/actor-tree.md, "The
-OAuth actor"): a real authorization server subprocess (``conduit_mcp.testing.auth_server``)
+OAuth actor"): a real authorization server subprocess (``conduit_mcp.testing.auth.server``)
 and the scripted MCP server protected by it (``--require-oauth``), both on loopback.
 
 A 401 enters ``authorizing`` and the refused call succeeds once a token exists; while a

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from conduit_mcp.testing import ScriptedServer
-from conduit_mcp.testing.http_process import HttpServerProcess
-from conduit_mcp.testing.raw import RawPeer
+from conduit_mcp.testing.http.process import HttpServerProcess
+from conduit_mcp.testing.raw.stdio import RawPeer
 
 
 class Spawner:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conduit_mcp.testing.http_raw import RawHttpPeer, SseReader
-from conduit_mcp.testing.raw import envelope
+from conduit_mcp.testing.raw.http import RawHttpPeer, SseReader
+from conduit_mcp.testing.raw.stdio import envelope
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -21,7 +21,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc.jwk import RSAKey
 
 from conduit_mcp.testing import AuthServerProcess, ScriptedServer
-from conduit_mcp.testing.http_raw import RawHttpPeer
+from conduit_mcp.testing.raw.http import RawHttpPeer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::Warning")
 
@@ -781,7 +781,7 @@ def test_bad_auth_server_options_are_refused_at_start(args):
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "conduit_mcp.testing.auth_server", *args],
+        [sys.executable, "-m", "conduit_mcp.testing.auth.server", *args],
         capture_output=True,
         timeout=30,
     )
@@ -823,7 +823,7 @@ def test_bad_hostile_options_are_refused_at_start(args):
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "conduit_mcp.testing.auth_server", *args],
+        [sys.executable, "-m", "conduit_mcp.testing.auth.server", *args],
         capture_output=True,
         timeout=30,
     )

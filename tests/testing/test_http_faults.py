@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from conduit_mcp.testing import ScriptedServer
-from conduit_mcp.testing.http_raw import RawHttpPeer, SseReader
+from conduit_mcp.testing.raw.http import RawHttpPeer, SseReader
 
 pytestmark = pytest.mark.timeout(30)
 

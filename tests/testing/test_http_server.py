@@ -1,7 +1,7 @@
 """The scripted server over Streamable HTTP: both eras, driven by a raw aiohttp client.
 
 Each test starts the real subprocess (``ScriptedServer.http_server``) and talks HTTP to it
-with :class:`~conduit_mcp.testing.http_raw.RawHttpPeer`, not with the conduit client. Nothing
+with :class:`~conduit_mcp.testing.raw.http.RawHttpPeer`, not with the conduit client. Nothing
 sleeps: tests wait on an answer, an SSE event, or a log entry with a deadline.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from conduit_mcp.testing.http_headers import encode_header_value
-from conduit_mcp.testing.http_raw import RawHttpPeer, SseReader
+from conduit_mcp.testing.http.headers import encode_header_value
+from conduit_mcp.testing.raw.http import RawHttpPeer, SseReader
 from conduit_mcp.transports.http_spec import Http
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,9 +8,9 @@ import asyncio
 import orjson
 import pytest
 
-from conduit_mcp.testing.http_raw import RawHttpPeer
-from conduit_mcp.testing.raw import envelope
-from conduit_mcp.testing.rounds import rounds_prompt_arguments, rounds_uri
+from conduit_mcp.testing.raw.http import RawHttpPeer
+from conduit_mcp.testing.raw.stdio import envelope
+from conduit_mcp.testing.scripted.rounds import rounds_prompt_arguments, rounds_uri
 
 pytestmark = pytest.mark.timeout(30)
 

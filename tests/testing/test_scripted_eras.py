@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conduit_mcp.testing.raw import envelope
+from conduit_mcp.testing.raw.stdio import envelope
 
 pytestmark = pytest.mark.timeout(30)
 

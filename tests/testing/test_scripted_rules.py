@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from conduit_mcp.testing import ScriptedServer
-from conduit_mcp.testing.raw import envelope
+from conduit_mcp.testing.raw.stdio import envelope
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conduit_mcp.testing.raw import envelope
+from conduit_mcp.testing.raw.stdio import envelope
 
 pytestmark = pytest.mark.timeout(30)
 

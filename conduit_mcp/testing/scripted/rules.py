@@ -5,7 +5,7 @@ is parsed once, up front, by :func:`parse_rules` into :class:`Rule` objects; any
 is refused with :class:`ConfigError`. This module exists so that a script can be validated (the
 test process does it when building a ``ScriptedServer``) without loading the protocol engine;
 matching and applying rules to live messages is the server core's job
-(:mod:`conduit_mcp.testing.server`).
+(:mod:`conduit_mcp.testing.scripted.server`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import _GARBAGE_LINE, _MISSING, RpcError
+from .protocol import GARBAGE_LINE, MISSING, RpcError
 
 __all__ = ["HTTP_FAULTS", "ConfigError", "Rule", "parse_rules"]
 
@@ -192,7 +192,7 @@ def _parse_terminal(rule: Rule, kind: str, value: Any, where: str) -> None:
         rule.arg = RpcError(
             value["code"],
             str(value.get("message", "Scripted error")),
-            value.get("data", _MISSING),
+            value.get("data", MISSING),
         )
     elif kind == "result":
         if not isinstance(value, dict):
@@ -207,7 +207,7 @@ def _parse_terminal(rule: Rule, kind: str, value: Any, where: str) -> None:
             raise ConfigError(f"{where}: exit must be true or an exit code 0..255")
     elif kind == "garbage":
         if value is True:
-            rule.arg = _GARBAGE_LINE
+            rule.arg = GARBAGE_LINE
         elif isinstance(value, str) and "\n" not in value:
             rule.arg = value.encode() + b"\n"
         else:

@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from .http_headers import encode_header_value
-from .raw import MODERN_VERSION, envelope
+from ..http.headers import encode_header_value
+from .stdio import MODERN_VERSION, envelope
 
 __all__ = ["ACCEPT", "RawHttpPeer", "Reply", "SseEvent", "SseReader", "modern_headers"]
 

@@ -1,6 +1,6 @@
 """Bookkeeping of the scripted HTTP server: response streams, open exchanges, routing.
 
-The protocol core (:class:`~conduit_mcp.testing.server.ScriptedMcpServer`) only knows
+The protocol core (:class:`~conduit_mcp.testing.scripted.server.ScriptedMcpServer`) only knows
 ``emit(msg)``; over HTTP each emitted message must find its way to one HTTP response. A
 :class:`Router` does that for one core (the shared modern core, or one legacy
 :class:`Session`): responses go to the open POST with that id, subscription notifications to
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .protocol import SUBSCRIPTION_KEY, dict_at
+from ..scripted.protocol import SUBSCRIPTION_KEY, dict_at
 
 if TYPE_CHECKING:
-    from .rules import Rule
-    from .server import ScriptedMcpServer
+    from ..scripted.rules import Rule
+    from ..scripted.server import ScriptedMcpServer
 
 __all__ = ["Exchange", "Router", "Session", "Stream", "current_exchange"]
 

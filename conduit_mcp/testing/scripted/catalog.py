@@ -2,8 +2,8 @@
 
 The built-in tool specs (name, description, input and output schemas), the prompts, resources,
 resource templates and completion candidates, and the client capability that each
-server-to-client request needs; plus stateless helpers for tool results (``_text``,
-``_tool_error``), list cursors and deliberately wrong response ids. It exists so that what the
+server-to-client request needs; plus stateless helpers for tool results (``text_content``,
+``tool_error``), list cursors and deliberately wrong response ids. It exists so that what the
 server offers is declared as data in one place, separate from the code that serves it;
 :func:`describe_tools` exposes the tool list for documentation.
 """
@@ -19,7 +19,7 @@ from .protocol import INVALID_PARAMS, LOG_LEVELS, RpcError
 __all__ = ["describe_tools"]
 
 
-def _obj(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
+def object_schema(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     req = list(required)
     if req:
@@ -27,22 +27,22 @@ def _obj(properties: dict[str, Any], required: Iterable[str] = ()) -> dict[str, 
     return schema
 
 
-_STR = {"type": "string"}
-_NUM = {"type": "number"}
+STRING = {"type": "string"}
+NUMBER = {"type": "number"}
 
 # (name, description, inputSchema, outputSchema or None)
-_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "add",
         "Add two numbers.",
-        _obj({"a": _NUM, "b": _NUM}, ("a", "b")),
-        _obj({"sum": _NUM}, ("sum",)),
+        object_schema({"a": NUMBER, "b": NUMBER}, ("a", "b")),
+        object_schema({"sum": NUMBER}, ("sum",)),
     ),
-    ("echo", "Return the text unchanged.", _obj({"text": _STR}, ("text",)), None),
+    ("echo", "Return the text unchanged.", object_schema({"text": STRING}, ("text",)), None),
     (
         "progress",
         "Report progress once per step (when the request has _meta.progressToken).",
-        _obj(
+        object_schema(
             {
                 "steps": {"type": "integer", "minimum": 0, "default": 3},
                 "delay": {"type": "number", "minimum": 0, "default": 0.01},
@@ -53,38 +53,50 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "slow",
         "Answer after the given number of seconds.",
-        _obj({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
+        object_schema({"seconds": {"type": "number", "minimum": 0}}, ("seconds",)),
         None,
     ),
-    ("never", "Never answer (until cancelled).", _obj({}), None),
+    ("never", "Never answer (until cancelled).", object_schema({}), None),
     (
         "crash",
         "Exit the server process at once, without answering.",
-        _obj({"code": {"type": "integer", "minimum": 0, "maximum": 255, "default": 1}}),
+        object_schema({"code": {"type": "integer", "minimum": 0, "maximum": 255, "default": 1}}),
         None,
     ),
-    ("garbage", "Write a non-JSON line to stdout, then answer.", _obj({"text": _STR}), None),
+    (
+        "garbage",
+        "Write a non-JSON line to stdout, then answer.",
+        object_schema({"text": STRING}),
+        None,
+    ),
     (
         "big",
         "Return a text content of exactly `size` bytes.",
-        _obj({"size": {"type": "integer", "minimum": 0}}, ("size",)),
+        object_schema({"size": {"type": "integer", "minimum": 0}}, ("size",)),
         None,
     ),
-    ("stderr", "Write the text to stderr, then answer.", _obj({"text": _STR}, ("text",)), None),
-    ("fail", "Return a tool result with isError: true.", _obj({"message": _STR}), None),
+    (
+        "stderr",
+        "Write the text to stderr, then answer.",
+        object_schema({"text": STRING}, ("text",)),
+        None,
+    ),
+    ("fail", "Return a tool result with isError: true.", object_schema({"message": STRING}), None),
     (
         "error",
         "Answer with a JSON-RPC error.",
-        _obj({"code": {"type": "integer"}, "message": _STR, "data": {}}, ("code", "message")),
+        object_schema(
+            {"code": {"type": "integer"}, "message": STRING, "data": {}}, ("code", "message")
+        ),
         None,
     ),
     (
         "notify",
         "Send `count` notifications of `method` (with `params`; `malformed`: as JSON-RPC "
         "1.0), then answer.",
-        _obj(
+        object_schema(
             {
-                "method": _STR,
+                "method": STRING,
                 "count": {"type": "integer", "minimum": 0, "default": 1},
                 "params": {"type": "object"},
                 "malformed": {"type": "boolean", "default": False},
@@ -96,24 +108,26 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "env",
         "Return the value of an environment variable (structuredContent.value, null if unset).",
-        _obj({"name": _STR}, ("name",)),
-        _obj({"name": _STR, "value": {"type": ["string", "null"]}}, ("name", "value")),
+        object_schema({"name": STRING}, ("name",)),
+        object_schema({"name": STRING, "value": {"type": ["string", "null"]}}, ("name", "value")),
     ),
-    ("cwd", "Return the server's working directory.", _obj({}), None),
-    ("pid", "Return the server's process id.", _obj({}), None),
+    ("cwd", "Return the server's working directory.", object_schema({}), None),
+    ("pid", "Return the server's process id.", object_schema({}), None),
     (
         "log",
         "Emit notifications/message at `level` (if the request's or session's level allows).",
-        _obj({"level": {"type": "string", "enum": list(LOG_LEVELS)}, "data": {}, "logger": _STR}),
+        object_schema(
+            {"level": {"type": "string", "enum": list(LOG_LEVELS)}, "data": {}, "logger": STRING}
+        ),
         None,
     ),
     (
         "changed",
         "Announce a change: kind tools|prompts|resources (list_changed) or resource (updated).",
-        _obj(
+        object_schema(
             {
                 "kind": {"type": "string", "enum": ["tools", "prompts", "resources", "resource"]},
-                "uri": _STR,
+                "uri": STRING,
             },
             ("kind",),
         ),
@@ -122,41 +136,41 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "add_tool",
         "Add a dynamic tool and announce tools/list_changed.",
-        _obj({"name": _STR}, ("name",)),
+        object_schema({"name": STRING}, ("name",)),
         None,
     ),
     (
         "remove_tool",
         "Remove a dynamic tool and announce tools/list_changed.",
-        _obj({"name": _STR}, ("name",)),
+        object_schema({"name": STRING}, ("name",)),
         None,
     ),
     (
         "client_request",
         "Ask the client (MRTR input_required when modern, a server request when legacy).",
-        _obj({"method": _STR, "params": {"type": "object"}}, ("method",)),
+        object_schema({"method": STRING, "params": {"type": "object"}}, ("method",)),
         None,
     ),
     (
         "end_listens",
         "End every subscriptions/listen stream (how: result or cancelled).",
-        _obj({"how": {"type": "string", "enum": ["result", "cancelled"]}}),
+        object_schema({"how": {"type": "string", "enum": ["result", "cancelled"]}}),
         None,
     ),
-    ("cpu", "Return the server's CPU time (time.process_time()).", _obj({}), None),
+    ("cpu", "Return the server's CPU time (time.process_time()).", object_schema({}), None),
     (
         "ask",
         "Legacy: send server requests (any method and params), one after another or "
         "concurrently, on the call's stream (via post) or the GET stream (via get); optionally "
         "cancel one after cancel_after seconds, or send notifications/elicitation/complete "
         "(complete); answer every reply in order (structuredContent.answers).",
-        _obj(
+        object_schema(
             {
                 "requests": {
                     "type": "array",
-                    "items": _obj(
+                    "items": object_schema(
                         {
-                            "method": _STR,
+                            "method": STRING,
                             "params": {"type": "object"},
                             "cancel_after": {"type": "number", "minimum": 0},
                             "complete": {"enum": [True, False, "before"]},
@@ -179,13 +193,13 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
         "learned",
         "Every server request sent so far and what the client answered (late and duplicate "
         "answers too), plus answers to ids the server never used.",
-        _obj({}),
+        object_schema({}),
         None,
     ),
     (
         "last_roots",
         "The last answer to a roots/list the server sent, and the roots/list_changed count.",
-        _obj({}),
+        object_schema({}),
         None,
     ),
     (
@@ -193,11 +207,13 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
         "Modern: scripted input_required rounds (inputRequests and/or requestState each), "
         "every retry checked (new id, state echoed, the keys asked); the final result reports "
         "every request of the conversation.",
-        _obj(
+        object_schema(
             {
                 "rounds": {
                     "type": "array",
-                    "items": _obj({"inputRequests": {"type": "object"}, "requestState": _STR}),
+                    "items": object_schema(
+                        {"inputRequests": {"type": "object"}, "requestState": STRING}
+                    ),
                 },
                 "final_result_type": {"type": ["string", "null"], "default": "complete"},
                 "endless": {"type": "boolean", "default": False},
@@ -213,18 +229,18 @@ _TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
         "rounds_log",
         "Modern: every rounds conversation, and every request that carried inputResponses or "
         "requestState (stray: one that was not a rounds or client_request retry).",
-        _obj({}),
+        object_schema({}),
         None,
     ),
 ]
 
 # Tools whose parameters travel in Mcp-Param-* headers too (--header-tools only, so the
 # default tool list, and every count derived from it, stays as it was).
-_HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "weather",
         "Answer '<region> <days> <metric>' (each parameter mirrored in an Mcp-Param-* header).",
-        _obj(
+        object_schema(
             {
                 "region": {"type": "string", "x-mcp-header": "Region"},
                 "days": {"type": "integer", "x-mcp-header": "Days"},
@@ -237,14 +253,14 @@ _HEADER_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]]
     (
         "bad_header",
         "An invalid x-mcp-header (on a number): a conforming client hides this tool.",
-        _obj({"v": {"type": "number", "x-mcp-header": "V"}}, ("v",)),
+        object_schema({"v": {"type": "number", "x-mcp-header": "V"}}, ("v",)),
         None,
     ),
 ]
 
 # Floods, for the client's flood bounds (--flood-tools only, so the default tool list stays
 # as it was).
-_FLOOD_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
+FLOOD_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     (
         "flood",
         "Send `count` server requests (`what` request: `method`, default ping), notifications "
@@ -252,11 +268,11 @@ _FLOOD_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] 
         "possible, without waiting for answers; `stop_reading` first stops reading the "
         "client's messages for good (stdio); `then` result (the default) answers, never "
         "does not.",
-        _obj(
+        object_schema(
             {
                 "what": {"type": "string", "enum": ["request", "notification", "progress"]},
                 "count": {"type": "integer", "minimum": 0},
-                "method": _STR,
+                "method": STRING,
                 "stop_reading": {"type": "boolean", "default": False},
                 "then": {"type": "string", "enum": ["result", "never"], "default": "result"},
             },
@@ -266,7 +282,7 @@ _FLOOD_TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] 
     ),
 ]
 
-_PROMPTS: list[dict[str, Any]] = [
+PROMPTS: list[dict[str, Any]] = [
     {
         "name": "greet",
         "title": "Greeting",
@@ -275,40 +291,40 @@ _PROMPTS: list[dict[str, Any]] = [
     },
     {"name": "plain", "title": "Plain", "description": "A prompt without arguments."},
 ]
-_RESOURCES: list[dict[str, Any]] = [
+RESOURCES: list[dict[str, Any]] = [
     {"uri": "test://static/hello", "name": "hello", "title": "Hello", "mimeType": "text/plain"},
     {"uri": "test://static/blob", "name": "blob", "mimeType": "application/octet-stream"},
 ]
-_TEMPLATES: list[dict[str, Any]] = [
+RESOURCE_TEMPLATES: list[dict[str, Any]] = [
     {"uriTemplate": "test://item/{id}", "name": "item", "title": "Item", "mimeType": "text/plain"}
 ]
-_BLOB = base64.b64encode(bytes(range(16))).decode()
-_NAMES = ["alice", "bob", "carol"]
-_ITEM_IDS = ["1", "2", "3"]
-_CAPABILITY_FOR = {
+BLOB = base64.b64encode(bytes(range(16))).decode()
+NAME_CANDIDATES = ["alice", "bob", "carol"]
+ITEM_ID_CANDIDATES = ["1", "2", "3"]
+CAPABILITY_FOR = {
     "elicitation/create": "elicitation",
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
 
 
-def _text(text: str) -> dict[str, Any]:
+def text_content(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}]}
 
 
-def _tool_error(text: str) -> dict[str, Any]:
+def tool_error(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def _is_num(x: Any) -> TypeGuard[int | float]:
+def is_number(x: Any) -> TypeGuard[int | float]:
     return type(x) is int or type(x) is float
 
 
-def _encode_cursor(offset: int) -> str:
+def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode()
 
 
-def _decode_cursor(cursor: Any, length: int) -> int:
+def decode_cursor(cursor: Any, length: int) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor.encode()).decode()
         prefix, _, number = text.partition(":")
@@ -320,7 +336,7 @@ def _decode_cursor(cursor: Any, length: int) -> int:
     raise RpcError(INVALID_PARAMS, "Invalid cursor", {"cursor": cursor})
 
 
-def _wrong_id(request_id: Any) -> Any:
+def derive_wrong_id(request_id: Any) -> Any:
     if type(request_id) is int:
         return -1_000_000_000 - request_id
     return f"{request_id}-wrong"
@@ -328,4 +344,4 @@ def _wrong_id(request_id: Any) -> Any:
 
 def describe_tools() -> list[tuple[str, str]]:
     """(name, description) of every built-in tool, for documentation."""
-    return [(name, description) for name, description, _, _ in _TOOL_SPECS]
+    return [(name, description) for name, description, _, _ in TOOL_SPECS]

@@ -22,8 +22,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from .options import Config
-from .split_body import write_split
+from ..common.split_body import write_split
+from ..scripted.options import Config
 
 __all__ = ["METADATA_FAULTS", "OAuthGuard"]
 

@@ -2,7 +2,7 @@
 
 The ``_meta`` keys, protocol versions, JSON-RPC error codes, log levels and sentinels that the
 rules, the catalogue, the handlers, the tools and the server core all speak, plus
-:class:`RpcError` (how any of them answers with a JSON-RPC error) and ``_Ctx`` (what a handler
+:class:`RpcError` (how any of them answers with a JSON-RPC error) and ``Ctx`` (what a handler
 sees of one request). It exists so those modules share one definition without importing one
 another; it imports nothing from the package.
 """
@@ -39,8 +39,8 @@ MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_LOG_RANK = {level: i for i, level in enumerate(LOG_LEVELS)}
-_CACHEABLE = frozenset(
+LOG_RANK = {level: i for i, level in enumerate(LOG_LEVELS)}
+CACHEABLE = frozenset(
     {
         "server/discover",
         "tools/list",
@@ -50,9 +50,9 @@ _CACHEABLE = frozenset(
         "resources/read",
     }
 )
-_GARBAGE_LINE = b"<<conduit_mcp.testing: this line is not JSON>>\n"
-_NO_RESPONSE: Any = object()  # a handler's way of saying "answer later, or never"
-_MISSING: Any = object()
+GARBAGE_LINE = b"<<conduit_mcp.testing: this line is not JSON>>\n"
+NO_RESPONSE: Any = object()  # a handler's way of saying "answer later, or never"
+MISSING: Any = object()
 
 
 def dict_at(value: Any, key: str) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def is_modern_version(version: str) -> bool:
 class RpcError(Exception):
     """Raised by a handler to answer with a JSON-RPC error."""
 
-    def __init__(self, code: int, message: str, data: Any = _MISSING) -> None:
+    def __init__(self, code: int, message: str, data: Any = MISSING) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -83,12 +83,14 @@ class RpcError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not _MISSING:
+        if self.data is not MISSING:
             err["data"] = self.data
         return err
 
 
-class _Ctx:
+class Ctx:
+    """What a handler sees of one request: its id, method, params, ``_meta`` and era."""
+
     __slots__ = ("era", "id", "meta", "method", "params")
 
     def __init__(self, request_id: Any, method: str, params: Any, meta: Any, era: str) -> None:

@@ -1,12 +1,12 @@
 """How the scripted HTTP server answers one POST: JSON, an SSE stream, a fault, or a drop.
 
-:class:`ExchangeMixin` (a base of :class:`~conduit_mcp.testing.http.HttpFront`) feeds a POSTed
-message to its core inside an :class:`~conduit_mcp.testing.http_streams.Exchange`, then turns
-what the core emits into the HTTP answer: ``application/json`` with a status derived from the
+:class:`ExchangeMixin` (a base of :class:`~conduit_mcp.testing.http.front.HttpFront`) feeds a
+POSTed message to its core inside an :class:`~conduit_mcp.testing.http.streams.Exchange`, then
+turns what the core emits into the HTTP answer: ``application/json`` with a status derived from the
 JSON-RPC error (modern), or ``text/event-stream`` written from the exchange's stream (ids and
 ``retry`` on legacy streams), or a scripted fault (``http``, ``expire_session``), or an abrupt
 close (``drop_stream``). A client closing the answer cancels a modern request. It exists so the
-request routing in :mod:`.http` and the answering here each read on their own.
+request routing in :mod:`.front` and the answering here each read on their own.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from typing import Any, NoReturn
 import orjson
 from aiohttp import web
 
-from .http_streams import Exchange, Router, Session, Stream, current_exchange
-from .options import Config
-from .protocol import INVALID_REQUEST, METHOD_NOT_FOUND, dict_at
+from ..scripted.options import Config
+from ..scripted.protocol import INVALID_REQUEST, METHOD_NOT_FOUND, dict_at
+from .streams import Exchange, Router, Session, Stream, current_exchange
 
 __all__ = ["MISSING_SESSION", "SESSION_HEADER", "SESSION_NOT_FOUND", "ExchangeMixin"]
 
 SESSION_HEADER = "Mcp-Session-Id"
 _MODERN_400 = frozenset({-32700, -32600, -32602, -32020, -32021, -32022})
-_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 def rpc_error(code: int, message: str, rid: Any = "server-error") -> bytes:
@@ -184,7 +184,7 @@ class ExchangeMixin:
         stream: Stream,
         after: int,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={**_SSE_HEADERS, **self._headers(router)})
+        response = web.StreamResponse(headers={**SSE_HEADERS, **self._headers(router)})
         await response.prepare(request)
         if router.legacy:
             await response.write(b"retry: %d\n\n" % self.config.sse_retry_ms)

@@ -1,7 +1,7 @@
 """The test authorization server's memory: clients, authorization codes and token families.
 
 Plain data and checks, no HTTP, so the rules (PKCE, redirect URIs, rotation, reuse detection,
-revocation) read in one place; :mod:`.auth_server` puts them on aiohttp. Tokens are opaque
+revocation) read in one place; :mod:`.server` puts them on aiohttp. Tokens are opaque
 random strings; a *family* is everything one authorization grant produced (the code, every
 access token, every rotated refresh token), so spending an old refresh token twice, or a code
 twice, revokes the whole family, as OAuth 2.1 asks of a server that rotates refresh tokens.

@@ -5,8 +5,8 @@ aiohttp.web and prints ``listening <port>`` once it accepts connections. Modern 
 POSTs go to one shared core; each legacy ``initialize`` makes a session with its own core.
 It is a strict server, meant to catch a client breaking the transport rules; what it answers
 is documented in ``docs/testing.md`` ("Streamable HTTP"). Routing emitted messages to
-responses lives in :mod:`.http_streams`, answering one POST in :mod:`.http_answers`, header
-checks in :mod:`.http_headers`, the subprocess handle in :mod:`.http_process`.
+responses lives in :mod:`.streams`, answering one POST in :mod:`.answers`, header
+checks in :mod:`.headers`, the subprocess handle in :mod:`.process`.
 
 Closing a modern response stream cancels its request (the core gets a
 ``notifications/cancelled``); that needs ``handler_cancellation=True`` on the runner: aiohttp
@@ -27,28 +27,26 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from .http_answers import (
-    _SSE_HEADERS as SSE_HEADERS,
-)
-from .http_answers import (
+from ..common.event_log import EventLog, bump_start_counter
+from ..common.tls import server_context
+from ..scripted.options import Config
+from ..scripted.protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
+from ..scripted.rules import HTTP_FAULTS, Rule
+from ..scripted.server import ScriptedMcpServer
+from .answers import (
     MISSING_SESSION,
     SESSION_HEADER,
     SESSION_NOT_FOUND,
+    SSE_HEADERS,
     Dropped,
     ExchangeMixin,
     accepts,
     json_response,
     rpc_error,
 )
-from .http_headers import HEADER_MISMATCH, header_mismatch
-from .http_streams import Router, Session, current_exchange
+from .headers import HEADER_MISMATCH, header_mismatch
 from .oauth_guard import OAuthGuard
-from .options import Config
-from .protocol import INVALID_REQUEST, PARSE_ERROR, is_modern_version
-from .rules import HTTP_FAULTS, Rule
-from .server import ScriptedMcpServer
-from .stdio import EventLog, bump_start_counter
-from .tls import server_context
+from .streams import Router, Session, current_exchange
 
 __all__ = ["HttpFront", "serve_http"]
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .protocol import PV_KEY, dict_at
+from ..scripted.protocol import PV_KEY, dict_at
 
 __all__ = [
     "HEADER_MISMATCH",

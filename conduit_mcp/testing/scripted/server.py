@@ -32,51 +32,23 @@ from typing import Any
 import orjson
 
 from .asking import AskMixin
-from .catalog import _FLOOD_TOOL_SPECS, _HEADER_TOOL_SPECS, _TOOL_SPECS, _obj, _wrong_id
-from .catalog import describe_tools as describe_tools
+from .catalog import FLOOD_TOOL_SPECS, HEADER_TOOL_SPECS, TOOL_SPECS, derive_wrong_id, object_schema
 from .handlers import HandlersMixin
-from .options import DEFAULT_INSTRUCTIONS as DEFAULT_INSTRUCTIONS
-from .options import Config, build_parser, config_from_args
+from .options import Config
 from .protocol import (
-    _NO_RESPONSE,
-    DEFAULT_LEGACY_VERSIONS,
-    DEFAULT_MODERN_VERSIONS,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    NO_RESPONSE,
     PARSE_ERROR,
     SERVER_INFO_KEY,
+    Ctx,
     RpcError,
-    _Ctx,
-    is_modern_version,
 )
-from .protocol import CAPS_KEY as CAPS_KEY
-from .protocol import FIRST_MODERN_VERSION as FIRST_MODERN_VERSION
-from .protocol import INVALID_PARAMS as INVALID_PARAMS
-from .protocol import LEGACY_RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND
-from .protocol import LOG_LEVEL_KEY as LOG_LEVEL_KEY
-from .protocol import LOG_LEVELS as LOG_LEVELS
-from .protocol import METHOD_NOT_FOUND as METHOD_NOT_FOUND
-from .protocol import MISSING_CLIENT_CAPABILITY as MISSING_CLIENT_CAPABILITY
-from .protocol import PV_KEY as PV_KEY
-from .protocol import SUBSCRIPTION_KEY as SUBSCRIPTION_KEY
-from .protocol import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
-from .rules import HTTP_FAULTS, ConfigError, Rule, parse_rules
+from .rules import HTTP_FAULTS, Rule
 from .tools import ToolsMixin
 
-__all__ = [
-    "DEFAULT_LEGACY_VERSIONS",
-    "DEFAULT_MODERN_VERSIONS",
-    "Config",
-    "ConfigError",
-    "Rule",
-    "RpcError",
-    "ScriptedMcpServer",
-    "build_parser",
-    "config_from_args",
-    "is_modern_version",
-    "parse_rules",
-]
+__all__ = ["ScriptedMcpServer"]
 
 
 class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
@@ -159,11 +131,11 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
         self._carriers = collections.deque(maxlen=MAX_CARRIERS)
         self._server_info = {"name": config.name, "version": config.server_version}
         self._result_meta = {SERVER_INFO_KEY: self._server_info}
-        self._tool_fns: dict[str, Callable[[_Ctx, dict[str, Any]], Any]] = {}
+        self._tool_fns: dict[str, Callable[[Ctx, dict[str, Any]], Any]] = {}
         self._static_tools: list[dict[str, Any]] = []
-        specs = _TOOL_SPECS + _HEADER_TOOL_SPECS if config.header_tools else _TOOL_SPECS
+        specs = TOOL_SPECS + HEADER_TOOL_SPECS if config.header_tools else TOOL_SPECS
         if config.flood_tools:
-            specs = specs + _FLOOD_TOOL_SPECS
+            specs = specs + FLOOD_TOOL_SPECS
         for name, description, schema, output in specs:
             tool: dict[str, Any] = {"name": name, "description": description, "inputSchema": schema}
             if output is not None:
@@ -173,7 +145,11 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
         for i in range(config.extra_tools):
             name = f"extra_{i}"
             self._static_tools.append(
-                {"name": name, "description": f"Generated tool {i}.", "inputSchema": _obj({})}
+                {
+                    "name": name,
+                    "description": f"Generated tool {i}.",
+                    "inputSchema": object_schema({}),
+                }
             )
             self._tool_fns[name] = self._t_dynamic
         self._dynamic_tools: dict[str, dict[str, Any]] = {}
@@ -188,12 +164,12 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             "resources/read": self._h_resources_read,
             "completion/complete": self._h_complete,
         }
-        self._modern_handlers: dict[str, Callable[[_Ctx], Any]] = {
+        self._modern_handlers: dict[str, Callable[[Ctx], Any]] = {
             "server/discover": self._h_discover,
             "subscriptions/listen": self._h_listen,
             **common,
         }
-        self._legacy_handlers: dict[str, Callable[[_Ctx], Any]] = {
+        self._legacy_handlers: dict[str, Callable[[Ctx], Any]] = {
             "initialize": self._h_initialize,
             "ping": self._h_ping,
             "resources/subscribe": self._h_subscribe,
@@ -384,7 +360,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             self._emit({"jsonrpc": "2.0", "id": request_id, "result": result})
             return
         if mods.wrong_id is not None:
-            request_id = _wrong_id(request_id) if mods.wrong_id is True else mods.wrong_id
+            request_id = derive_wrong_id(request_id) if mods.wrong_id is True else mods.wrong_id
         msg = {"jsonrpc": "2.0", "id": request_id, "result": result}
         self._emit(msg)
         if mods.twice:
@@ -392,7 +368,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
 
     def _send_error(self, request_id: Any, error: RpcError, mods: Rule | None) -> None:
         if mods is not None and mods.wrong_id is not None:
-            request_id = _wrong_id(request_id) if mods.wrong_id is True else mods.wrong_id
+            request_id = derive_wrong_id(request_id) if mods.wrong_id is True else mods.wrong_id
         msg = {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
         self._emit(msg)
         if mods is not None and mods.twice:
@@ -434,7 +410,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
         if type(out) is dict:
             self._send_result(request_id, out, mods)
             return None
-        if out is _NO_RESPONSE:
+        if out is NO_RESPONSE:
             return None
         if spawn:
             self._spawn(request_id, self._finish(request_id, out, mods))
@@ -453,7 +429,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             self._event("handler_crashed", id=request_id, error=repr(e))
             self._send_error(request_id, RpcError(INTERNAL_ERROR, f"Internal error: {e!r}"), mods)
             return
-        if result is not _NO_RESPONSE:
+        if result is not NO_RESPONSE:
             self._send_result(request_id, result, mods)
 
     # ---- notifications and responses ----------------------------------------------------------

@@ -1,6 +1,6 @@
 """A real OAuth 2.1 authorization server for tests, on aiohttp.web, run as a subprocess.
 
-``python -m conduit_mcp.testing.auth_server --port 0 [options]`` prints ``listening <port>
+``python -m conduit_mcp.testing.auth.server --port 0 [options]`` prints ``listening <port>
 <issuer>`` once it accepts connections. It serves RFC 8414 and OpenID discovery metadata,
 dynamic registration (RFC 7591), client ID metadata documents (it fetches them), an
 authorization endpoint that approves at once (or, with ``--require-person``, answers a login
@@ -10,8 +10,8 @@ private_key_jwt), revocation (RFC 7009), introspection (RFC 7662) for the protec
 and ``/admin/*`` endpoints that let a test revoke, expire, change the issuer or host a client
 metadata document. Every request is logged (``--log``). authlib computes the PKCE challenge,
 joserfc verifies client assertions; the rest is plain code. The manual is docs/testing.md,
-"The test authorization server"; the rules live in :mod:`.auth_state`, the command line in
-:mod:`.auth_options`.
+"The test authorization server"; the rules live in :mod:`.state`, the command line in
+:mod:`.options`.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from urllib.parse import urlsplit
 import orjson
 from aiohttp import web
 
-from .auth_base import NO_STORE, json_answer, with_query
-from .auth_clients import ClientsMixin
-from .auth_options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_from_args
-from .auth_state import OAuthFailure, client_from_metadata, redirect_uri_matches
-from .split_body import write_split
-from .stdio import EventLog
-from .tls import server_context
+from ..common.event_log import EventLog
+from ..common.split_body import write_split
+from ..common.tls import server_context
+from .base import NO_STORE, json_answer, with_query
+from .clients import ClientsMixin
+from .options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_from_args
+from .state import OAuthFailure, client_from_metadata, redirect_uri_matches
 
 __all__ = ["AuthServer", "main"]
 

@@ -2,7 +2,7 @@
 
 :func:`build_parser` defines the options of ``python -m conduit_mcp.testing`` and
 :func:`config_from_args` turns them, plus the ``--script`` file (through
-:func:`~conduit_mcp.testing.rules.parse_rules`), into a validated :class:`Config`. It exists so
+:func:`~conduit_mcp.testing.scripted.rules.parse_rules`), into a validated :class:`Config`. It exists so
 that the server's whole configuration surface (defaults, validation, flags) reads in one place,
 apart from the protocol logic that consumes it.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
+from ..common.tls import add_tls_arguments, check_tls_arguments
 from .protocol import DEFAULT_LEGACY_VERSIONS, DEFAULT_MODERN_VERSIONS, is_modern_version
 from .rules import ConfigError, Rule, parse_rules
-from .tls import add_tls_arguments, check_tls_arguments
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "Config", "build_parser", "config_from_args"]
 

@@ -10,45 +10,31 @@ fails to start raises with its stderr. Get one from
 from __future__ import annotations
 
 import os
-import selectors
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .process_handle import ProcessHandle
+from ..common.process_handle import ProcessHandle, option_args
 
 if TYPE_CHECKING:
-    from ..transports.http_spec import Http
-    from . import ScriptedServer
+    from ...transports.http_spec import Http
 
-__all__ = ["HttpServerProcess", "option_args"]
+__all__ = ["HttpServerProcess", "ServerFiles"]
 
 
-def option_args(options: Mapping[str, Any]) -> list[str]:
-    """Keyword options as command-line arguments: ``http_response="sse"`` gives
-    ``--http-response sse``, ``header_tools=True`` gives ``--header-tools``, a list repeats
-    the option; False and None are left out.
+class ServerFiles(Protocol):
+    """What the handle needs of the server it runs, a :class:`~conduit_mcp.testing.ScriptedServer`:
+    its command line, its environment and the folder its files go to (a protocol, so that
+    this module need not import the package above it)."""
 
-    >>> option_args({"http_response": "sse", "header_tools": True, "require_bearer": None})
-    ['--http-response', 'sse', '--header-tools']
-    >>> option_args({"tool_scope": ["add=math", "echo=talk"]})
-    ['--tool-scope', 'add=math', '--tool-scope', 'echo=talk']
-    """
-    args: list[str] = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                args += [flag, str(item)]
-        elif value is not None and value is not False:
-            args += [flag, str(value)]
-    return args
+    workdir: Path
+    log_path: Path
+
+    def args(self) -> list[str]: ...
+
+    def env(self) -> dict[str, str]: ...
 
 
 class HttpServerProcess(ProcessHandle):
@@ -58,9 +44,11 @@ class HttpServerProcess(ProcessHandle):
     :class:`~conduit_mcp.testing.ScriptedServer`'s (each start logs one ``started`` event).
     """
 
+    what = "the HTTP server"
+
     def __init__(
         self,
-        server: ScriptedServer,
+        server: ServerFiles,
         options: Mapping[str, Any] | None = None,
         *,
         env: Mapping[str, str] | None = None,
@@ -87,59 +75,11 @@ class HttpServerProcess(ProcessHandle):
     def _start(self) -> None:
         self._runs += 1
         stem = self.server.log_path.name.removesuffix(".log.jsonl")
-        self.stderr_path = self.server.workdir / f"{stem}.http{self._runs}.stderr"
-        with open(self.stderr_path, "wb") as err:
-            proc = subprocess.Popen(
-                self.command(self.port),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=self._env,
-            )
-        self.proc = proc
-        try:
-            line = self._read_line(proc, time.monotonic() + self.startup_timeout)
-        except BaseException:
-            self._reap(proc, signal.SIGKILL)
-            raise
+        line = self._launch(self.server.workdir / f"{stem}.http{self._runs}.stderr")
         words = line.split()
         if len(words) != 2 or words[0] != b"listening" or not words[1].isdigit():
-            self._reap(proc, signal.SIGKILL)
-            raise RuntimeError(f"unexpected start-up line {line!r}; stderr: {self._stderr()}")
+            raise self._bad_start(line)
         self.port = int(words[1])
-
-    def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        buf = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"the HTTP server did not start within {self.startup_timeout}s; "
-                        f"stderr: {self._stderr()}"
-                    )
-                if not selector.select(left):
-                    continue
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    code = proc.wait()
-                    raise RuntimeError(
-                        f"the HTTP server exited with code {code} before listening; "
-                        f"stderr: {self._stderr()}"
-                    )
-                buf += chunk
-        proc.stdout.close()  # it prints nothing else
-        return buf.split(b"\n", 1)[0]
-
-    def _stderr(self) -> str:
-        try:
-            assert self.stderr_path is not None
-            return self.stderr_path.read_text(errors="replace")[-4000:]
-        except OSError as e:
-            return f"<unreadable: {e}>"
 
     # ---- the handle -------------------------------------------------------------------------
 
@@ -154,7 +94,7 @@ class HttpServerProcess(ProcessHandle):
 
     def spec(self, **kw: Any) -> Http:
         """A :class:`~conduit_mcp.transports.http_spec.Http` spec for this server."""
-        from ..transports.http_spec import Http
+        from ...transports.http_spec import Http
 
         return Http(self.url, **kw)
 
@@ -170,7 +110,7 @@ class HttpServerProcess(ProcessHandle):
 
         conn: http.client.HTTPConnection
         if self.scheme == "https":
-            from .tls import client_context
+            from ..common.tls import client_context
 
             conn = http.client.HTTPSConnection(
                 "127.0.0.1", self.port, timeout=10, context=client_context()

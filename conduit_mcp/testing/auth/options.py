@@ -1,4 +1,4 @@
-"""The command line of the test authorization server (:mod:`.auth_server`).
+"""The command line of the test authorization server (:mod:`.server`).
 
 Kept apart so the server's whole configuration surface reads in one place; docs/testing.md,
 "The test authorization server", documents each option.
@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from .auth_state import AUTH_METHODS
-from .tls import add_tls_arguments, check_tls_arguments
+from ..common.tls import add_tls_arguments, check_tls_arguments
+from .state import AUTH_METHODS
 
 #: ``--bad-access-token``: the character put in the middle of every access token issued.
 BAD_TOKEN_CHARS = {"cr": "\r", "lf": "\n", "nul": "\x00"}
@@ -65,7 +65,7 @@ class AuthOptions:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m conduit_mcp.testing.auth_server",
+        prog="python -m conduit_mcp.testing.auth.server",
         description="An OAuth 2.1 authorization server for tests (loopback only).",
         epilog="The manual is docs/testing.md, 'The test authorization server'.",
     )

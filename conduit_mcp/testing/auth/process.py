@@ -1,11 +1,11 @@
 """A handle on one test authorization server subprocess, for tests (synchronous).
 
 ``AuthServerProcess(workdir, scopes="mcp,offline_access", token_ttl=2)`` starts ``python -m
-conduit_mcp.testing.auth_server`` with those options (keywords as in
-:func:`~conduit_mcp.testing.http_process.option_args`), waits for its ``listening`` line with
-a deadline, and logs to ``workdir``. Its methods play the person (:meth:`approve`), pull the
-admin levers (revoke, expire, change the issuer, host a client metadata document) and read
-the log. The manual is docs/testing.md, "The test authorization server".
+conduit_mcp.testing.auth.server`` with those options (keywords as in
+:func:`~conduit_mcp.testing.common.process_handle.option_args`), waits for its ``listening``
+line with a deadline, and logs to ``workdir``. Its methods play the person
+(:meth:`approve`), pull the admin levers (revoke, expire, change the issuer, host a client
+metadata document) and read the log. The manual is docs/testing.md, "The test authorization server".
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import selectors
-import signal
 import subprocess
 import sys
 import time
@@ -25,8 +23,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from .http_process import option_args
-from .process_handle import ProcessHandle
+from ..common.process_handle import ProcessHandle, option_args, pythonpath_env
 
 __all__ = ["AuthServerProcess"]
 
@@ -34,11 +31,13 @@ _REQUEST_ID = re.compile(r'name="request_id" value="([^"]+)"')
 
 
 class AuthServerProcess(ProcessHandle):
-    """One ``python -m conduit_mcp.testing.auth_server`` process (restartable on its port).
+    """One ``python -m conduit_mcp.testing.auth.server`` process (restartable on its port).
 
     ``issuer`` is the server's real issuer URL (``http://127.0.0.1:<port>`` plus
     ``issuer_path``); ``log_path`` the JSON lines log every start appends to.
     """
+
+    what = "the authorization server"
 
     def __init__(
         self,
@@ -58,10 +57,7 @@ class AuthServerProcess(ProcessHandle):
         self.startup_timeout = startup_timeout
         self._extra = option_args(options)
         self.scheme = "https" if options.get("tls_cert") else "http"  # docs/testing.md, "TLS"
-        root = str(Path(__file__).resolve().parent.parent.parent)
-        existing = os.environ.get("PYTHONPATH")
-        path = root if not existing else root + os.pathsep + existing
-        self._env = {**os.environ, "PYTHONPATH": path, **dict(env or {})}
+        self._env = {**os.environ, **pythonpath_env(), **dict(env or {})}
         self._runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_path: Path | None = None
@@ -73,7 +69,7 @@ class AuthServerProcess(ProcessHandle):
         return [
             sys.executable,
             "-m",
-            "conduit_mcp.testing.auth_server",
+            "conduit_mcp.testing.auth.server",
             "--port",
             str(port),
             "--log",
@@ -83,59 +79,11 @@ class AuthServerProcess(ProcessHandle):
 
     def _start(self) -> None:
         self._runs += 1
-        self.stderr_path = self.log_path.with_suffix(f".{self._runs}.stderr")
-        with open(self.stderr_path, "wb") as err:
-            proc = subprocess.Popen(
-                self.command(self.port),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=self._env,
-            )
-        self.proc = proc
-        try:
-            line = self._read_line(proc, time.monotonic() + self.startup_timeout)
-        except BaseException:
-            self._reap(proc, signal.SIGKILL)
-            raise
+        line = self._launch(self.log_path.with_suffix(f".{self._runs}.stderr"))
         words = line.decode(errors="replace").split()
         if len(words) != 3 or words[0] != "listening" or not words[1].isdigit():
-            self._reap(proc, signal.SIGKILL)
-            raise RuntimeError(f"unexpected start-up line {line!r}; stderr: {self._stderr()}")
+            raise self._bad_start(line)
         self.port, self.issuer = int(words[1]), words[2]
-
-    def _read_line(self, proc: subprocess.Popen[bytes], deadline: float) -> bytes:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
-        buf = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(
-                        f"the authorization server did not start within "
-                        f"{self.startup_timeout}s; stderr: {self._stderr()}"
-                    )
-                if not selector.select(left):
-                    continue
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    code = proc.wait()
-                    raise RuntimeError(
-                        f"the authorization server exited with code {code} before listening; "
-                        f"stderr: {self._stderr()}"
-                    )
-                buf += chunk
-        proc.stdout.close()
-        return buf.split(b"\n", 1)[0]
-
-    def _stderr(self) -> str:
-        try:
-            assert self.stderr_path is not None
-            return self.stderr_path.read_text(errors="replace")[-4000:]
-        except OSError as e:
-            return f"<unreadable: {e}>"
 
     def __repr__(self) -> str:
         state = "running" if self.running() else "stopped"
@@ -164,7 +112,7 @@ class AuthServerProcess(ProcessHandle):
         parts = urlsplit(url)
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
-            from .tls import client_context
+            from ..common.tls import client_context
 
             conn = http.client.HTTPSConnection(
                 parts.hostname or "127.0.0.1", parts.port, timeout=timeout, context=client_context()

@@ -22,14 +22,14 @@ from typing import Any
 
 import orjson
 
-from .catalog import _CAPABILITY_FOR, _tool_error
+from .catalog import CAPABILITY_FOR, tool_error
 from .protocol import (
     CAPS_KEY,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     MISSING_CLIENT_CAPABILITY,
+    Ctx,
     RpcError,
-    _Ctx,
 )
 from .state import ServerState
 
@@ -130,7 +130,7 @@ class RoundsMixin(ServerState):
     _ended: collections.deque[Conversation]
     _carriers: collections.deque[dict[str, Any]]
 
-    def _note_carrier(self, ctx: _Ctx) -> None:
+    def _note_carrier(self, ctx: Ctx) -> None:
         """Record a modern request carrying inputResponses or requestState (any method)."""
         params = ctx.params
         carried = [k for k in _CARRIED if k in params]
@@ -152,13 +152,13 @@ class RoundsMixin(ServerState):
 
     # ---- the three entry points -----------------------------------------------------------
 
-    def _t_rounds(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+    def _t_rounds(self, ctx: Ctx, args: dict[str, Any]) -> Any:
         if ctx.era != "modern":
-            return _tool_error("rounds: input_required rounds belong to the modern era; use ask")
+            return tool_error("rounds: input_required rounds belong to the modern era; use ask")
         try:
             script = parse_script(args)
         except ValueError as e:
-            return _tool_error(f"rounds: {e}")
+            return tool_error(f"rounds: {e}")
         out = self._round(ctx, "rounds", args, script)
         if out.get("resultType") == "input_required":
             return out
@@ -168,7 +168,7 @@ class RoundsMixin(ServerState):
             "resultType": out["resultType"],
         }
 
-    def _rounds_prompt(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+    def _rounds_prompt(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         text = args.get("script")
         script = self._script_or_error(ctx, text, "the rounds prompt needs arguments.script")
         out = self._round(ctx, "rounds", args, script)
@@ -181,7 +181,7 @@ class RoundsMixin(ServerState):
             "resultType": out["resultType"],
         }
 
-    def _rounds_resource(self, ctx: _Ctx, uri: str) -> dict[str, Any]:
+    def _rounds_resource(self, ctx: Ctx, uri: str) -> dict[str, Any]:
         text = urllib.parse.unquote(uri[len(ROUNDS_URI_PREFIX) :])
         script = self._script_or_error(ctx, text, "test://rounds/ needs a percent-encoded script")
         out = self._round(ctx, uri, {}, script)
@@ -191,7 +191,7 @@ class RoundsMixin(ServerState):
         content["text"] = orjson.dumps(out["report"]).decode()
         return {"contents": [content], "resultType": out["resultType"]}
 
-    def _script_or_error(self, ctx: _Ctx, text: Any, missing: str) -> Script:
+    def _script_or_error(self, ctx: Ctx, text: Any, missing: str) -> Script:
         if ctx.era != "modern":
             raise RpcError(INVALID_PARAMS, "Invalid params: rounds belong to the modern era")
         if not isinstance(text, str):
@@ -203,7 +203,7 @@ class RoundsMixin(ServerState):
 
     # ---- one request of a conversation ----------------------------------------------------
 
-    def _round(self, ctx: _Ctx, name: str, args: dict[str, Any], script: Script) -> dict[str, Any]:
+    def _round(self, ctx: Ctx, name: str, args: dict[str, Any], script: Script) -> dict[str, Any]:
         """Check this request against the conversation; the next round, or the report."""
         params = ctx.params
         carried = [k for k in _CARRIED if k in params]
@@ -248,7 +248,7 @@ class RoundsMixin(ServerState):
         self._end(key, conv, "complete")
         return {"report": conv.report(), "resultType": script.final_result_type}
 
-    def _check(self, ctx: _Ctx, conv: Conversation, carried: list[str]) -> dict[str, Any]:
+    def _check(self, ctx: Ctx, conv: Conversation, carried: list[str]) -> dict[str, Any]:
         params = ctx.params
         previous = conv.sent[-1] if conv.sent else {}
         if "requestState" in previous:
@@ -284,7 +284,7 @@ class RoundsMixin(ServerState):
 
     # ---- the log --------------------------------------------------------------------------
 
-    def _t_rounds_log(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+    def _t_rounds_log(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         conversations = [
             {"method": c.method, "name": c.name, "status": c.status, **c.report()}
             for c in (*self._ended, *self._conversations.values())
@@ -306,7 +306,7 @@ def _missing_capability(spec: dict[str, Any], meta: dict[str, Any] | None) -> di
     declared = (meta or {}).get(CAPS_KEY)
     declared = declared if isinstance(declared, dict) else {}
     for request in (spec.get("inputRequests") or {}).values():
-        capability = _CAPABILITY_FOR.get(request["method"])
+        capability = CAPABILITY_FOR.get(request["method"])
         if capability is None:
             continue
         if capability not in declared:

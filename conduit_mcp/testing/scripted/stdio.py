@@ -16,59 +16,19 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from .options import Config, config_from_args
-from .rules import ConfigError
+from ..common.event_log import EventLog, bump_start_counter
+from .options import Config
 from .server import ScriptedMcpServer
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
-__all__ = ["EventLog", "bump_start_counter", "main", "serve"]
+__all__ = ["serve"]
 
 _DUMPS = orjson.dumps
 _NL = orjson.OPT_APPEND_NEWLINE
-
-
-class EventLog:
-    """Appends one JSON line per record to a file, each with a single unbuffered write."""
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def write_raw(self, line: bytes) -> None:
-        try:
-            os.write(self._fd, line)
-        except OSError:
-            pass
-
-    def write(self, record: dict[str, Any]) -> None:
-        try:
-            os.write(self._fd, _DUMPS(record, option=_NL | orjson.OPT_NON_STR_KEYS))
-        except (OSError, TypeError):
-            pass
-
-
-def bump_start_counter(path: str) -> int:
-    """Increment the integer in ``path`` (created at 0) under a lock; return the new value."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        data = os.read(fd, 64).strip()
-        count = (int(data) if data.isdigit() else 0) + 1
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(count).encode())
-        return count
-    finally:
-        os.close(fd)  # releases the lock
 
 
 class _Stdout:
@@ -299,17 +259,3 @@ def _fork_stubborn_child() -> int:
         finally:
             os._exit(0)
     return pid
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m conduit_mcp.testing``."""
-    try:
-        config = config_from_args(argv)
-    except ConfigError as e:
-        print(f"conduit_mcp.testing: {e}", file=sys.stderr)
-        return 2
-    if config.http:
-        from .http import serve_http
-
-        return asyncio.run(serve_http(config))
-    return asyncio.run(serve(config))

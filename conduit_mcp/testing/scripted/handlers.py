@@ -4,10 +4,10 @@
 ``_meta`` envelope or the legacy session, routes to one ``_h_*`` method per JSON-RPC method
 (discovery and ``initialize``, ``ping``, the paged ``*/list`` results, ``tools/call``,
 ``prompts/get``, ``resources/read``, completion, subscriptions, ``logging/setLevel``) and
-completes modern results (``resultType``, server info, cache hints). A handler takes a ``_Ctx``
-and returns a result dict, an awaitable or ``_NO_RESPONSE``, or raises :class:`RpcError`. It
+completes modern results (``resultType``, server info, cache hints). A handler takes a ``Ctx``
+and returns a result dict, an awaitable or ``NO_RESPONSE``, or raises :class:`RpcError`. It
 is a mixin of ``ScriptedMcpServer`` and exists so that the protocol semantics read in one
-place, while the core in :mod:`conduit_mcp.testing.server` handles input, rules, tasks and
+place, while the core in :mod:`conduit_mcp.testing.scripted.server` handles input, rules, tasks and
 sending.
 """
 
@@ -16,31 +16,31 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import (
-    _BLOB,
-    _ITEM_IDS,
-    _NAMES,
-    _PROMPTS,
-    _RESOURCES,
-    _TEMPLATES,
-    _decode_cursor,
-    _encode_cursor,
+    BLOB,
+    ITEM_ID_CANDIDATES,
+    NAME_CANDIDATES,
+    PROMPTS,
+    RESOURCE_TEMPLATES,
+    RESOURCES,
+    decode_cursor,
+    encode_cursor,
 )
 from .protocol import (
-    _CACHEABLE,
-    _LOG_RANK,
-    _NO_RESPONSE,
+    CACHEABLE,
     CAPS_KEY,
     INVALID_PARAMS,
     INVALID_REQUEST,
     LEGACY_RESOURCE_NOT_FOUND,
     LOG_LEVEL_KEY,
+    LOG_RANK,
     METHOD_NOT_FOUND,
+    NO_RESPONSE,
     PV_KEY,
     SERVER_INFO_KEY,
     SUBSCRIPTION_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
+    Ctx,
     RpcError,
-    _Ctx,
 )
 from .rounds import ROUNDS_URI_PREFIX
 from .state import ServerState
@@ -95,20 +95,20 @@ class HandlersMixin(ServerState):
         version = meta.get(PV_KEY)
         if version not in self._modern_set or type(meta.get(CAPS_KEY)) is not dict:
             self._reject_envelope(meta)
-        if LOG_LEVEL_KEY in meta and meta[LOG_LEVEL_KEY] not in _LOG_RANK:
+        if LOG_LEVEL_KEY in meta and meta[LOG_LEVEL_KEY] not in LOG_RANK:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: unknown log level {meta[LOG_LEVEL_KEY]!r}"
             )
         if self._era is None:
             self._era = "modern"
             self._event("era", era="modern", method=method)
-        ctx = _Ctx(request_id, method, params, meta, "modern")
+        ctx = Ctx(request_id, method, params, meta, "modern")
         if "inputResponses" in params or "requestState" in params:
             self._note_carrier(ctx)
         out = handler(ctx)
         if type(out) is dict:
             return self._complete(method, out)
-        if out is _NO_RESPONSE:
+        if out is NO_RESPONSE:
             return out
         return self._complete_later(method, out)
 
@@ -139,7 +139,7 @@ class HandlersMixin(ServerState):
             result["_meta"] = self._result_meta
         elif SERVER_INFO_KEY not in meta:
             result["_meta"] = {**meta, SERVER_INFO_KEY: self._server_info}
-        if method in _CACHEABLE and result.get("resultType") == "complete":
+        if method in CACHEABLE and result.get("resultType") == "complete":
             if "ttlMs" not in result:
                 result["ttlMs"] = self.config.ttl_ms
             if "cacheScope" not in result:
@@ -167,11 +167,11 @@ class HandlersMixin(ServerState):
                 INVALID_PARAMS, "Invalid request parameters: the session is not initialized"
             )
         meta = params.get("_meta") if type(params) is dict else None
-        return handler(_Ctx(request_id, method, params, meta, "legacy"))
+        return handler(Ctx(request_id, method, params, meta, "legacy"))
 
     # ---- method handlers -------------------------------------------------------------------------
 
-    def _h_discover(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_discover(self, ctx: Ctx) -> dict[str, Any]:
         return {
             "resultType": "complete",
             "supportedVersions": list(self._advertised),
@@ -187,7 +187,7 @@ class HandlersMixin(ServerState):
             "cacheScope": self.config.cache_scope,
         }
 
-    def _h_initialize(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_initialize(self, ctx: Ctx) -> dict[str, Any]:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         requested = params.get("protocolVersion")
         legacy = self.config.legacy_versions
@@ -216,35 +216,35 @@ class HandlersMixin(ServerState):
             "instructions": self.config.instructions,
         }
 
-    def _h_ping(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_ping(self, ctx: Ctx) -> dict[str, Any]:
         return {}
 
-    def _page(self, items: list[dict[str, Any]], ctx: _Ctx, key: str) -> dict[str, Any]:
+    def _page(self, items: list[dict[str, Any]], ctx: Ctx, key: str) -> dict[str, Any]:
         params = ctx.params
         cursor = params.get("cursor") if type(params) is dict else None
-        start = 0 if cursor is None else _decode_cursor(cursor, len(items))
+        start = 0 if cursor is None else decode_cursor(cursor, len(items))
         size = self.config.page_size
         if size is None:
             return {key: items[start:] if start else items}
         end = start + size
         result: dict[str, Any] = {key: items[start:end]}
         if end < len(items):
-            result["nextCursor"] = _encode_cursor(end)
+            result["nextCursor"] = encode_cursor(end)
         return result
 
-    def _h_tools_list(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_tools_list(self, ctx: Ctx) -> dict[str, Any]:
         return self._page(self._tools_list, ctx, "tools")
 
-    def _h_prompts_list(self, ctx: _Ctx) -> dict[str, Any]:
-        return self._page(_PROMPTS, ctx, "prompts")
+    def _h_prompts_list(self, ctx: Ctx) -> dict[str, Any]:
+        return self._page(PROMPTS, ctx, "prompts")
 
-    def _h_resources_list(self, ctx: _Ctx) -> dict[str, Any]:
-        return self._page(_RESOURCES, ctx, "resources")
+    def _h_resources_list(self, ctx: Ctx) -> dict[str, Any]:
+        return self._page(RESOURCES, ctx, "resources")
 
-    def _h_templates_list(self, ctx: _Ctx) -> dict[str, Any]:
-        return self._page(_TEMPLATES, ctx, "resourceTemplates")
+    def _h_templates_list(self, ctx: Ctx) -> dict[str, Any]:
+        return self._page(RESOURCE_TEMPLATES, ctx, "resourceTemplates")
 
-    def _h_tools_call(self, ctx: _Ctx) -> Any:
+    def _h_tools_call(self, ctx: Ctx) -> Any:
         params = ctx.params
         if type(params) is not dict or type(params.get("name")) is not str:
             raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
@@ -259,7 +259,7 @@ class HandlersMixin(ServerState):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         return fn(ctx, args)
 
-    def _h_prompts_get(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_prompts_get(self, ctx: Ctx) -> dict[str, Any]:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         name = params.get("name")
         args = params.get("arguments") or {}
@@ -282,7 +282,7 @@ class HandlersMixin(ServerState):
             "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
         }
 
-    def _h_resources_read(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_resources_read(self, ctx: Ctx) -> dict[str, Any]:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         uri = params.get("uri")
         if not isinstance(uri, str):
@@ -290,7 +290,7 @@ class HandlersMixin(ServerState):
         if uri == "test://static/hello":
             content = {"uri": uri, "mimeType": "text/plain", "text": "Hello, world!"}
         elif uri == "test://static/blob":
-            content = {"uri": uri, "mimeType": "application/octet-stream", "blob": _BLOB}
+            content = {"uri": uri, "mimeType": "application/octet-stream", "blob": BLOB}
         elif uri.startswith("test://item/") and len(uri) > len("test://item/"):
             item = uri[len("test://item/") :]
             content = {"uri": uri, "mimeType": "text/plain", "text": f"item {item}"}
@@ -302,7 +302,7 @@ class HandlersMixin(ServerState):
             raise RpcError(LEGACY_RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
         return {"contents": [content]}
 
-    def _h_complete(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_complete(self, ctx: Ctx) -> dict[str, Any]:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         ref = params.get("ref")
         argument = params.get("argument")
@@ -316,16 +316,16 @@ class HandlersMixin(ServerState):
         candidates: list[str] = []
         if ref.get("type") == "ref/prompt" and ref.get("name") == "greet":
             if argument.get("name") == "name":
-                candidates = _NAMES
+                candidates = NAME_CANDIDATES
         elif ref.get("type") == "ref/resource" and ref.get("uri") == "test://item/{id}":
             if argument.get("name") == "id":
-                candidates = _ITEM_IDS
+                candidates = ITEM_ID_CANDIDATES
         elif ref.get("type") not in ("ref/prompt", "ref/resource"):
             raise RpcError(INVALID_PARAMS, f"Invalid params: unknown ref type {ref.get('type')!r}")
         values = [c for c in candidates if c.startswith(prefix)]
         return {"completion": {"values": values, "total": len(values), "hasMore": False}}
 
-    def _h_listen(self, ctx: _Ctx) -> Any:
+    def _h_listen(self, ctx: Ctx) -> Any:
         params = ctx.params
         wanted = params.get("notifications") if isinstance(params, dict) else None
         if not isinstance(wanted, dict):
@@ -345,25 +345,25 @@ class HandlersMixin(ServerState):
             "notifications/subscriptions/acknowledged",
             {"_meta": {SUBSCRIPTION_KEY: ctx.id}, "notifications": honored},
         )
-        return _NO_RESPONSE
+        return NO_RESPONSE
 
-    def _h_subscribe(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_subscribe(self, ctx: Ctx) -> dict[str, Any]:
         uri = ctx.params.get("uri") if isinstance(ctx.params, dict) else None
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: uri required")
         self._legacy_subscriptions.add(uri)
         return {}
 
-    def _h_unsubscribe(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_unsubscribe(self, ctx: Ctx) -> dict[str, Any]:
         uri = ctx.params.get("uri") if isinstance(ctx.params, dict) else None
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, "Invalid params: uri required")
         self._legacy_subscriptions.discard(uri)
         return {}
 
-    def _h_set_level(self, ctx: _Ctx) -> dict[str, Any]:
+    def _h_set_level(self, ctx: Ctx) -> dict[str, Any]:
         level = ctx.params.get("level") if isinstance(ctx.params, dict) else None
-        if level not in _LOG_RANK:
+        if level not in LOG_RANK:
             raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
         self._legacy_level = level
         return {}

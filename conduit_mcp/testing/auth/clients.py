@@ -17,8 +17,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from .auth_base import JWT_BEARER, NO_STORE, AuthBase, json_answer
-from .auth_state import Client, OAuthFailure, client_from_metadata
+from .base import JWT_BEARER, NO_STORE, AuthBase, json_answer
+from .state import Client, OAuthFailure, client_from_metadata
 
 __all__ = ["ClientsMixin"]
 

@@ -1,7 +1,7 @@
 """The test authorization server's plumbing: its state, URLs, log and body parsing.
 
-:class:`AuthBase` holds what every endpoint needs; :mod:`.auth_clients` adds registration and
-client authentication on top of it, :mod:`.auth_server` the endpoints. docs/testing.md,
+:class:`AuthBase` holds what every endpoint needs; :mod:`.clients` adds registration and
+client authentication on top of it, :mod:`.server` the endpoints. docs/testing.md,
 "The test authorization server", is the manual.
 """
 
@@ -16,9 +16,9 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from .auth_options import AuthOptions
-from .auth_state import AuthState, Client, OAuthFailure, client_from_metadata
-from .stdio import EventLog
+from ..common.event_log import EventLog
+from .options import AuthOptions
+from .state import AuthState, Client, OAuthFailure, client_from_metadata
 
 __all__ = ["JWT_BEARER", "NO_STORE", "AuthBase", "json_answer", "with_query"]
 

@@ -1,6 +1,6 @@
 """The state the scripted server's parts share, declared once.
 
-:class:`~conduit_mcp.testing.server.ScriptedMcpServer` is assembled from its core and two
+:class:`~conduit_mcp.testing.scripted.server.ScriptedMcpServer` is assembled from its core and two
 mixins (:mod:`.handlers`, :mod:`.tools`). Each attribute and callback they share is declared
 here with its type, so that a reader of one part sees where a name comes from and a type
 checker can follow it. The core assigns every attribute in its ``__init__`` and defines the
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .options import Config
-from .protocol import _Ctx
+from .protocol import Ctx
 
 __all__ = ["ServerState"]
 
@@ -39,9 +39,9 @@ class ServerState:
     _listens: dict[Any, dict[str, Any]]  # modern: open subscriptions/listen by request id
 
     # Routing and the tool table.
-    _modern_handlers: dict[str, Callable[[_Ctx], Any]]
-    _legacy_handlers: dict[str, Callable[[_Ctx], Any]]
-    _tool_fns: dict[str, Callable[[_Ctx, dict[str, Any]], Any]]  # tool name -> implementation
+    _modern_handlers: dict[str, Callable[[Ctx], Any]]
+    _legacy_handlers: dict[str, Callable[[Ctx], Any]]
+    _tool_fns: dict[str, Callable[[Ctx, dict[str, Any]], Any]]  # tool name -> implementation
     _static_tools: list[dict[str, Any]]  # the built-in and generated tools
     _dynamic_tools: dict[str, dict[str, Any]]  # tools added by the add_tool tool
     _tools_list: list[dict[str, Any]]  # what tools/list pages through: static + dynamic
@@ -82,14 +82,14 @@ class ServerState:
         """End the process (over HTTP: the server's exit callback)."""
         raise NotImplementedError
 
-    def _note_carrier(self, ctx: _Ctx) -> None:
+    def _note_carrier(self, ctx: Ctx) -> None:
         """Record a modern request carrying inputResponses or requestState (see rounds)."""
         raise NotImplementedError
 
-    def _rounds_prompt(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+    def _rounds_prompt(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         """The ``rounds`` prompt (see rounds)."""
         raise NotImplementedError
 
-    def _rounds_resource(self, ctx: _Ctx, uri: str) -> dict[str, Any]:
+    def _rounds_resource(self, ctx: Ctx, uri: str) -> dict[str, Any]:
         """A ``test://rounds/`` resource (see rounds)."""
         raise NotImplementedError

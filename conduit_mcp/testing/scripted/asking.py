@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from .catalog import _is_num, _tool_error
-from .protocol import _Ctx
+from .catalog import is_number, tool_error
+from .protocol import Ctx
 from .state import ServerState
 
 __all__ = ["AskMixin"]
@@ -101,9 +101,9 @@ class AskMixin(ServerState):
 
     # ---- ask ------------------------------------------------------------------------------
 
-    def _t_ask(self, ctx: _Ctx, args: dict[str, Any]) -> Any:
+    def _t_ask(self, ctx: Ctx, args: dict[str, Any]) -> Any:
         if ctx.era != "legacy" and args.get("force") is not True:
-            return _tool_error(
+            return tool_error(
                 "ask: server requests belong to the legacy era; use the rounds tool (modern)"
             )
         specs = args.get("requests")
@@ -111,17 +111,17 @@ class AskMixin(ServerState):
         timeout = args.get("timeout", 60)
         grace = args.get("cancel_grace", 0.2)
         if not isinstance(specs, list) or not 1 <= len(specs) <= MAX_REQUESTS:
-            return _tool_error(f"ask: requests must be a list of 1..{MAX_REQUESTS} objects")
+            return tool_error(f"ask: requests must be a list of 1..{MAX_REQUESTS} objects")
         for spec in specs:
             problem = _check_spec(spec)
             if problem is not None:
-                return _tool_error(f"ask: {problem}")
+                return tool_error(f"ask: {problem}")
         if via not in ("post", "get"):
-            return _tool_error("ask: via must be post or get")
-        if not _is_num(timeout) or not 0 < timeout <= 600:
-            return _tool_error("ask: timeout must be a number in (0, 600]")
-        if not _is_num(grace) or not 0 <= grace <= 10:
-            return _tool_error("ask: cancel_grace must be a number in [0, 10]")
+            return tool_error("ask: via must be post or get")
+        if not is_number(timeout) or not 0 < timeout <= 600:
+            return tool_error("ask: timeout must be a number in (0, 600]")
+        if not is_number(grace) or not 0 <= grace <= 10:
+            return tool_error("ask: cancel_grace must be a number in [0, 10]")
         concurrent = args.get("concurrent") is True
         if args.get("detach") is True:
             # Outside this call: the requests go on (GET stream over HTTP) after it answered.
@@ -249,14 +249,14 @@ class AskMixin(ServerState):
 
     # ---- what the server learned ----------------------------------------------------------
 
-    def _t_learned(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+    def _t_learned(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         report = {"requests": list(self._asked.values()), "unexpected": list(self._unexpected)}
         return {
             "content": [{"type": "text", "text": orjson.dumps(report).decode()}],
             "structuredContent": report,
         }
 
-    def _t_last_roots(self, ctx: _Ctx, args: dict[str, Any]) -> dict[str, Any]:
+    def _t_last_roots(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         answered = [
             r
             for r in self._asked.values()
@@ -285,7 +285,7 @@ def _check_spec(spec: Any) -> str | None:
     if "params" in spec and not isinstance(spec["params"], dict):
         return "params must be an object"
     cancel_after = spec.get("cancel_after")
-    if cancel_after is not None and (not _is_num(cancel_after) or cancel_after < 0):
+    if cancel_after is not None and (not is_number(cancel_after) or cancel_after < 0):
         return "cancel_after must be a number >= 0"
     complete = spec.get("complete", False)
     if not (complete is True or complete is False or complete == "before"):

@@ -1,0 +1,1 @@
+"""What both test servers share: the subprocess handle, TLS, split bodies, the event log."""

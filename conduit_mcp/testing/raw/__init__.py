@@ -1,0 +1,2 @@
+"""Raw drivers, for tests below the client: newline JSON on stdio (:mod:`.stdio`,
+``RawPeer``) and Streamable HTTP requests (:mod:`.http`, ``RawHttpPeer``)."""
