@@ -17,8 +17,10 @@ awaited, never polled. Which step failed decides what follows (:class:`_Failed`)
 * discovery, registration, a refused issuer binding, a code the authorization server refuses
   twice: the client closes (``fatal``); one it cannot reach: ``oauth_unreachable``, and the
   connection backs off;
-* a refused refresh (revoked, rotated away): the tokens are deleted and a full authorization
-  follows (none for a renewal ahead of expiry: the next 401 asks);
+* a refused refresh (revoked, rotated away, ``invalid_grant``): the tokens are deleted and a
+  full authorization follows (none for a renewal ahead of expiry: the next 401 asks); a
+  refresh that cannot reach the authorization server (no answer, a refused connection, a
+  5xx) keeps them, and an ask hears ``oauth_unreachable``;
 * ``invalid_client`` for a dynamic registration on a refresh or a ``client_credentials``
   grant: the server forgot it; it is deleted and replaced, once per acquisition;
 * a step-up (403 ``insufficient_scope``) the authorization server refuses: only the request
@@ -94,7 +96,7 @@ class Want:
 class Outcome:
     """How an acquisition ended: ``tokens`` (saved, to be published), or ``error`` (``fatal``:
     the client closes; otherwise only the request that asked fails), or neither (a renewal
-    whose refresh was refused: the tokens are gone, the next ask authorizes)."""
+    that got none: the next ask tries again)."""
 
     held: Held
     tokens: TokenSet | None = None
@@ -260,8 +262,8 @@ class _Acquisition:
 
     async def refresh(self) -> TokenSet | None:
         """The refresh token spent once in the process (:func:`single_flight`). None when it
-        was refused: the tokens are deleted (a renewal stops there; an ask authorizes in
-        full)."""
+        was refused (the tokens are deleted: an ask authorizes in full), or, for a renewal,
+        when the authorization server could not be reached (the tokens are kept)."""
         d, client = self.found, await self.registered(None)
         tokens, around = self.held.tokens, self.around
         assert tokens is not None and tokens.refresh_token is not None
@@ -278,8 +280,14 @@ class _Acquisition:
                 ),
             )
         except _Failed as failed:
-            # Refused (revoked, rotated away, expired) or unreachable: never spent again. A
-            # forgotten registration goes too: its refresh token was that client's.
+            if failed.error.reason == "oauth_unreachable":
+                # Not refused: the tokens stay, held and stored, for the next attempt. An ask
+                # hears why (the connection backs off); a renewal leaves it to the next 401.
+                if self.want.renew:
+                    return None
+                raise
+            # Refused (revoked, rotated away, expired): never spent again. A forgotten
+            # registration goes too: its refresh token was that client's.
             await self.forgotten(failed.error)
             await self.forget_tokens()
             return None
@@ -299,11 +307,7 @@ class _Acquisition:
             offline=self.oauth.grant == "authorization_code",
         )
         if self.oauth.grant == "client_credentials":
-            tokens = await self.credentials()
-            if tokens is None:  # a forgotten registration, replaced: once more
-                tokens = await self.credentials()
-            assert tokens is not None  # forgotten twice raises
-            return tokens
+            return await self.credentials()
         if self.oauth.on_authorize is None and not self.oauth.loopback:
             raise _Failed(
                 Error(
@@ -313,14 +317,11 @@ class _Acquisition:
                     "them the URL: give OAuth(on_authorize=...) or OAuth(loopback=True)",
                 )
             )
-        while True:
-            tokens = await self.authorize()
-            if tokens is not None:
-                return tokens
+        return await self.authorize()
 
-    async def credentials(self) -> TokenSet | None:
-        """The ``client_credentials`` grant. None when the server forgot the registration
-        (replaced: ask again)."""
+    async def credentials(self) -> TokenSet:
+        """The ``client_credentials`` grant (again with a new registration, when the server
+        forgot the one it was asked with)."""
         d, client, around = self.found, await self.registered(None), self.around
         try:
             got = await self.step(
@@ -336,14 +337,13 @@ class _Acquisition:
             )
         except _Failed as failed:
             if await self.forgotten(failed.error):
-                return None
+                return await self.credentials()
             raise self.step_up_refused(failed) from None
         return await self.keep(got)
 
-    async def authorize(self) -> TokenSet | None:
+    async def authorize(self) -> TokenSet:
         """A person's authorization: the loopback listener (when asked for), the
-        registration for its redirect URI, the URL to the person, the code back, exchanged.
-        None when the code was refused and a new authorization is worth it (once)."""
+        registration for its redirect URI, the URL to the person, the code back, exchanged."""
         d, oauth = self.found, self.oauth
         redirect_uri = oauth.redirect_uri
         if oauth.loopback:
@@ -384,7 +384,7 @@ class _Acquisition:
         except _Failed as failed:
             if self.want.step_up is None and self.retry_authorization(failed.error):
                 self.around.refused(failed.error)
-                return None  # a new URL: the person may try again, once
+                return await self.authorize()  # a new URL: the person may try again, once
             raise self.step_up_refused(failed) from None
         return await self.keep(got)
 
