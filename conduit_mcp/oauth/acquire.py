@@ -501,28 +501,34 @@ _spent: dict[Any, tuple[str, Any]] = {}
 async def single_flight(key: Any, spend: str, make: Callable[[], Awaitable[Any]]) -> Any:
     """Spend the refresh token ``spend`` with ``make()`` once: a second asker while it runs
     shares the running refresh, and one after it gets the same outcome, so a rotating
-    refresh token is never spent twice in this process. Only the I/O loop touches
-    ``_flights`` and ``_spent``: no lock, and nothing held while the request is in flight."""
+    refresh token is never spent twice in this process. The refresh is a task of its own: an
+    asker that goes away (a superseded acquisition) never cancels it, so its answer (a
+    rotated refresh token) is kept for the next. Only the I/O loop touches ``_flights`` and
+    ``_spent``: no lock, and nothing held while the request is in flight."""
     done = _spent.get(key)
     if done is not None and done[0] == spend:
         return done[1]
     running = _flights.get(key)
-    if running is not None:
-        return await asyncio.shield(running)
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    _flights[key] = fut
+    if running is None:
+        running = _flights[key] = asyncio.ensure_future(_fly(key, spend, make))
+        running.add_done_callback(_retrieved)
+    return await asyncio.shield(running)
+
+
+async def _fly(key: Any, spend: str, make: Callable[[], Awaitable[Any]]) -> Any:
     try:
         result = await make()
-    except BaseException as exc:
-        fut.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
-        fut.exception()  # retrieved: asyncio never warns about it
-        raise
     finally:
-        if _flights.get(key) is fut:
+        if _flights.get(key) is asyncio.current_task():
             del _flights[key]
     _spent[key] = (spend, result)
-    fut.set_result(result)
     return result
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    # Its askers may all have gone: asyncio then never warns about an unretrieved failure.
+    if not task.cancelled():
+        task.exception()
 
 
 def _as_auth_error(exc: BaseException, reason: str) -> Error:
