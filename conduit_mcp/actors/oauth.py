@@ -100,34 +100,34 @@ class Authorize:
 
 @dataclass(slots=True, frozen=True)
 class _Done:
-    """Acquisition ``op`` ended (a later one supersedes it)."""
+    """Acquisition ``run`` ended (a later one supersedes it)."""
 
-    op: int
+    run: int
     future: Future[Outcome] = field(repr=False)
 
 
 @dataclass(slots=True, frozen=True)
 class _Awaiting:
-    """Acquisition ``op`` waits for a person: ``code`` takes their redirect's code."""
+    """Acquisition ``run`` waits for a person: ``code`` takes their redirect's code."""
 
-    op: int
+    run: int
     pending: Pending = field(repr=False)
     code: asyncio.Future[str] = field(repr=False)
 
 
 @dataclass(slots=True, frozen=True)
 class _Refused:
-    """Acquisition ``op``'s code was refused; it asks the person again."""
+    """Acquisition ``run``'s code was refused; it asks the person again."""
 
-    op: int
+    run: int
     error: Error = field(repr=False)
 
 
 @dataclass(slots=True, frozen=True)
 class _Redirect:
-    """The loopback listener of acquisition ``op`` received a redirect (a secret URL)."""
+    """The loopback listener of acquisition ``run`` received a redirect (a secret URL)."""
 
-    op: int
+    run: int
     url: str = field(repr=False)
 
 
@@ -168,10 +168,11 @@ class OAuthActor(SafeActor):
         self._timeout = config.request_timeout
         self._seq = -1  # the latest ask's seq
         self._asked = False  # the connection waits for an answer to it
+        self._refused = False  # it refused the token held
         self._challenge: dict[str, str] = {}
         self._step_ups: dict[str, int] = {}
         self._held: Held = Held()  # what the last acquisition learnt
-        self._op = 0  # the latest acquisition's number
+        self._runs = 0  # the latest acquisition's number
         self._running: Future[Outcome] | None = None
         self._pending: Pending | None = None  # a person's authorization in progress
         self._code: asyncio.Future[str] | None = None  # where the person's code goes
@@ -208,7 +209,7 @@ class OAuthActor(SafeActor):
         elif t is Authorize:
             self._on_redirect(message.redirect_url, message.reply)
         elif t in (_Done, _Awaiting, _Refused, _Redirect):
-            if message.op == self._op:  # else: from a superseded acquisition
+            if message.run == self._runs:  # else: from a superseded acquisition
                 if t is _Done:
                     self._finished(message.future)
                 elif t is _Awaiting:
@@ -228,6 +229,7 @@ class OAuthActor(SafeActor):
     def _on_need(self, ask: NeedToken) -> None:
         self._seq = ask.seq
         self._asked = True
+        self._refused = ask.stale > 0  # it refused the token held
         if ask.challenge:
             self._challenge = dict(ask.challenge)
         if ask.operation is not None:
@@ -237,7 +239,7 @@ class OAuthActor(SafeActor):
         elif self._pending is not None:
             self._answer(AwaitingUser(ask.seq))
         elif self._running is None:  # else answered when the running acquisition ends
-            self._start(self._want(refused=ask.stale > 0))
+            self._start(self._want(refused=self._refused))
 
     def _step_up(self, operation: str) -> None:
         d = self._held.discovered
@@ -269,12 +271,14 @@ class OAuthActor(SafeActor):
 
         if self._running is not None:
             self._running.cancel()
-        self._op += 1
+        self._runs += 1
         self._pending = self._code = None
-        op, ref = self._op, self.actor_ref
-        around = _Around(self._oauth, self._store, self._url, self._timeout, self._on_loop, op, ref)
+        run, ref = self._runs, self.actor_ref
+        around = _Around(
+            self._oauth, self._store, self._url, self._timeout, self._on_loop, run, ref
+        )
         running = self._running = io_loop.submit(acquire(around, self._held, want))
-        running.add_done_callback(lambda f: safe_tell(ref, _Done(op, f)))
+        running.add_done_callback(lambda f: safe_tell(ref, _Done(run, f)))
 
     def _finished(self, running: Future[Outcome]) -> None:
         self._running = None
@@ -287,8 +291,8 @@ class OAuthActor(SafeActor):
         elif outcome.error is not None:
             self._settle(outcome.error)
             self._answer(AuthFailed(self._seq, outcome.error, fatal=outcome.fatal))
-        elif self._asked:  # a renewal lost its tokens while an ask waited
-            self._start(self._want())
+        elif self._asked:  # a renewal got none while an ask waited
+            self._start(self._want(refused=self._refused))
 
     def _publish(self, tokens: TokenSet) -> None:
         """Publish ``tokens`` (a new version), tell the connection, schedule the renewal."""
@@ -394,12 +398,12 @@ class _Around:
         url: str,
         timeout: float,
         on_loop: OnLoop,
-        op: int,
+        run: int,
         ref: pykka.ActorRef[Any],
     ) -> None:
         self.oauth, self.store, self.url, self.timeout = oauth, store, url, timeout
         self.turn = on_loop.turn
-        self._on_loop, self._op, self._ref = on_loop, op, ref
+        self._on_loop, self._run, self._ref = on_loop, run, ref
         self._listening_since: float | None = None
 
     def session(self) -> aiohttp.ClientSession:
@@ -415,10 +419,10 @@ class _Around:
         parts = urlsplit(uri) if uri is not None else None
         port = parts.port if parts is not None and parts.port else 0
         path = parts.path if parts is not None and parts.path else "/callback"
-        ref, op = self._ref, self._op
+        ref, run = self._ref, self._run
 
         def got(url: str) -> None:
-            safe_tell(ref, _Redirect(op, url))
+            safe_tell(ref, _Redirect(run, url))
 
         bound: int | None = None
         if parts is None and reuse:
@@ -438,7 +442,7 @@ class _Around:
     async def person(self, pending: Pending) -> str:
         loop = asyncio.get_running_loop()
         code: asyncio.Future[str] = loop.create_future()
-        safe_tell(self._ref, _Awaiting(self._op, pending, code))
+        safe_tell(self._ref, _Awaiting(self._run, pending, code))
         since = self._listening_since
         if since is None:  # paste-back only: Client.authorize, or a new ask, ends the wait
             return await code
@@ -453,7 +457,7 @@ class _Around:
             ) from None
 
     def refused(self, error: Error) -> None:
-        safe_tell(self._ref, _Refused(self._op, error))
+        safe_tell(self._ref, _Refused(self._run, error))
 
 
 def _hand(waiting: asyncio.Future[str], code: str | Error) -> None:

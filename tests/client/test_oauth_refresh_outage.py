@@ -39,6 +39,7 @@ class TokenOutage:
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port
         self.down: str | None = None
         self.failed = 0
+        self.refused = threading.Event()  # set at the first /token it failed
         outage = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,6 +70,7 @@ class TokenOutage:
         body = h.rfile.read(length) if length else None
         if h.path.startswith("/token") and self.down is not None:
             self.failed += 1
+            self.refused.set()
             if self.down == "dropped":
                 h.close_connection = True  # no status line at all
                 return
@@ -132,4 +134,31 @@ def test_a_refresh_that_cannot_reach_the_authorization_server_keeps_the_tokens(
             assert person.count == 1
             refreshes = [e for e in auth.events("token") if e["grant"] == "refresh_token"]
             assert len(refreshes) == 1
+            assert auth.events("refresh_reuse") == []
+
+
+def test_a_renewal_ahead_of_expiry_that_cannot_reach_the_server_keeps_the_tokens(
+    auth_server, make_server, start_client
+):
+    auth = auth_server(token_ttl=6)  # renewed 3 s after it is issued
+    server = make_server()
+    person = Person()
+    with TokenOutage(auth.base) as proxy:
+        auth.set_issuer(proxy.base)
+        with server.http_server(require_oauth=proxy.base) as srv:
+            client = start_client(
+                mcp.Http(srv.url, auth=person_oauth(person)),
+                request_timeout=5,
+                max_reconnects=None,
+                backoff=lambda attempt: 0.2,
+            )
+            with pytest.raises(mcp.Error):
+                client.call_tool("add", ADD)
+            client.authorize(auth.approve(person.next_url()))
+            proxy.down = "dropped"  # before the renewal, 3 s after the token came
+            assert proxy.refused.wait(10)  # the renewal met the outage
+            proxy.down = None
+            auth.admin("expire")  # a 401 now: the kept refresh token answers it
+            assert client.call_tool("add", ADD, timeout=20).text == "3"
+            assert person.count == 1
             assert auth.events("refresh_reuse") == []
