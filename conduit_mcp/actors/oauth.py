@@ -40,8 +40,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -81,6 +83,32 @@ STEP_UP_LIMIT = 2
 LOOPBACK_TIMEOUT = 300.0
 #: How long ``on_authorize`` (user code) may take before it is left to itself (seconds).
 ON_AUTHORIZE_TIMEOUT = 10.0
+#: Threads for token store calls (a file, or the application's store), shared by every
+#: client: apart from the pool of ``on_authorize`` and auth callables, so one of those that
+#: hangs never holds up a store call.
+STORE_WORKERS = 4
+
+_store_pool: ThreadPoolExecutor | None = None
+_store_lock = threading.Lock()
+
+
+def _stores() -> ThreadPoolExecutor:
+    global _store_pool
+    with _store_lock:
+        if _store_pool is None:
+            _store_pool = ThreadPoolExecutor(STORE_WORKERS, thread_name_prefix="conduit-mcp-store")
+        return _store_pool
+
+
+def _forget_stores_in_child() -> None:
+    # A forked child has the pool object but none of its threads: it would queue forever.
+    global _store_pool, _store_lock
+    _store_pool = None
+    _store_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_stores_in_child)
 
 __all__ = ["Authorize", "OAuthActor", "child_spec"]
 
@@ -410,7 +438,7 @@ class _Around:
         return self._on_loop.session()
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(_pool(), fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(_stores(), fn, *args)
 
     async def listen(self, reuse: int | None) -> int:
         """``redirect_uri``'s port and path, or ``reuse`` (the kept registration's port) when

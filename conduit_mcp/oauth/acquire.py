@@ -170,6 +170,10 @@ class _Acquisition:
         self.reauthorized = False  # a refused code started a new authorization (once)
 
     async def main(self) -> TokenSet | None:
+        """Where a token comes from, in order: the store (another client of the same
+        principal, or this process before a restart), unless it holds the very token just
+        refused; a refresh, when a refresh token is held; then :meth:`full`: the
+        ``client_credentials`` grant, or a person."""
         if self.want.renew:
             return await self.renew()
         if self.want.step_up is not None:
@@ -220,6 +224,7 @@ class _Acquisition:
         )
         around = self.around
         found = await self.step(
+            "discover",
             "discovery_failed",
             discover(around.session(), around.url, challenge, timeout=around.timeout),
         )
@@ -246,6 +251,7 @@ class _Acquisition:
         known = await self.store(stores.load_client, d.issuer)
         around = self.around
         client = await self.step(
+            "register",
             "registration_failed",
             register(
                 around.session(),
@@ -270,6 +276,7 @@ class _Acquisition:
         key = (id(around.store), self.oauth.principal, d.issuer, d.resource)
         try:
             got = await self.step(
+                "refresh",
                 "refresh_failed",
                 single_flight(
                     key,
@@ -325,6 +332,7 @@ class _Acquisition:
         d, client, around = self.found, await self.registered(None), self.around
         try:
             got = await self.step(
+                "credentials",
                 "token_failed",
                 client_credentials(
                     around.session(),
@@ -376,6 +384,7 @@ class _Acquisition:
         around = self.around
         try:
             got = await self.step(
+                "exchange",
                 "token_failed",
                 exchange_code(
                     around.session(), d, client, oauth, pending, code, timeout=around.timeout
@@ -396,16 +405,17 @@ class _Acquisition:
         assert d is not None  # every caller runs after discovery
         return d
 
-    async def step(self, reason: str, work: Awaitable[T]) -> T:
+    async def step(self, name: str, reason: str, work: Awaitable[T]) -> T:
         """One HTTP step, bounded: its failure as ``_Failed`` (``auth``/``reason``, or
-        ``oauth_unreachable`` when the server could not be reached at all)."""
+        ``oauth_unreachable`` when the server could not be reached at all), logged by
+        ``name`` and reason only."""
         try:
             return await asyncio.wait_for(work, 4 * self.around.timeout)
         except Exception as exc:
             error = _as_auth_error(exc, reason)
             if is_unreachable(error.data):
                 error = _unreachable(error)
-            log.info("OAuth step failed: %s", error.reason)
+            log.info("OAuth %s failed: %s", name, error.reason)
             raise _Failed(error) from None
 
     def step_up_refused(self, failed: _Failed) -> _Failed:
