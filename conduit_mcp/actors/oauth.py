@@ -42,6 +42,7 @@ import hmac
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -331,8 +332,6 @@ class OAuthActor(SafeActor):
         self._schedule_refresh(tokens)
 
     def _schedule_refresh(self, tokens: TokenSet) -> None:
-        import time
-
         self._refresh_gen += 1
         # Never sooner than REFRESH_FLOOR: a token expired by then is renewed on a 401 only.
         delay = tokens.renewal_delay(time.time())

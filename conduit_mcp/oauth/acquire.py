@@ -357,7 +357,7 @@ class _Acquisition:
         if oauth.loopback:
             try:
                 port = await self.around.listen(await self.kept_port(d.issuer))
-            except OSError as exc:
+            except Exception as exc:  # a port in use, mostly (OSError)
                 raise _Failed(
                     Error(
                         "auth",
