@@ -12,7 +12,7 @@ move (by naming the new issuer in ``OAuth(issuer=...)``). ``OAuth(issuer=...)`` 
 kind of registration: no other authorization server is used at all.
 
 Issuers are compared as strings, exactly (RFC 8414 section 3.3, RFC 9207). The store is
-read and written here, so the caller runs this off the I/O loop (the OAuth actor's thread).
+read and written here, so the caller runs this off the I/O loop (on a worker thread).
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ Two kinds of records (docs/oauth.md, "Token stores"):
   registration gave this client at that authorization server. A server that moved to another
   authorization server has another issuer, so it gets a registration of its own.
 
-The methods are synchronous and may do file I/O: the OAuth actor calls them on its own
-thread, never on the I/O loop.
+The methods are synchronous and may do file I/O: an acquisition (``acquire.py``) calls them
+on a worker thread, never on the I/O loop.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import aiohttp
 from authlib.common.urls import add_params_to_qs
@@ -20,7 +21,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
 
 from ..errors import Error
-from ._http import HTTP_TIMEOUT, MAX_BODY, request, require_secure
+from ._http import HTTP_TIMEOUT, MAX_BODY, request, require_secure, unreachable_data
 from .config import OAuth
 from .discovery import Discovered
 from .flow import Pending
@@ -162,11 +163,13 @@ async def token_request(
     timeout: float = HTTP_TIMEOUT,
     limit: int = MAX_BODY,
     now: Callable[[], float] = time.time,
+    busy_is_unreachable: bool = False,
 ) -> TokenSet:
     """One token request: ``grant_type`` with ``params`` and ``resource``, the client
     authenticated, the answer turned into a :class:`TokenSet`. Any refusal, a timeout or a
     malformed answer is ``Error("auth", reason)`` (the server's error code in the message,
-    never its description or anything sent)."""
+    never its description or anything sent). ``busy_is_unreachable``: a 5xx answer is the
+    server's trouble, not a refusal, and its ``data`` says unreachable, as for a timeout."""
     url = require_secure(discovered.token_endpoint, "token endpoint", reason)
     fields = {k: v for k, v in params.items() if v is not None}
     body = prepare_token_request(grant_type, resource=discovered.resource, **fields)
@@ -192,7 +195,7 @@ async def token_request(
             f"the token endpoint refused the {grant_type} grant (HTTP {resp.status}){detail}",
             # The registered code only (safe_code): invalid_client says the server forgot
             # a dynamic registration, which the OAuth actor then replaces.
-            data={"oauth_error": code} if code else None,
+            data=_refusal_data(url, resp.status, code, busy_is_unreachable),
         )
     return TokenSet.from_response(
         resp.json,
@@ -201,6 +204,23 @@ async def token_request(
         previous_refresh=previous_refresh,
         reason=reason,
     )
+
+
+def _refusal_data(url: str, status: int, code: str | None, busy: bool) -> dict[str, Any] | None:
+    """A refused token request's ``Error.data``: the registered error code (``safe_code``),
+    and, for a 5xx when ``busy`` counts, that the server could not serve it.
+
+    >>> _refusal_data("https://as.example/token", 400, "invalid_grant", True)
+    {'oauth_error': 'invalid_grant'}
+    >>> _refusal_data("https://as.example/token", 503, None, True)
+    {'unreachable': True, 'origin': 'https://as.example', 'detail': 'HTTP 503'}
+    >>> _refusal_data("https://as.example/token", 503, None, False) is None
+    True
+    """
+    data: dict[str, Any] = unreachable_data(url, f"HTTP {status}") if busy and status >= 500 else {}
+    if code:
+        data["oauth_error"] = code
+    return data or None
 
 
 async def exchange_code(
@@ -247,8 +267,9 @@ async def refresh(
 ) -> TokenSet:
     """New tokens for ``tokens``' refresh token (spent: with rotation, the old one is never
     valid again, so the caller must keep the answer before anything else). Raises
-    ``Error("auth", "refresh_failed")``: refused (revoked, expired, rotated away) or
-    unreachable; the caller then authorizes in full."""
+    ``Error("auth", "refresh_failed")``: refused (revoked, expired, rotated away: the caller
+    then authorizes in full), or unreachable (no answer, or a 5xx: ``data`` says so, and the
+    tokens are worth keeping for the next attempt)."""
     if tokens.refresh_token is None:
         raise Error("auth", "refresh_failed", "the tokens have no refresh token")
     return await token_request(
@@ -263,6 +284,7 @@ async def refresh(
         previous_refresh=tokens.refresh_token,
         timeout=timeout,
         limit=limit,
+        busy_is_unreachable=True,  # a refusal deletes the tokens; a 5xx must not
     )
 
 

@@ -23,7 +23,6 @@ class TokenSnapshot:
     header: str = field(repr=False)  # "Bearer <token>"
     version: int
     identity: str | None = None
-    expires_at: float | None = None  # monotonic seconds, or None when the server said nothing
 
 
 class TokenCell:

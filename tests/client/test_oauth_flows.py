@@ -67,6 +67,43 @@ def test_client_credentials_a_401_authorizes_and_the_refused_call_succeeds(
         assert issued["grant"] == "client_credentials" and issued["resource"] == srv.url
 
 
+class StuckStore(mcp.MemoryTokenStore):
+    """A token store whose first read hangs until released (a slow disk, a remote vault)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.release.wait(20)
+        return super().get(key)
+
+
+def test_a_store_that_hangs_never_blocks_the_oauth_actor(auth_server, make_server, start_client):
+    auth = auth_server()
+    server = make_server()
+    store = StuckStore()
+    with server.http_server(require_oauth=auth.issuer) as srv:
+        client = start_client(mcp.Http(srv.url, auth=m2m_oauth(store=store)), request_timeout=5)
+        results: list[str] = []
+        call = threading.Thread(target=lambda: results.append(client.call_tool("add", ADD).text))
+        call.start()
+        try:
+            assert store.entered.wait(10)  # the acquisition reads the store: it hangs
+            started = time.monotonic()
+            with pytest.raises(mcp.Error) as err:  # the OAuth actor answers meanwhile
+                client.authorize("http://127.0.0.1:9/callback?code=c&state=s", timeout=3)
+            assert (err.value.kind, err.value.reason) == ("argument", "no_authorization")
+            assert time.monotonic() - started < 2.0
+        finally:
+            store.release.set()
+            call.join(20)
+        assert results == ["3"]  # and the call goes on once the store answers
+
+
 def test_requests_wait_in_authorizing_and_count_against_max_queued(
     auth_server, make_server, start_client
 ):

@@ -12,6 +12,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 
 from conduit_mcp import Error, OAuth, TokenSet
+from conduit_mcp.oauth._http import is_unreachable
 from conduit_mcp.oauth.discovery import Discovered
 from conduit_mcp.oauth.flow import begin_authorization
 from conduit_mcp.oauth.records import ClientCredentials
@@ -174,6 +175,29 @@ def test_a_refusal_carries_only_a_registered_code_in_its_data(server, code, data
             refresh, discovered(server), client, OAuth(redirect_uri=REDIRECT), TokenSet("A", "RT-1")
         )
     assert e.value.data == data and "RT-1" not in str(e.value)
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_refresh_answered_5xx_is_unreachable_not_refused(server, status):
+    # The server's trouble, not its word on the refresh token: the caller keeps the tokens.
+    token_answer(server, {"error": "temporarily_unavailable"}, status=status)
+    client = ClientCredentials("pub", None, "none", server.url)
+    with pytest.raises(Error) as e:
+        run(
+            refresh, discovered(server), client, OAuth(redirect_uri=REDIRECT), TokenSet("A", "RT-1")
+        )
+    assert (e.value.kind, e.value.reason) == ("auth", "refresh_failed")
+    assert is_unreachable(e.value.data) and e.value.data["detail"] == f"HTTP {status}"
+    assert e.value.data["origin"] == server.url and "RT-1" not in str(e.value)
+
+
+def test_an_exchange_answered_5xx_is_still_refused(server):
+    # Only a refresh holds something worth waiting for (its tokens): an exchange closes.
+    token_answer(server, {}, status=503)
+    client = ClientCredentials("pub", None, "none", server.url)
+    with pytest.raises(Error) as e:
+        exchange(server, client, OAuth(redirect_uri=REDIRECT))
+    assert e.value.reason == "token_failed" and not is_unreachable(e.value.data)
 
 
 def test_no_refresh_token_is_refresh_failed_without_a_request(server):
