@@ -44,7 +44,8 @@ class TokenStore(Protocol):
     """Where OAuth records are kept. Implementations must be safe to call from several
     threads; a record given to :meth:`put` must not be changed by the caller afterwards and
     :meth:`get` must return a record the caller may keep (a copy). The client calls it from
-    its OAuth actor's thread, never from the I/O loop, so a store may do file or network I/O.
+    one of the library's worker threads, never from the I/O loop or an actor, so a store may
+    do file or network I/O.
 
     Any object with these three methods is one (a ``typing.Protocol``); here, one in a dict:
 
