@@ -11,32 +11,28 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..errors import Error
+from ..protocol.clock import CallClock
 from ..replies import Reply
 
 # -- messages the client facade tells the connection ----------------------------------------
 
 
 class Call:
-    """One request from the API. ``deadline`` is absolute (``time.monotonic()``).
-
-    ``total`` (absolute, or None: the client's ``max_total_timeout`` from when it is first
-    paused) bounds the whole call while its deadline is paused for the handler; ``pauses``
-    counts the handler's works for it, ``left`` is the deadline time left when they began,
-    ``rounds`` counts its modern ``input_required`` rounds and ``base`` keeps the params it
-    was made with, from which each round's retry is built (docs/connection.md,
-    "Server-to-client requests")."""
+    """One request from the API. ``deadline`` is absolute (``time.monotonic()``) and
+    ``total`` the absolute bound on the whole call (None: the client's ``max_total_timeout``
+    from when it is first paused); both go to its ``clock`` (protocol/clock.py), which the
+    connection pauses while the handler works for the call. ``rounds`` counts its modern
+    ``input_required`` rounds and ``base`` keeps the params it was made with, from which each
+    round's retry is built (docs/connection.md, "Server-to-client requests")."""
 
     __slots__ = (
         "method",
         "params",
-        "deadline",
+        "clock",
         "reply",
         "progress",
         "retried",
         "queued",
-        "total",
-        "pauses",
-        "left",
         "rounds",
         "base",
         "auth_tries",
@@ -55,24 +51,27 @@ class Call:
     ) -> None:
         self.method = method
         self.params = params
-        self.deadline = deadline
+        self.clock = CallClock(deadline, total)
         self.reply = reply
         self.progress = progress
         self.retried = retried
         self.queued = False  # counted in max_queued while postponed
-        self.total = total
-        self.pauses = 0
-        self.left = 0.0
         self.rounds = 0
         self.base = params
         self.auth_tries = 0  # times refused for its token (401) and sent again
         self.step_ups = 0  # times refused for its scope (403) and sent again after a step-up
 
+    @property
+    def deadline(self) -> float:
+        """The clock's deadline now (absolute): it moves when a pause for the handler ends."""
+        return self.clock.deadline
+
     def again(self) -> Call:
         """The same call, to send once more (``retried``): what it was made with and its
         rounds so far are kept."""
+        clock = self.clock
         copy = Call(
-            self.method, self.params, self.deadline, self.reply, self.progress, True, self.total
+            self.method, self.params, clock.deadline, self.reply, self.progress, True, clock.total
         )
         copy.rounds = self.rounds
         copy.base = self.base
