@@ -575,14 +575,7 @@ class Handle:
         runtime = self.pinned or tree.lookup(self.name)
         if runtime is None:
             return None
-        conn = runtime.registry.get("connection")
-        if conn is None:
-            return None
-        try:
-            conn.tell(message)
-        except pykka.ActorDeadError:
-            return None
-        return conn
+        return runtime.registry.tell("connection", message)
 
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is

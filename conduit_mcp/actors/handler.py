@@ -64,8 +64,6 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import pykka
-
 from ..config import Config
 from ..handler import SERVING_METHODS, Declined, Handler, HandlerContext
 from ..otp.base import Link, SafeActor, safe_tell
@@ -553,12 +551,8 @@ class HandlerActor(SafeActor):
         )
 
     def _tell_connection(self, message: Any) -> None:
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(message)
-            except pykka.ActorDeadError:
-                pass  # restarting: the server requests it had died with it
+        # Restarting: the server requests it had died with it.
+        self._registry.tell("connection", message)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

@@ -52,8 +52,6 @@ import logging
 import time
 from typing import Any, NamedTuple
 
-import pykka
-
 from ..backoff import GuardedBackoff
 from ..config import Config
 from ..otp.base import Link, SafeActor, safe_tell
@@ -563,12 +561,8 @@ class ListenStream(SafeActor):
             timer.cancel()
 
     def _tell_connection(self, message: Any) -> None:
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(message)
-            except pykka.ActorDeadError:
-                pass  # restarting: the new one tells its want when it is ready
+        # Restarting: the new one tells its want when it is ready.
+        self._registry.tell("connection", message)
 
 
 def child_spec(

@@ -197,10 +197,6 @@ class Refresher(SafeActor):
             self._done(walk, RefreshFailed(walk.kind, error))
 
     def _request(self, walk: _Walk) -> None:
-        conn = self._registry.get("connection")
-        if conn is None:
-            self._walks.pop(walk.kind, None)
-            return
         params = {"cursor": walk.cursor} if walk.cursor is not None else None
         call = Call(
             _METHODS[walk.kind],
@@ -208,9 +204,7 @@ class Refresher(SafeActor):
             time.monotonic() + walk.timeout,
             TellReply(self.actor_ref, walk.kind),
         )
-        try:
-            conn.tell(call)
-        except pykka.ActorDeadError:
+        if self._registry.tell("connection", call) is None:
             self._walks.pop(walk.kind, None)
 
     def _on_page(self, answer: _PageAnswer) -> None:
@@ -260,12 +254,7 @@ class Refresher(SafeActor):
 
     def _done(self, walk: _Walk, report: Any) -> None:
         self._walks.pop(walk.kind, None)
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(report)
-            except pykka.ActorDeadError:
-                pass
+        self._registry.tell("connection", report)
 
 
 def child_spec(registry: Registry) -> ChildSpec:

@@ -35,6 +35,20 @@ class Registry:
         """The current ref registered under ``name``, or ``None``."""
         return self._refs.get(name)
 
+    def tell(self, name: str, message: Any) -> pykka.ActorRef[Any] | None:
+        """Tell ``message`` to the actor registered under ``name`` if it is there and alive:
+        the ref it went to, or None (none registered, or it died since: restarting). A sibling
+        that must not fail on a restarting peer sends this way; the new incarnation asks again
+        for what it needs when it starts."""
+        ref = self._refs.get(name)
+        if ref is None:
+            return None
+        try:
+            ref.tell(message)
+        except pykka.ActorDeadError:
+            return None
+        return ref
+
     def set(self, name: str, ref: pykka.ActorRef[Any]) -> None:
         """Register ``ref`` under ``name``, replacing any previous incarnation's ref."""
         with self._lock:
