@@ -62,6 +62,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..config import Config
@@ -93,7 +94,8 @@ _LOG = "notifications/message"
 _tokens = itertools.count(1)
 
 
-class Stats(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Stats:
     """Ask: the answer is a :class:`HandlerStats`."""
 
 
@@ -115,7 +117,8 @@ class HandlerStats(NamedTuple):
     """Notifications dropped because the backlog was full."""
 
 
-class _Done(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Done:
     """A worker -> the actor: the method of ``token`` returned (or raised); ``result`` or
     ``refusal`` is the answer, already checked and converted on the worker."""
 
@@ -128,7 +131,8 @@ class _Done(NamedTuple):
         return f"<_Done key={self.key!r} ok={self.refusal is None}>"
 
 
-class _Expired(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Expired:
     """The timer -> the actor: the ``handler_timeout`` of ``token`` passed."""
 
     key: Any
