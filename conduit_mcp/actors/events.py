@@ -1,11 +1,13 @@
 """What the connection is told, and the internal events it tells itself.
 
-The four API messages (``Call``, ``AwaitReady``, ``Abandon``, ``ReconnectNow``) are what the
-front ends send. Messages are frozen slotted dataclasses, except three plain slotted classes:
-``Call`` and ``AwaitReady``, which the connection marks queued (and a ``Call`` paused, or
-retried with new params) in place, and ``Deadline``, built for every request's timer, where a
-frozen dataclass's construction costs about twice a plain class's. Reprs never show params:
-those carry tool arguments (README, "Secrets").
+Messages are frozen slotted dataclasses, but for three plain slotted classes: ``Deadline``, one
+per request (a frozen dataclass's construction costs about twice a plain class's), and the
+two below. A ``Call`` holds its clock (protocol/clock.py), which the connection pauses.
+
+The API messages ``Call`` and ``AwaitReady`` (what the front ends send, with ``Abandon`` and
+``ReconnectNow``) are plain slotted classes, not frozen dataclasses, because the connection
+marks a ``Call`` queued or retried in place (one allocation per request on the hot path).
+Their reprs never show params: those carry tool arguments (README, "Secrets").
 """
 
 from __future__ import annotations

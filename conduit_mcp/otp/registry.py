@@ -1,9 +1,9 @@
 """A per-client name table: siblings find each other by name at send time.
 
-A restarted actor is a new Pykka actor with a new ref (stack.md §1.6), so no actor may keep a
-sibling's ref. The supervisor writes the current incarnation's ref here on every (re)start and
-removes it on stop; senders call :meth:`Registry.get` for every send and treat ``None`` or
-``ActorDeadError`` as "restarting". Pykka's own ``ActorRegistry`` is process-global (other
+A restarted actor is a new Pykka actor with a new ref, so no actor may keep a sibling's ref.
+The supervisor writes the current incarnation's ref here on every (re)start and removes it on
+stop; senders look the name up for every send and treat ``None`` or ``ActorDeadError`` as
+"restarting" (:meth:`Registry.tell` does both). Pykka's own ``ActorRegistry`` is process-global (other
 clients and the host application share it) and has no names, so it is not used.
 """
 
