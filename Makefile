@@ -65,7 +65,8 @@ $(PIP_STAMP): | $(BIN)/python
 	$(BIN)/python -m pip install $(PIP_FLAGS) 'pip>=25.1'
 	touch $@
 
-# Re-install only when the project metadata changes.
+# Re-install only when the project metadata changes. `-e` installs conduit-mcp as a path in a
+# .pth file (pyproject.toml's package-dir says why), which type checkers read.
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[oauth]'
 	touch $@

@@ -36,6 +36,7 @@ from . import tree
 from .actors.events import Abandon, AwaitReady, CacheStore
 from .config import DEFAULT_MAX_LIST_BYTES
 from .errors import Error
+from .protocol.clock import total_bound
 from .protocol.results import (
     json_size,
     parse_call_tool,
@@ -293,16 +294,17 @@ def total_deadline(handle: Handle, req: Request[Any], seconds: float, now: float
     """The absolute bound on a call whose deadline the connection may pause while the
     client's handler works for it (a ``tools/call``, ``prompts/get`` or ``resources/read``
     of a client with a handler): ``max_total_timeout`` from now (the call's keyword, else
-    the client's option), never less than its timeout. None for every other call: its
-    deadline is never paused. The caller waits until this bound, not the deadline
-    (docs/connection.md, "Server-to-client requests")."""
+    the client's option), never less than its timeout (the rule is protocol/clock.py's, the
+    one the connection's clock of the call keeps). None for every other call: its deadline is
+    never paused. The caller waits until this bound, not the deadline (docs/connection.md,
+    "Server-to-client requests")."""
     if req.method not in ROUND_METHODS:
         return None
     runtime = handle.find()
     if runtime is None or runtime.config.handler is None:
         return None
     total = req.total if req.total is not None else runtime.config.max_total_timeout
-    return now + max(seconds, total)
+    return total_bound(now + seconds, now, total)
 
 
 # -- giving up ------------------------------------------------------------------------------------
@@ -573,14 +575,7 @@ class Handle:
         runtime = self.pinned or tree.lookup(self.name)
         if runtime is None:
             return None
-        conn = runtime.registry.get("connection")
-        if conn is None:
-            return None
-        try:
-            conn.tell(message)
-        except pykka.ActorDeadError:
-            return None
-        return conn
+        return runtime.registry.tell("connection", message)
 
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is

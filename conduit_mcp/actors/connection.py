@@ -673,7 +673,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         rid = reply.request_id
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
-            paused = item.pauses
+            paused = item.clock.pauses
             self._work.call_ended(rid)  # its stream is closed: the work it carried stops
             if paused:  # paused for the handler: what ran out is max_total_timeout
                 reply.fail(total_timeout_error(item))

@@ -1,42 +1,43 @@
 """What the connection is told, and the internal events it tells itself.
 
-The four API messages (``Call``, ``AwaitReady``, ``Abandon``, ``ReconnectNow``) are what the
-front ends send; they are slotted classes, not frozen dataclasses, because the connection
+Messages are frozen slotted dataclasses, but for three plain slotted classes: ``Deadline``, one
+per request (a frozen dataclass's construction costs about twice a plain class's), and the
+two below. A ``Call`` holds its clock (protocol/clock.py), which the connection pauses.
+
+The API messages ``Call`` and ``AwaitReady`` (what the front ends send, with ``Abandon`` and
+``ReconnectNow``) are plain slotted classes, not frozen dataclasses, because the connection
 marks a ``Call`` queued or retried in place (one allocation per request on the hot path).
 Their reprs never show params: those carry tool arguments (docs/secrets.md).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import Error
+from ..protocol.clock import CallClock
 from ..replies import Reply
 
 # -- messages the client facade tells the connection ----------------------------------------
 
 
 class Call:
-    """One request from the API. ``deadline`` is absolute (``time.monotonic()``).
-
-    ``total`` (absolute, or None: the client's ``max_total_timeout`` from when it is first
-    paused) bounds the whole call while its deadline is paused for the handler; ``pauses``
-    counts the handler's works for it, ``left`` is the deadline time left when they began,
-    ``rounds`` counts its modern ``input_required`` rounds and ``base`` keeps the params it
-    was made with, from which each round's retry is built (docs/connection.md,
-    "Server-to-client requests")."""
+    """One request from the API. ``deadline`` is absolute (``time.monotonic()``) and
+    ``total`` the absolute bound on the whole call (None: the client's ``max_total_timeout``
+    from when it is first paused); both go to its ``clock`` (protocol/clock.py), which the
+    connection pauses while the handler works for the call. ``rounds`` counts its modern
+    ``input_required`` rounds and ``base`` keeps the params it was made with, from which each
+    round's retry is built (docs/connection.md, "Server-to-client requests")."""
 
     __slots__ = (
         "method",
         "params",
-        "deadline",
+        "clock",
         "reply",
         "progress",
         "retried",
         "queued",
-        "total",
-        "pauses",
-        "left",
         "rounds",
         "base",
         "auth_tries",
@@ -55,24 +56,27 @@ class Call:
     ) -> None:
         self.method = method
         self.params = params
-        self.deadline = deadline
+        self.clock = CallClock(deadline, total)
         self.reply = reply
         self.progress = progress
         self.retried = retried
         self.queued = False  # counted in max_queued while postponed
-        self.total = total
-        self.pauses = 0
-        self.left = 0.0
         self.rounds = 0
         self.base = params
         self.auth_tries = 0  # times refused for its token (401) and sent again
         self.step_ups = 0  # times refused for its scope (403) and sent again after a step-up
 
+    @property
+    def deadline(self) -> float:
+        """The clock's deadline now (absolute): it moves when a pause for the handler ends."""
+        return self.clock.deadline
+
     def again(self) -> Call:
         """The same call, to send once more (``retried``): what it was made with and its
         rounds so far are kept."""
+        clock = self.clock
         copy = Call(
-            self.method, self.params, self.deadline, self.reply, self.progress, True, self.total
+            self.method, self.params, clock.deadline, self.reply, self.progress, True, clock.total
         )
         copy.rounds = self.rounds
         copy.base = self.base
@@ -109,29 +113,24 @@ class AwaitReady:
         self.seconds = seconds  # the caller's timeout, named when it runs out
 
 
+@dataclass(slots=True, frozen=True)
 class Abandon:
     """The caller gave up (its own timeout, task cancelled, exit): cancel at the server."""
 
-    __slots__ = ("reply", "reason")
-
-    def __init__(self, reply: Reply, reason: str = "caller_down") -> None:
-        self.reply = reply
-        self.reason = reason
+    reply: Reply
+    reason: str = "caller_down"
 
 
+@dataclass(slots=True, frozen=True)
 class ReconnectNow:
     """``Client.reconnect()``: leave ``closed`` (or cut a backoff wait short)."""
 
-    __slots__ = ("reply",)
-
-    def __init__(self, reply: Reply | None = None) -> None:
-        self.reply = reply
+    reply: Reply | None = None
 
 
+@dataclass(slots=True, frozen=True)
 class RootsChanged:
     """``Client.roots_changed()``: tell a legacy server the handler's roots changed."""
-
-    __slots__ = ()
 
 
 # -- internal events -------------------------------------------------------------------------
@@ -144,6 +143,9 @@ HEALTH_TIMEOUT = "health_timeout"
 
 
 class Deadline:
+    """Timer: the deadline of a call or an ``await_ready`` passed. One per request (its timer
+    is armed with it): a plain slotted class, the cheapest to build."""
+
     __slots__ = ("item",)
 
     def __init__(self, item: Call | AwaitReady) -> None:
@@ -160,54 +162,40 @@ def transport_error(reason: str, detail: str | None = None) -> Error:
 # -- the cache, notifications and credentials -------------------------------------------------
 
 
+@dataclass(slots=True, frozen=True)
 class CacheStore:
     """A caller walked every page of a list (``list_all_*`` on a miss): store it. ``reply``
     (if any) is answered once it is stored, so the caller's next ``tool(name)`` finds it."""
 
-    __slots__ = ("kind", "items", "pages", "fetched_at", "credential", "reply")
-
-    def __init__(
-        self,
-        kind: str,
-        items: tuple[Any, ...],
-        pages: list[Any],
-        fetched_at: float,
-        credential: str | None,
-        reply: Reply | None = None,
-    ) -> None:
-        self.kind = kind
-        self.items = items
-        self.pages = pages
-        self.fetched_at = fetched_at
-        self.credential = credential
-        self.reply = reply
+    kind: str
+    items: tuple[Any, ...]
+    pages: list[Any]
+    fetched_at: float
+    credential: str | None
+    reply: Reply | None = None
 
     def __repr__(self) -> str:
         return f"<CacheStore {self.kind} items={len(self.items)}>"
 
 
+@dataclass(slots=True, frozen=True)
 class Consumers:
     """A notification subscriber came (``methods``: its filter, None for every method) or
     went (``add=False``): the connection listens for what subscribers want
     (docs/connection.md, "Listens and resource subscriptions")."""
 
-    __slots__ = ("key", "methods", "add")
-
-    def __init__(self, key: Any, methods: frozenset[str] | None, add: bool) -> None:
-        self.key = key
-        self.methods = methods
-        self.add = add
+    key: Any
+    methods: frozenset[str] | None
+    add: bool
 
 
+@dataclass(slots=True, frozen=True)
 class SetAuth:
     """``Client.set_auth``: send these credentials from now on (``spec`` is the transport spec
     with them). Its repr never shows them."""
 
-    __slots__ = ("spec", "reply")
-
-    def __init__(self, spec: Any, reply: Reply | None = None) -> None:
-        self.spec = spec
-        self.reply = reply
+    spec: Any
+    reply: Reply | None = None
 
     def __repr__(self) -> str:
         return "<SetAuth>"
@@ -220,7 +208,8 @@ REFRESH = "refresh"
 # -- the handler actor's messages (docs/connection.md, "Server-to-client requests") -------------
 
 
-class ServeContext(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ServeContext:
     """What a handler method is told about one server request, besides its params: safe to
     show (no params, no answers). ``request_id`` is the server's JSON-RPC id (legacy) or the
     ``inputRequests`` key (modern); ``related_method``/``related_id`` name the client's call
@@ -232,7 +221,8 @@ class ServeContext(NamedTuple):
     related_id: Any = None
 
 
-class Serve(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Serve:
     """Connection -> handler: run the handler method for one server request (legacy) or one
     ``inputRequests`` entry (modern). ``key`` is the connection's and comes back in
     :class:`Served`. Its repr never shows ``params`` (a user's data)."""
@@ -246,7 +236,8 @@ class Serve(NamedTuple):
         return f"<Serve {self.method} key={self.key!r}>"
 
 
-class ServeError(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ServeError:
     """Why a handler method produced no result: ``code`` is the JSON-RPC error the server is
     answered with (legacy), ``reason`` the ``Error`` reason a modern call fails with, and
     ``message`` safe text (never the params, the answer, or an exception's own text)."""
@@ -258,7 +249,8 @@ class ServeError(NamedTuple):
     )
 
 
-class Served(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Served:
     """Handler -> connection: the JSON result of a :class:`Serve` (``error`` None), or why
     there is none. Its repr never shows ``result``."""
 
@@ -270,14 +262,16 @@ class Served(NamedTuple):
         return f"<Served key={self.key!r} ok={self.error is None}>"
 
 
-class Unserve(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Unserve:
     """Connection -> handler: the server cancelled (or the connection lost) the request of
     ``key``: stop its work; no :class:`Served` is expected (one that comes is dropped)."""
 
     key: Any
 
 
-class HandlerNotification(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class HandlerNotification:
     """Connection -> handler: a server notification for ``handle_notification`` (or
     ``handle_log`` for ``notifications/message``), run in arrival order."""
 
@@ -288,14 +282,16 @@ class HandlerNotification(NamedTuple):
         return f"<HandlerNotification {self.method}>"
 
 
-class ServeExpired(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ServeExpired:
     """The connection's own bound on a :class:`Serve` (``handler_timeout`` and a margin): a
     handler that crashed or lost the message still gets its server an answer."""
 
     key: Any
 
 
-class RoundRetry(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class RoundRetry:
     """Timer: retry the modern call whose state-only round ``rid`` answered, after a
     backoff."""
 
@@ -305,7 +301,8 @@ class RoundRetry(NamedTuple):
 # -- the OAuth actor's messages (docs/connection.md, "Authorizing") ---------------------------
 
 
-class NeedToken(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class NeedToken:
     """Connection -> OAuth actor: the server refused token ``stale`` (its version; 0: none was
     sent) with ``status`` 401, or 403 ``insufficient_scope`` for ``operation`` (step-up).
     ``challenge`` is the Bearer challenge's parameters (``resource_metadata``, ``scope``,
@@ -321,7 +318,8 @@ class NeedToken(NamedTuple):
         return f"<NeedToken seq={self.seq} status={self.status} stale={self.stale}>"
 
 
-class TokenReady(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class TokenReady:
     """OAuth actor -> connection: a token newer than the refused one is published
     (``Published.token``); ``identity`` is its cache identity (never a secret)."""
 
@@ -329,14 +327,16 @@ class TokenReady(NamedTuple):
     identity: str | None
 
 
-class AwaitingUser(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class AwaitingUser:
     """OAuth actor -> connection: a person must authorize; the URL went to ``on_authorize``
     (never here: its ``state`` is a secret). Calls fail at once until :class:`TokenReady`."""
 
     seq: int
 
 
-class AuthFailed(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class AuthFailed:
     """OAuth actor -> connection: no token can be had (``error``, kind ``auth``). ``fatal``:
     the client closes (discovery or registration failed, a refused grant); otherwise only
     the refused call fails (a step-up over its limit) and the others are sent again."""
@@ -349,7 +349,8 @@ class AuthFailed(NamedTuple):
         return f"<AuthFailed seq={self.seq} {self.error.kind}/{self.error.reason}>"
 
 
-class OAuthBack(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class OAuthBack:
     """OAuth actor -> connection, from every incarnation's start: a crashed one lost what it
     was asked; an authorizing connection asks again."""
 

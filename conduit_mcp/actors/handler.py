@@ -62,9 +62,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-import pykka
 
 from ..config import Config
 from ..handler import SERVING_METHODS, Declined, Handler, HandlerContext
@@ -95,7 +94,8 @@ _LOG = "notifications/message"
 _tokens = itertools.count(1)
 
 
-class Stats(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Stats:
     """Ask: the answer is a :class:`HandlerStats`."""
 
 
@@ -117,7 +117,8 @@ class HandlerStats(NamedTuple):
     """Notifications dropped because the backlog was full."""
 
 
-class _Done(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Done:
     """A worker -> the actor: the method of ``token`` returned (or raised); ``result`` or
     ``refusal`` is the answer, already checked and converted on the worker."""
 
@@ -130,7 +131,8 @@ class _Done(NamedTuple):
         return f"<_Done key={self.key!r} ok={self.refusal is None}>"
 
 
-class _Expired(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Expired:
     """The timer -> the actor: the ``handler_timeout`` of ``token`` passed."""
 
     key: Any
@@ -553,12 +555,8 @@ class HandlerActor(SafeActor):
         )
 
     def _tell_connection(self, message: Any) -> None:
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(message)
-            except pykka.ActorDeadError:
-                pass  # restarting: the server requests it had died with it
+        # Restarting: the server requests it had died with it.
+        self._registry.tell("connection", message)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

@@ -50,9 +50,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, NamedTuple
-
-import pykka
 
 from ..backoff import GuardedBackoff
 from ..config import Config
@@ -95,7 +94,8 @@ _ids = itertools.count(1)
 # -- messages ------------------------------------------------------------------------------
 
 
-class Want(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Want:
     """Connection -> listen actor: listen for ``filter`` ({}: for nothing) on ``transport``
     (connection attempt ``gen``, protocol ``version``). ``seq`` numbers the connection's
     wants: only a listen for the latest is published. ``get``: the legacy session whose GET
@@ -112,14 +112,16 @@ class Want(NamedTuple):
         return f"Want(seq={self.seq}, filter={sorted(self.filter)}, gen={self.gen}, get={self.get})"
 
 
-class ListenBack(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ListenBack:
     """Listen actor -> connection, when an incarnation starts: tell me the want again
     (``restarted``: a predecessor crashed, so notifications may have been missed)."""
 
     restarted: bool
 
 
-class WantSeen(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class WantSeen:
     """Listen actor -> connection: the want ``seq`` was acted on (its listen request, if
     one was needed, is on its way: over stdio, in the pipe before anything the connection
     sends next). A caller whose call changed the want is answered only then, so a change
@@ -128,7 +130,8 @@ class WantSeen(NamedTuple):
     seq: int
 
 
-class ListenRouted(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ListenRouted:
     """Listen actor -> connection: a live listen's notifications, ``subscriptionId``
     removed, in arrival order."""
 
@@ -136,25 +139,29 @@ class ListenRouted(NamedTuple):
     notifications: list[Notification]
 
 
-class ListenDropped(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class ListenDropped:
     """Listen actor -> connection: a listen's stream dropped; the cached lists are stale."""
 
     gen: int
 
 
-class StreamGaveUp(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class StreamGaveUp:
     """Listen actor -> connection: the legacy GET stream of attempt ``gen`` is given up until
     the next session (the connection shows it in the status, ``degraded``)."""
 
     gen: int
 
 
-class _Reopen(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Reopen:
     token: int
     what: str  # "listen" or "get"
 
 
-class Stats(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Stats:
     """Ask: the answer is a :class:`ListenStats`."""
 
 
@@ -563,12 +570,8 @@ class ListenStream(SafeActor):
             timer.cancel()
 
     def _tell_connection(self, message: Any) -> None:
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(message)
-            except pykka.ActorDeadError:
-                pass  # restarting: the new one tells its want when it is ready
+        # Restarting: the new one tells its want when it is ready.
+        self._registry.tell("connection", message)
 
 
 def child_spec(

@@ -50,6 +50,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pykka
@@ -111,13 +112,15 @@ class Unsubscribe:
         self.reply = reply
 
 
-class Deliver(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Deliver:
     """Deliver ``notifications`` (in order) to every subscriber that wants each."""
 
     notifications: Sequence[ServerNotification]
 
 
-class Replay(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Replay:
     """A (re)started connection asks who is subscribed: each subscriber is told back to
     ``connection`` as a ``Consumers`` message, so it listens for them again (its copy of the
     subscribers died with the crashed incarnation; the notifier's did not)."""
@@ -125,7 +128,8 @@ class Replay(NamedTuple):
     connection: Any
 
 
-class Stats(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class Stats:
     """Ask: the answer is a :class:`NotifierStats`."""
 
 
@@ -140,7 +144,8 @@ class NotifierStats(NamedTuple):
     """Notifications dropped because a subscriber's bounded queue was full."""
 
 
-class _Drain(NamedTuple):
+@dataclass(slots=True, frozen=True)
+class _Drain:
     """Told by the notifier to itself: run a slice of the callable subscribers' queues."""
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -45,68 +46,47 @@ _METHODS = {
 }
 
 
+@dataclass(slots=True, frozen=True)
 class Refresh:
     """Connection -> refresher: fetch every page of ``kind``. ``credential`` is the identity
     the connection sent when it asked (the cache stores private lists under it)."""
 
-    __slots__ = ("kind", "credential", "timeout", "max_bytes")
-
-    def __init__(
-        self,
-        kind: str,
-        credential: str | None,
-        timeout: float,
-        max_bytes: int = DEFAULT_MAX_LIST_BYTES,
-    ) -> None:
-        self.kind = kind
-        self.credential = credential
-        self.timeout = timeout
-        self.max_bytes = max_bytes  # the client's max_list_bytes
+    kind: str
+    credential: str | None
+    timeout: float
+    max_bytes: int = DEFAULT_MAX_LIST_BYTES  # the client's max_list_bytes
 
 
+@dataclass(slots=True, frozen=True)
 class Refreshed:
     """Refresher -> connection: the whole list, fetched starting at ``fetched_at``."""
 
-    __slots__ = ("kind", "items", "pages", "fetched_at", "credential")
-
-    def __init__(
-        self,
-        kind: str,
-        items: tuple[Any, ...],
-        pages: list[Any],
-        fetched_at: float,
-        credential: str | None,
-    ) -> None:
-        self.kind = kind
-        self.items = items
-        self.pages = pages
-        self.fetched_at = fetched_at
-        self.credential = credential
+    kind: str
+    items: tuple[Any, ...]
+    pages: list[Any]
+    fetched_at: float
+    credential: str | None
 
     def __repr__(self) -> str:
         return f"<Refreshed {self.kind} items={len(self.items)}>"
 
 
+@dataclass(slots=True, frozen=True)
 class RefreshFailed:
     """Refresher -> connection: the refresh of ``kind`` failed with ``error``."""
 
-    __slots__ = ("kind", "error")
-
-    def __init__(self, kind: str, error: Error) -> None:
-        self.kind = kind
-        self.error = error
+    kind: str
+    error: Error
 
     def __repr__(self) -> str:
         return f"<RefreshFailed {self.kind} {self.error.kind}/{self.error.reason}>"
 
 
+@dataclass(slots=True, frozen=True)
 class _PageAnswer:
-    __slots__ = ("kind", "ok", "value")
-
-    def __init__(self, kind: str, ok: bool, value: Any) -> None:
-        self.kind = kind
-        self.ok = ok
-        self.value = value
+    kind: str
+    ok: bool
+    value: Any
 
 
 class TellReply(Reply):
@@ -197,10 +177,6 @@ class Refresher(SafeActor):
             self._done(walk, RefreshFailed(walk.kind, error))
 
     def _request(self, walk: _Walk) -> None:
-        conn = self._registry.get("connection")
-        if conn is None:
-            self._walks.pop(walk.kind, None)
-            return
         params = {"cursor": walk.cursor} if walk.cursor is not None else None
         call = Call(
             _METHODS[walk.kind],
@@ -208,9 +184,7 @@ class Refresher(SafeActor):
             time.monotonic() + walk.timeout,
             TellReply(self.actor_ref, walk.kind),
         )
-        try:
-            conn.tell(call)
-        except pykka.ActorDeadError:
+        if self._registry.tell("connection", call) is None:
             self._walks.pop(walk.kind, None)
 
     def _on_page(self, answer: _PageAnswer) -> None:
@@ -260,12 +234,7 @@ class Refresher(SafeActor):
 
     def _done(self, walk: _Walk, report: Any) -> None:
         self._walks.pop(walk.kind, None)
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(report)
-            except pykka.ActorDeadError:
-                pass
+        self._registry.tell("connection", report)
 
 
 def child_spec(registry: Registry) -> ChildSpec:

@@ -167,24 +167,17 @@ class ServerWork:
 
     # -- pausing a call's deadline -----------------------------------------------------------
 
+    # The rules are the call's clock's (protocol/clock.py); here, only its timer.
+
     def _pause(self, call: Call, now: float) -> None:
-        if call.total is None:
-            call.total = max(call.deadline, now + self._max_total)
-        if call.pauses == 0:
-            call.left = max(0.0, call.deadline - now)
-            self._port.set_timeout(call, call.total - now, Deadline(call))
-        call.pauses += 1
+        seconds = call.clock.pause(now, self._max_total)
+        if seconds is not None:
+            self._port.set_timeout(call, seconds, Deadline(call))
 
     def _resume(self, call: Call, now: float, *, rearm: bool) -> None:
-        if call.pauses <= 0:
-            return
-        call.pauses -= 1
-        if call.pauses:
-            return
-        total = call.total if call.total is not None else call.deadline
-        call.deadline = min(now + call.left, total)
-        if rearm and self._port.in_flight(call.reply.request_id) is call:
-            self._port.set_timeout(call, call.deadline - now, Deadline(call))
+        seconds = call.clock.resume(now)
+        if seconds is not None and rearm and self._port.in_flight(call.reply.request_id) is call:
+            self._port.set_timeout(call, seconds, Deadline(call))
 
     # -- legacy: server requests ---------------------------------------------------------------
 
@@ -352,7 +345,7 @@ class ServerWork:
         if not verdict.requests:
             # Nothing to answer: retried after a backoff, under the call's own deadline.
             self._rounds[rid] = rnd
-            left = max(0.0, call.deadline - now)
+            left = call.clock.left(now)
             self._port.set_timeout(call, left, Deadline(call))
             delay = min(sr.state_only_delay(call.rounds), left)
             self._port.set_timeout(("round", rid), delay, RoundRetry(rid))
@@ -477,7 +470,7 @@ class ServerWork:
         if rnd is None:
             return None
         call = rnd.call
-        if call.pauses == 0 and not rnd.responses:
+        if call.clock.pauses == 0 and not rnd.responses:
             call.params = sr.retry_params(call.base, None, rnd.state)
         call.reply.request_id = None
         return call
@@ -524,7 +517,7 @@ class ServerWork:
             return False
         self._drop_round(rnd)
         self._release()
-        call.reply.fail(total_timeout_error(call) if call.pauses else _deadline_error(call))
+        call.reply.fail(total_timeout_error(call) if call.clock.pauses else _deadline_error(call))
         return True
 
     # -- losing the session ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The base of every conduit actor: a Pykka actor that fails alone and always tells its link.
 
-Two Pykka facts (``reference/stack.md`` §1.2) shape this class:
+Two facts of Pykka 4.5 shape this class:
 
 * A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
   ``asyncio.CancelledError``, ``GeneratorExit``) escaping a handler makes Pykka call
@@ -113,7 +113,8 @@ class _Ping:
     __slots__ = ()
 
 
-#: Sent with ``ask`` right after ``start``; the answer proves ``init`` returned (stack.md §1.2).
+#: Sent with ``ask`` right after ``start``; the answer proves ``init`` returned (Pykka's
+#: ``start`` returns before ``on_start`` has run).
 PING: Final = _Ping()
 
 _FINAL_HOOKS: Final = ("on_start", "on_receive", "on_stop", "on_failure", HANDLE_RECEIVE)
@@ -134,7 +135,7 @@ class SafeActor(pykka.ThreadingActor):
       then the link hears ``reason``: ``None`` for a normal stop, the exception otherwise.
 
     Actor threads are daemons: a client that is never closed must not keep the host's
-    interpreter alive at exit.
+    interpreter alive at exit (Pykka's threads are not daemons by default).
 
     >>> class Counter(SafeActor):
     ...     def init(self):

@@ -1,9 +1,9 @@
 """A per-client name table: siblings find each other by name at send time.
 
-A restarted actor is a new Pykka actor with a new ref (stack.md §1.6), so no actor may keep a
-sibling's ref. The supervisor writes the current incarnation's ref here on every (re)start and
-removes it on stop; senders call :meth:`Registry.get` for every send and treat ``None`` or
-``ActorDeadError`` as "restarting". Pykka's own ``ActorRegistry`` is process-global (other
+A restarted actor is a new Pykka actor with a new ref, so no actor may keep a sibling's ref.
+The supervisor writes the current incarnation's ref here on every (re)start and removes it on
+stop; senders look the name up for every send and treat ``None`` or ``ActorDeadError`` as
+"restarting" (:meth:`Registry.tell` does both). Pykka's own ``ActorRegistry`` is process-global (other
 clients and the host application share it) and has no names, so it is not used.
 """
 
@@ -48,6 +48,20 @@ class Registry:
         True
         """
         return self._refs.get(name)
+
+    def tell(self, name: str, message: Any) -> pykka.ActorRef[Any] | None:
+        """Tell ``message`` to the actor registered under ``name`` if it is there and alive:
+        the ref it went to, or None (none registered, or it died since: restarting). A sibling
+        that must not fail on a restarting peer sends this way; the new incarnation asks again
+        for what it needs when it starts."""
+        ref = self._refs.get(name)
+        if ref is None:
+            return None
+        try:
+            ref.tell(message)
+        except pykka.ActorDeadError:
+            return None
+        return ref
 
     def set(self, name: str, ref: pykka.ActorRef[Any]) -> None:
         """Register ``ref`` under ``name``, replacing any previous incarnation's ref.

@@ -43,14 +43,12 @@ class Siblings:
     def tell(self, child_id: str, message: Any) -> bool:
         """Tell ``child_id`` (starting it if needed); False if the tree is gone."""
         with self._lock:  # senders on several threads: the count and the path agree
-            if not self._queued.get(child_id):
-                ref = self._registry.get(child_id)
-                if ref is not None:
-                    try:
-                        ref.tell(message)
-                        return True
-                    except pykka.ActorDeadError:
-                        pass  # restarting: the supervisor knows the new one
+            # Not there or restarting: the supervisor knows the new one.
+            if (
+                not self._queued.get(child_id)
+                and self._registry.tell(child_id, message) is not None
+            ):
+                return True
             sup = self._supervisor()
             if sup is None:
                 return False

@@ -1,7 +1,6 @@
 """An OTP supervisor on Pykka: ordered children, restart types, strategies, intensity.
 
-Pykka has no supervision (stack.md §1.6); this is the verified prototype made production code.
-Vocabulary and rules are OTP's, with Elixir's defaults (``max_restarts=3, max_seconds=5``):
+Pykka has no supervision. Vocabulary and rules are OTP's, with Elixir's defaults (``max_restarts=3, max_seconds=5``):
 
 * Children start in order; shutdown is always in reverse start order.
 * A child reports its exit through its :class:`~conduit_mcp.otp.base.Link`, which tells the
@@ -324,7 +323,8 @@ class Supervisor(SafeActor):
             self._registry.set(spec.id, ref)
         if box is None:
             return ref
-        # Synchronous start (stack.md §1.2): the ping is answered only after init returned.
+        # Synchronous start: the ping is answered only after init returned (Pykka's start
+        # returns before on_start has run).
         try:
             ref.ask(PING, timeout=spec.start_timeout)
         except pykka.ActorDeadError:

@@ -1,6 +1,6 @@
 """One process-wide timer thread for every actor of every client.
 
-Pykka has no timers (stack.md §1.5), and a ``threading.Timer`` per timeout costs a thread per
+Pykka has no timers, and a ``threading.Timer`` per timeout costs a thread per
 pending request. Instead one daemon thread sleeps on a ``threading.Condition`` until the earliest
 deadline of a heap. :func:`schedule` and :meth:`TimerHandle.cancel` run in the caller's thread
 under the lock, O(log n) and O(1), with no message to the timer thread.

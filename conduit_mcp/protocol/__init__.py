@@ -7,6 +7,7 @@
 * :mod:`.negotiation`: the ``server/discover`` probe classifier; :mod:`.handshake` parses
   ``DiscoverResult`` and checks ``InitializeResult``.
 * :mod:`.results`: typed results (``conduit_mcp.types``) from result objects.
+* :mod:`.clock`: a call's deadline, paused while the handler works, and its total bound.
 
 Actors and transports call these; every rule here is testable without a thread or socket.
 """

@@ -240,7 +240,8 @@ class Http:
         return parts.port or (443 if parts.scheme == "https" else 80)
 
     def credential(self) -> str | None:
-        """The identity of these credentials for the cache, never a secret.
+        """The identity of these credentials for the cache (docs/cache.md, "Private
+        results"), never a secret.
 
         None without credentials; the SHA-256 of a static bearer token and of the static
         headers (any header may carry a credential, an API key under any name, so every one

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import pykka
 import pytest
 
-from conduit_mcp.actors.events import HandlerNotification, Serve, ServeContext, Served, Unserve
+from conduit_mcp.actors.events import (
+    HandlerNotification,
+    Serve,
+    ServeContext,
+    Served,
+    ServeError,
+    Unserve,
+)
 from conduit_mcp.actors.handler import HandlerActor, HandlerStats, Stats, child_spec
 from conduit_mcp.config import build_config
 from conduit_mcp.handler import Declined, Handler, HandlerContext
@@ -412,7 +419,7 @@ def test_declined_sampling_is_minus_one_and_a_declined_elicit_is_an_answer(
     rig = Rig(events, Declining())
     answer = rig.served(rig.serve(SAMPLING, SAMPLING_PARAMS))
     assert answer.error is not None
-    assert answer.error == (-1, "User rejected sampling request", "declined")
+    assert answer.error == ServeError(-1, "User rejected sampling request", "declined")
     assert rig.served(rig.serve(ELICIT, FORM_PARAMS)) == Served(2, {"action": "decline"})
 
 

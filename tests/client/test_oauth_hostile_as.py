@@ -64,7 +64,7 @@ def authorized(client: mcp.Client, auth: AuthServerProcess, person: Person) -> s
     return url
 
 
-# -- issue 16, item 1: a failed metadata fetch is no "no metadata" ---------------------------
+# -- a failed metadata fetch is no "no metadata" ---------------------------------------------
 
 
 def test_a_metadata_url_answering_503_sends_no_credential_and_recovers(
@@ -120,7 +120,7 @@ def test_an_authorization_server_metadata_answering_503_is_retried(
         no_credential_reached(server)
 
 
-# -- issue 16, item 7: answers are read to their end -----------------------------------------
+# -- answers are read to their end -----------------------------------------------------------
 
 
 def test_answers_written_in_two_segments_are_read_whole(auth_server, make_server, start_client):
@@ -162,7 +162,7 @@ def test_a_registration_answer_past_the_limit_is_refused_clearly(
         assert person.count == 0
 
 
-# -- issue 16, item 10: a pasted URL that is no redirect -------------------------------------
+# -- a pasted URL that is no redirect --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ def test_authorize_with_text_that_is_no_http_redirect_is_an_argument_error(
         assert client.call_tool("add", ADD).text == "3"
 
 
-# -- issue 16, item 2: pre-registered credentials stay with their issuer ---------------------
+# -- pre-registered credentials stay with their issuer ---------------------------------------
 
 
 def test_pre_registered_credentials_never_follow_a_server_to_another_issuer(
@@ -245,7 +245,7 @@ def test_an_issuer_option_refuses_any_other_from_the_first_request(
         assert person.count == 0
 
 
-# -- issue 17, item 2: a registration the authorization server forgot ------------------------
+# -- a registration the authorization server forgot ------------------------------------------
 
 
 def client_id_of(url: str) -> str:
@@ -313,7 +313,7 @@ def test_a_registration_forgotten_again_before_any_token_is_not_replaced_twice(
         assert len([e for e in auth.events("registered") if e["kind"] == "dcr"]) == 2  # once
 
 
-# -- issue 17, item 4: a desktop login keeps its loopback port and its registration -----------
+# -- a desktop login keeps its loopback port and its registration -----------------------------
 
 
 def test_a_desktop_login_reuses_the_stored_registrations_port(

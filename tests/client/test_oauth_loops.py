@@ -31,7 +31,7 @@ def token_requests(auth: AuthServerProcess) -> list[dict[str, Any]]:
     return auth.requests("/token")
 
 
-# -- issue 16, item 8: a token that cannot be a header value ---------------------------------
+# -- a token that cannot be a header value ---------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", ["cr", "lf", "nul"])
@@ -58,7 +58,7 @@ def test_a_token_that_cannot_be_a_header_value_is_refused_when_issued(
         assert all("authorization" not in p["headers"] for p in posts)
 
 
-# -- issue 16, item 5: very short token lifetimes ------------------------------------------
+# -- very short token lifetimes ------------------------------------------------------------
 
 
 def test_a_tiny_expires_in_is_never_renewed_ahead_only_on_a_401(
@@ -106,7 +106,7 @@ def test_a_short_lifetime_is_renewed_ahead_no_sooner_than_the_floor(
         assert mcp_statuses.count(401) == 1  # the first request only
 
 
-# -- issue 16, item 3: a server that refuses every token -------------------------------------
+# -- a server that refuses every token -------------------------------------------------------
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
@@ -159,7 +159,7 @@ def test_a_handshake_refusing_every_token_backs_off_and_says_why(
         assert time.monotonic() - asked < backoff + 5.0
 
 
-# -- issue 17, item 5: an authorization server that is down at start -----------------------
+# -- an authorization server that is down at start -----------------------------------------
 
 
 def test_an_authorization_server_down_at_start_fails_the_first_call_at_once(
@@ -225,7 +225,7 @@ def test_an_authorization_server_that_stays_down_closes_after_max_reconnects_nam
         assert "oauth_unreachable" in err.value.message and auth.base in err.value.message
 
 
-# -- issue 16, item 4: a registration that cannot work -------------------------------------
+# -- a registration that cannot work -------------------------------------------------------
 
 
 class Browser:
@@ -323,7 +323,7 @@ def test_a_refused_code_gets_one_new_authorization_then_closes(
         assert browser.tabs == 2 and len(token_requests(auth)) == 2
 
 
-# -- issue 17, item 3: the loopback page after a refusal -----------------------------------
+# -- the loopback page after a refusal -----------------------------------------------------
 
 
 def _loopback_client(start_client, srv, **kw: Any) -> tuple[mcp.Client, queue.Queue[str]]:
@@ -380,7 +380,7 @@ def test_the_loopback_page_still_says_received_for_a_code(auth_server, make_serv
         assert client.await_ready(timeout=10).state == "ready"
 
 
-# -- issue 17, item 6: state_mismatch tells the truth --------------------------------------
+# -- state_mismatch tells the truth --------------------------------------------------------
 
 
 def test_a_stale_redirect_says_the_authorization_in_progress_still_waits(

@@ -1,4 +1,4 @@
-"""Calls after an idle gap, against real servers that close idle connections (issue 17, 1).
+"""Calls after an idle gap, against real servers that close idle connections.
 
 uvicorn, hypercorn (both serving the official ``mcp`` 2.3.0 server:
 ``tests/peers/keepalive_peer.py``) and Node's http server (``tests/peers/keepalive_node.cjs``)

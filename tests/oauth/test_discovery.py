@@ -262,7 +262,7 @@ def test_a_huge_streamed_body_is_cut_at_the_limit(server):
     assert server.paths() == [f"{PRM_ROOT}/mcp"]  # no fallback to the 2025-03-26 rules
 
 
-# -- a failed fetch is no "no metadata" (issue 16, item 1) ----------------------------------
+# -- a failed fetch is no "no metadata" -----------------------------------------------------
 
 
 def unavailable(_seen):
@@ -332,7 +332,7 @@ def test_a_json_prm_that_does_not_parse_is_retried_an_html_page_is_absent(server
     assert run(discover, f"{server.url}/mcp", None).legacy  # a catch-all page: no PRM
 
 
-# -- bodies are read to their end (issue 16, item 7) -------------------------------------------
+# -- bodies are read to their end --------------------------------------------------------------
 
 
 def segments(body: bytes, parts: int, *, length: bool = True):

@@ -1,5 +1,5 @@
-"""Pre-registered credentials stay with one issuer (issue 16, item 2): the pure check and
-the binding kept in the store."""
+"""Pre-registered credentials stay with one issuer: the pure check and the binding kept in
+the store."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Tools: ``hit(key)`` records ``key`` and returns how many hits the server ran; ``
 returns ``{"total": n, "twice": [keys run more than once]}``: a call the client sent twice
 shows up there, whatever the client believes. Both servers close a connection idle for
 ``--keep-alive`` seconds and announce no ``Keep-Alive`` header (the race the client must
-survive: peers.md, "Keep-alive").
+survive: docs/connection.md, "Idle connections").
 """
 
 from __future__ import annotations

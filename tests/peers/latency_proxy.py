@@ -4,12 +4,12 @@ way, as a distant server would (not a test module).
     python tests/peers/latency_proxy.py --listen N --to M --delay 0.05
 
 On loopback a server's close of an idle connection reaches the client within microseconds,
-so the keep-alive race (peers.md, "Keep-alive") almost never shows; over a real network the
-close and the client's next request cross each other for a whole round trip. Through this
-proxy they do too: a call made about the server's keep-alive timeout after the last answer
-meets the server's close on the way. Data and end-of-stream keep their order in each
-direction; a reset from one side closes both. It prints ``connection N`` for each
-connection it accepts (the tests count the client's connections). Binds 127.0.0.1 only.
+so the keep-alive race (docs/connection.md, "Idle connections") almost never shows; over a
+real network the close and the client's next request cross each other for a whole round
+trip. Through this proxy they do too: a call made about the server's keep-alive timeout
+after the last answer meets the server's close on the way. Data and end-of-stream keep their
+order in each direction; a reset from one side closes both. It prints ``connection N`` for
+each connection it accepts (the tests count the client's connections). Binds 127.0.0.1 only.
 """
 
 from __future__ import annotations
