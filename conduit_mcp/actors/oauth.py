@@ -405,12 +405,7 @@ class OAuthActor(SafeActor):
         self._tell_connection(message)
 
     def _tell_connection(self, message: Any) -> None:
-        conn = self._registry.get("connection")
-        if conn is not None:
-            try:
-                conn.tell(message)
-            except pykka.ActorDeadError:
-                pass
+        self._registry.tell("connection", message)
 
 
 class _Around:

@@ -1,5 +1,4 @@
-"""Hostile and unwell authorization servers, through the public API (issue 16: items 1, 2, 7,
-10; issue 17: items 2, 4): a real authorization server subprocess
+"""Hostile and unwell authorization servers, through the public API: a real authorization server subprocess
 (``conduit_mcp.testing.auth.server``) and the scripted MCP server it protects
 (``--require-oauth``), both on loopback, with the levers that make them misbehave
 (docs/testing.md: ``metadata_fault``, ``set_hostile``, ``forget_clients``).

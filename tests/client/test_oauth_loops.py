@@ -1,5 +1,4 @@
-"""Hostile and broken OAuth peers must not make the client loop, wait or lie (issues 16 and
-17): a real authorization server subprocess (``conduit_mcp.testing.auth.server``, with its
+"""Hostile and broken OAuth peers must not make the client loop, wait or lie: a real authorization server subprocess (``conduit_mcp.testing.auth.server``, with its
 hostile options) and the scripted MCP server protected by it, both on loopback.
 
 Every bound below is counted at the servers and derived from a documented limit: the
