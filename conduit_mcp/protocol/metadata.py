@@ -152,9 +152,7 @@ def parse_icon(value: Any) -> Icon | None:
     theme = value.get("theme")
     if sizes is None or (theme is not None and theme not in _THEMES):
         return None
-    return Icon(
-        value["src"], mime, sizes, cast(Literal["light", "dark"] | None, theme), raw=value
-    )
+    return Icon(value["src"], mime, sizes, cast(Literal["light", "dark"] | None, theme), raw=value)
 
 
 def parse_icons(value: Any) -> tuple[Icon, ...]:

@@ -22,6 +22,7 @@ from conduit_mcp.protocol.results import (
 )
 from conduit_mcp.types import (
     CallToolResult,
+    Icon,
     Page,
     Progress,
     Prompt,
@@ -31,7 +32,6 @@ from conduit_mcp.types import (
     Tool,
     ToolAnnotations,
 )
-from conduit_mcp.types import Icon
 
 pytestmark = pytest.mark.timeout(20)
 
