@@ -36,7 +36,7 @@ MAX_MIME_TYPE: Final = 255
 MAX_LAST_MODIFIED: Final = 64
 MAX_WEBSITE_URL: Final = 2048
 
-_THEMES: Final = frozenset({"light", "dark"})
+_THEMES: Final = ("light", "dark")  # a tuple: a hostile theme may be unhashable
 _ROLES: Final = ("user", "assistant")
 # RFC 6838 "Naming requirements": restricted-name characters; only image types are icons.
 _MIME_RE: Final = re.compile(r"image/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}", re.IGNORECASE)
