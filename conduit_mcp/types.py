@@ -129,23 +129,43 @@ class ToolAnnotations:
 
     @property
     def read_only(self) -> bool:
-        """``readOnlyHint`` with its default (False): the tool says it changes nothing."""
+        """``readOnlyHint`` with its default (False): the tool says it changes nothing.
+
+        >>> from conduit_mcp import ToolAnnotations
+        >>> ToolAnnotations().read_only, ToolAnnotations(read_only_hint=True).read_only
+        (False, True)
+        """
         return self.read_only_hint is True
 
     @property
     def destructive(self) -> bool:
-        """``destructiveHint`` with its default (True); always False for a read-only tool."""
+        """``destructiveHint`` with its default (True); always False for a read-only tool.
+
+        >>> from conduit_mcp import ToolAnnotations
+        >>> ToolAnnotations().destructive, ToolAnnotations(destructive_hint=False).destructive
+        (True, False)
+        """
         return not self.read_only and self.destructive_hint is not False
 
     @property
     def idempotent(self) -> bool:
         """``idempotentHint`` with its default (False); True for a read-only tool, which
-        has no effect to repeat."""
+        has no effect to repeat.
+
+        >>> from conduit_mcp import ToolAnnotations
+        >>> ToolAnnotations().idempotent, ToolAnnotations(read_only_hint=True).idempotent
+        (False, True)
+        """
         return self.read_only or self.idempotent_hint is True
 
     @property
     def open_world(self) -> bool:
-        """``openWorldHint`` with its default (True): it may reach entities outside itself."""
+        """``openWorldHint`` with its default (True): it may reach entities outside itself.
+
+        >>> from conduit_mcp import ToolAnnotations
+        >>> ToolAnnotations().open_world, ToolAnnotations(open_world_hint=False).open_world
+        (True, False)
+        """
         return self.open_world_hint is not False
 
 

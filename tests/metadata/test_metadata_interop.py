@@ -1,6 +1,6 @@
 """Typed metadata against the official ``mcp`` 2.3.0 server, both eras; and, on the same
-hostile lists, what the official client does (the rows of docs/comparison.md, "Typed
-metadata", checked rather than remembered)."""
+hostile lists, what the official client does (the "typed metadata" row of
+docs/comparison.md, "Features", checked rather than remembered)."""
 
 from __future__ import annotations
 
