@@ -4,8 +4,6 @@ docs/comparison.md, "Features", checked rather than remembered)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,10 @@ PEER = Path(__file__).parent / "peers" / "metadata_peer.py"
 
 
 @pytest.fixture(scope="module")
-def peer_cmd() -> list[str]:
-    if importlib.util.find_spec("mcp") is None:
-        pytest.skip("mcp==2.3.0 (the test dependency group: make venv)")
-    return [sys.executable, str(PEER)]
+def peer_cmd(modern_peer_cmd: list[str]) -> list[str]:
+    """argv of the metadata peer; ``modern_peer_cmd`` first checks that mcp 2.3.0 is there
+    (a missing peer skips locally and fails in CI, as for every interop peer)."""
+    return [modern_peer_cmd[0], str(PEER)]
 
 
 @pytest.mark.parametrize(("protocol", "era"), [("auto", "modern"), ("legacy", "legacy")])
