@@ -37,27 +37,31 @@ MAX_LAST_MODIFIED: Final = 64
 MAX_WEBSITE_URL: Final = 2048
 
 _Theme = Literal["light", "dark"] | None  # evaluated once: a cast's type costs at runtime
+# Without re.ASCII, IGNORECASE lets [a-z] match the Kelvin sign and the long s (Python's re
+# documentation, re.IGNORECASE): a look-alike host or type would pass.
+_ASCII_NOCASE: Final = re.ASCII | re.IGNORECASE
 _THEMES: Final = ("light", "dark")  # a tuple: a hostile theme may be unhashable
 _ROLES: Final = ("user", "assistant")
 # RFC 6838 "Naming requirements": restricted-name characters; only image types are icons.
-_MIME_RE: Final = re.compile(r"image/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}", re.IGNORECASE)
+_MIME_RE: Final = re.compile(r"image/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}", _ASCII_NOCASE)
 # HTML's "sizes" keywords: "any", or WxH with no leading zero, ASCII case-insensitive x.
-_SIZE_RE: Final = re.compile(r"any|[1-9][0-9]{0,4}[xX][1-9][0-9]{0,4}", re.IGNORECASE)
+_SIZE_RE: Final = re.compile(r"any|[1-9][0-9]{0,4}[xX][1-9][0-9]{0,4}", _ASCII_NOCASE)
 _BASE64_RE: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 # An https: URL whose authority is only a host (DNS labels or a bracketed IPv6 address) and
 # an optional port: no user name or password (the spec says to fetch icons without
-# credentials), nothing a browser would reinterpret. Measured: 10x faster than urlsplit.
+# credentials), nothing a browser would reinterpret. One match instead of urlsplit's
+# several steps (benchmarks/bench_metadata.py).
 _LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 _HTTPS_RE: Final = re.compile(
     rf"https://(?:{_LABEL}(?:\.{_LABEL})*\.?|\[[0-9a-f:.]+\])(?::([0-9]{{1,5}}))?"
     r"(?:[/?#][!-\[\]-~]*)?",
-    re.IGNORECASE,
+    _ASCII_NOCASE,
 )
 # RFC 2397: data:[<mediatype>][;base64],<data>, here with an image media type (none would
 # mean text/plain) and at most 8 short parameters.
 _DATA_RE: Final = re.compile(
     r"data:image/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}((?:;[a-z0-9!#$&^_.+=\"-]{1,64}){0,8}),(.+)",
-    re.IGNORECASE | re.DOTALL,
+    _ASCII_NOCASE | re.DOTALL,
 )
 # Percent-encoded or plain URI characters (RFC 3986), for a data: URI's non-base64 payload.
 _URI_CHARS_RE: Final = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*")

@@ -82,6 +82,9 @@ def test_safe_icon_uris_are_kept(src: str) -> None:
         "https://example.com/i.png\n",
         "https://example.com\\@evil.test/i.png",
         "https://exаmple.com/i.png",  # a Cyrillic a: no IRIs
+        "https://\u212aelvin.example/i.png",  # the Kelvin sign folds to k under IGNORECASE
+        "https://example.com/\u017f.png",
+        "data:image/\u017fvg+xml;base64,PHN2Zy8+",  # the long s folds to s
         "data:,hello",  # text/plain
         "data:text/html,<script>alert(1)</script>",
         "data:text/html;base64,PHNjcmlwdD4=",
@@ -130,6 +133,8 @@ def test_a_full_icon() -> None:
         ("mimeType", "image/"),
         ("mimeType", "image/png; charset=x"),
         ("mimeType", 5),
+        ("mimeType", "image/\u017fvg+xml"),
+        ("sizes", ["4\u212a"]),
         ("mimeType", "image/" + "a" * (MAX_MIME_TYPE)),
         ("sizes", "48x48"),
         ("sizes", ["48"]),
