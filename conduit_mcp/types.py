@@ -81,6 +81,26 @@ class Icon:
         """
         return self.src[:5].lower() == "data:"
 
+    @property
+    def origin(self) -> str | None:
+        """The ``https://host[:port]`` an icon would be fetched from (host lowercased, the
+        default port left out), or None for a ``data:`` URI: to compare with your server's
+        origin, as the spec advises before fetching (MCP spec 2026-07-28, Basic, "General
+        fields", ``icons``).
+
+        >>> from conduit_mcp import Icon
+        >>> Icon("https://Example.COM:443/a/i.png?v=1").origin
+        'https://example.com'
+        >>> Icon("https://example.com:8443/i.png").origin, Icon("data:image/png;base64,AA==").origin
+        ('https://example.com:8443', None)
+        """
+        if self.is_data:
+            return None
+        authority = self.src[8:].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].lower()
+        if authority.endswith(":443"):
+            authority = authority[:-4]
+        return "https://" + authority
+
     def __repr__(self) -> str:
         return (
             f"Icon(src={_short_src(self.src)!r}, mime_type={self.mime_type!r}, "

@@ -173,6 +173,21 @@ def test_at_most_max_icons_are_read_and_a_non_list_is_no_icons() -> None:
         assert parse_icons(value) == ()
 
 
+@pytest.mark.parametrize(
+    "src, origin",
+    [
+        ("https://Example.com/i.png", "https://example.com"),
+        ("https://example.com:443/i.png", "https://example.com"),
+        ("https://example.com:8443?x=1", "https://example.com:8443"),
+        ("https://[::1]:9000#f", "https://[::1]:9000"),
+        (DATA_PNG, None),
+    ],
+)
+def test_an_icons_origin_is_what_to_compare_with_the_servers(src: str, origin: str | None) -> None:
+    (icon,) = parse_icons([{"src": src}])
+    assert icon.origin == origin
+
+
 def test_icon_repr_shortens_data_and_hides_a_query() -> None:
     big = "data:image/png;base64," + "A" * 5000
     text = repr(parse_icons([{"src": big}])[0])
