@@ -64,18 +64,20 @@ def main() -> None:
     try:
         from mcp.types import ListToolsResult
     except ImportError:  # the test dependency group is not installed
-        ListToolsResult = None  # noqa: N806
+        ListToolsResult = None
 
     print(f"one tools/list page of {args.tools} tools; best of {args.repeat} x {args.rounds}")
     print(f"{'page':<22} {'conduit-mcp µs':>15} {'official µs':>12} {'ratio':>7}")
     for metadata in (False, True):
         page = {"tools": [tool(i, metadata) for i in range(args.tools)]}
-        ours = best_of(args.repeat, args.rounds, lambda: parse_page("tools", page))
+        ours = best_of(args.repeat, args.rounds, lambda page=page: parse_page("tools", page))
         label = "with metadata" if metadata else "without metadata"
         if ListToolsResult is None:
             print(f"{label:<22} {ours * 1e6:>15.0f} {'not installed':>12}")
             continue
-        theirs = best_of(args.repeat, args.rounds, lambda: ListToolsResult.model_validate(page))
+        theirs = best_of(
+            args.repeat, args.rounds, lambda page=page: ListToolsResult.model_validate(page)
+        )
         print(f"{label:<22} {ours * 1e6:>15.0f} {theirs * 1e6:>12.0f} {theirs / ours:>6.2f}x")
 
 
