@@ -50,9 +50,11 @@ _LAZY = {
     "MemoryTokenStore": ".oauth.store",
     "FileTokenStore": ".oauth.store",
     "TokenSet": ".oauth.records",
+    "Annotations": ".types",
     "CallToolResult": ".types",
     "CompleteResult": ".types",
     "GetPromptResult": ".types",
+    "Icon": ".types",
     "Page": ".types",
     "Progress": ".types",
     "Prompt": ".types",
@@ -61,6 +63,7 @@ _LAZY = {
     "ResourceTemplate": ".types",
     "ServerInfo": ".types",
     "Tool": ".types",
+    "ToolAnnotations": ".types",
     "Declined": ".handler",
     "Handler": ".handler",
     "HandlerContext": ".handler",
@@ -89,9 +92,11 @@ if TYPE_CHECKING:
     from .transports.sse_spec import Sse
     from .transports.stdio_spec import Stdio
     from .types import (
+        Annotations,
         CallToolResult,
         CompleteResult,
         GetPromptResult,
+        Icon,
         Page,
         Progress,
         Prompt,
@@ -100,6 +105,7 @@ if TYPE_CHECKING:
         ResourceTemplate,
         ServerInfo,
         Tool,
+        ToolAnnotations,
     )
 
 
@@ -117,6 +123,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Annotations",
     "AsyncClient",
     "CallToolResult",
     "ChildSpec",
@@ -132,6 +139,7 @@ __all__ = [
     "GetPromptResult",
     "Handler",
     "HandlerContext",
+    "Icon",
     "Http",
     "Sse",
     "KINDS",
@@ -160,6 +168,7 @@ __all__ = [
     "Supervisor",
     "TOOL_DEFINITION_CHANGED",
     "Tool",
+    "ToolAnnotations",
     "__version__",
     "full_jitter",
 ]

@@ -6,7 +6,8 @@
 * :mod:`.meta` and :mod:`.messages`: the ``_meta`` keys and the requests we send.
 * :mod:`.negotiation`: the ``server/discover`` probe classifier; :mod:`.handshake` parses
   ``DiscoverResult`` and checks ``InitializeResult``.
-* :mod:`.results`: typed results (``conduit_mcp.types``) from result objects.
+* :mod:`.results`: typed results (``conduit_mcp.types``) from result objects;
+  :mod:`.metadata`: their icons, titles and annotations, dropped rather than failed when bad.
 * :mod:`.clock`: a call's deadline, paused while the handler works, and its total bound.
 
 Actors and transports call these; every rule here is testable without a thread or socket.

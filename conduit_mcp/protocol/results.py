@@ -5,7 +5,10 @@ a malformed result, so a caller never sees a KeyError or TypeError from deep ins
 rule of thumb: required identity fields (a tool's ``name``, a resource's ``uri``) and the
 type of every field that is present are checked; absent optional fields get a neutral
 default (older servers omit fields: parse leniently). The messages name
-the field, never its value (a result may carry anything).
+the field, never its value (a result may carry anything). Metadata (``title``, ``icons``,
+``annotations``, ``_meta``, a resource's ``size``, the server's ``description`` and
+``websiteUrl``) is the exception: ``conduit_mcp.protocol.metadata`` drops a malformed piece
+instead of failing the item.
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ from ..types import (
     ResourceTemplate,
     ServerInfo,
     Tool,
+)
+from .metadata import (
+    parse_annotations,
+    parse_icons,
+    parse_meta,
+    parse_size,
+    parse_title,
+    parse_tool_annotations,
+    parse_website_url,
 )
 
 ListKind = Literal["tools", "prompts", "resources", "resource_templates"]
@@ -113,20 +125,22 @@ def parse_server_info(value: Any) -> ServerInfo | None:
     """The server's ``Implementation``, or None when absent or not an object (informational)."""
     if type(value) is not dict:
         return None
-    name, version, title = value.get("name"), value.get("version"), value.get("title")
+    name, version, description = value.get("name"), value.get("version"), value.get("description")
     return ServerInfo(
         name if type(name) is str else "",
         version if type(version) is str else "",
-        title if type(title) is str else None,
-        value,
+        parse_title(value.get("title")),
+        description=description if type(description) is str else None,
+        website_url=parse_website_url(value.get("websiteUrl")),
+        icons=parse_icons(value.get("icons")),
+        raw=value,
     )
 
 
 def _tool(item: dict[str, Any], what: str) -> Tool:
-    annotations = _opt_obj(item, "annotations", what)
-    title = _opt_str(item, "title", what)
-    if title is None and annotations is not None and type(annotations.get("title")) is str:
-        title = annotations["title"]  # before 2025-06-18 the display name lived here
+    annotations = parse_tool_annotations(item.get("annotations"))
+    # Before 2025-06-18 the display name lived in annotations.title.
+    title = parse_title(item.get("title")) or (annotations.title if annotations else None)
     schema = _opt_obj(item, "inputSchema", what)
     return Tool(
         _req_str(item, "name", what),
@@ -135,9 +149,11 @@ def _tool(item: dict[str, Any], what: str) -> Tool:
         # servers for argument-less tools) gets an empty schema instead of a failed page.
         {} if schema is None else schema,
         _opt_obj(item, "outputSchema", what),
-        title,
-        annotations,
-        item,
+        title=title,
+        annotations=annotations,
+        icons=parse_icons(item.get("icons")),
+        meta=parse_meta(item.get("_meta")),
+        raw=item,
     )
 
 
@@ -146,7 +162,10 @@ def _prompt(item: dict[str, Any], what: str) -> Prompt:
         _req_str(item, "name", what),
         _opt_str(item, "description", what),
         _objects(_list(item, "arguments", what, required=False), f"{what}.arguments"),
-        item,
+        title=parse_title(item.get("title")),
+        icons=parse_icons(item.get("icons")),
+        meta=parse_meta(item.get("_meta")),
+        raw=item,
     )
 
 
@@ -156,7 +175,12 @@ def _resource(item: dict[str, Any], what: str) -> Resource:
         _req_str(item, "name", what),
         _opt_str(item, "description", what),
         _opt_str(item, "mimeType", what),
-        item,
+        title=parse_title(item.get("title")),
+        icons=parse_icons(item.get("icons")),
+        annotations=parse_annotations(item.get("annotations")),
+        size=parse_size(item.get("size")),
+        meta=parse_meta(item.get("_meta")),
+        raw=item,
     )
 
 
@@ -166,7 +190,11 @@ def _template(item: dict[str, Any], what: str) -> ResourceTemplate:
         _req_str(item, "name", what),
         _opt_str(item, "description", what),
         _opt_str(item, "mimeType", what),
-        item,
+        title=parse_title(item.get("title")),
+        icons=parse_icons(item.get("icons")),
+        annotations=parse_annotations(item.get("annotations")),
+        meta=parse_meta(item.get("_meta")),
+        raw=item,
     )
 
 

@@ -22,6 +22,7 @@ from conduit_mcp.protocol.results import (
 )
 from conduit_mcp.types import (
     CallToolResult,
+    Icon,
     Page,
     Progress,
     Prompt,
@@ -29,6 +30,7 @@ from conduit_mcp.types import (
     ResourceTemplate,
     ServerInfo,
     Tool,
+    ToolAnnotations,
 )
 
 pytestmark = pytest.mark.timeout(20)
@@ -93,7 +95,8 @@ def test_tools_page() -> None:
         input_schema=TOOL["inputSchema"],
         output_schema={"type": "object"},
         title="Add",
-        annotations={"readOnlyHint": True},
+        annotations=ToolAnnotations(read_only_hint=True),
+        icons=(Icon("https://x/icon.png"),),
         raw=TOOL,
     )
     assert tool.raw["icons"] == TOOL["icons"]  # unnamed fields stay reachable
@@ -114,7 +117,6 @@ def test_tool_lenient_fields() -> None:
         {"name": 3},
         {"name": "x", "inputSchema": "object"},
         {"name": "x", "description": 5},
-        {"name": "x", "annotations": []},
         {"name": "x", "outputSchema": True},
         "add",
     ],
@@ -157,7 +159,7 @@ def test_prompts_page() -> None:
 def test_resources_page() -> None:
     item = {"uri": "file:///a", "name": "a", "mimeType": "text/plain", "size": 3}
     page = parse_page("resources", {"resources": [item], "nextCursor": "c"})
-    assert page.items == (Resource("file:///a", "a", None, "text/plain", item),)
+    assert page.items == (Resource("file:///a", "a", None, "text/plain", item, size=3),)
     assert page.next_cursor == "c"
     assert_bad(parse_page, "resources", {"resources": [{"name": "a"}]})
     assert_bad(parse_page, "resources", {"resources": [{"uri": "file:///a"}]})
@@ -309,7 +311,7 @@ def test_parse_progress_malformed_is_none(params: object) -> None:
 
 def test_parse_server_info() -> None:
     raw = {"name": "s", "version": "1", "title": "S", "websiteUrl": "https://s"}
-    assert parse_server_info(raw) == ServerInfo("s", "1", "S", raw)
+    assert parse_server_info(raw) == ServerInfo("s", "1", "S", raw, website_url="https://s")
     assert parse_server_info({"name": 1}) == ServerInfo("", "", None, {"name": 1})
     assert parse_server_info(None) is None
     assert parse_server_info("s") is None

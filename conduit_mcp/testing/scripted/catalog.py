@@ -298,6 +298,74 @@ RESOURCES: list[dict[str, Any]] = [
 RESOURCE_TEMPLATES: list[dict[str, Any]] = [
     {"uriTemplate": "test://item/{id}", "name": "item", "title": "Item", "mimeType": "text/plain"}
 ]
+
+# Display metadata (--metadata only, so the default lists, and every size derived from them,
+# stay as they were): the server's Implementation extras and, by item name, what is merged
+# into a tool, prompt, resource or template. The icons mix the spec's two safe forms (https:
+# and data:) with one a client must refuse (javascript:).
+_PNG_1X1 = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+METADATA_SERVER: dict[str, Any] = {
+    "title": "Scripted test server",
+    "description": "Deterministic tools for exercising MCP clients.",
+    "websiteUrl": "https://example.com/scripted",
+    "icons": [
+        {"src": _PNG_1X1, "mimeType": "image/png", "sizes": ["1x1"]},
+        {
+            "src": "https://example.com/scripted.svg",
+            "mimeType": "image/svg+xml",
+            "sizes": ["any"],
+            "theme": "dark",
+        },
+        {"src": "javascript:alert(1)"},
+    ],
+}
+METADATA_TOOLS: dict[str, dict[str, Any]] = {
+    "add": {
+        "title": "Add numbers",
+        "icons": [
+            {
+                "src": "https://example.com/add.png",
+                "mimeType": "image/png",
+                "sizes": ["48x48", "96x96"],
+                "theme": "light",
+            }
+        ],
+        "annotations": {"title": "Add", "readOnlyHint": True, "openWorldHint": False},
+        "_meta": {"example.com/category": "math"},
+    },
+    "echo": {"annotations": {"title": "Echo text", "idempotentHint": True}},
+    "crash": {"annotations": {"readOnlyHint": False, "destructiveHint": True}},
+}
+METADATA_PROMPTS: dict[str, dict[str, Any]] = {
+    "greet": {"icons": [{"src": _PNG_1X1}], "_meta": {"example.com/tone": "friendly"}},
+}
+METADATA_RESOURCES: dict[str, dict[str, Any]] = {
+    "hello": {
+        "icons": [{"src": "https://example.com/text.png", "mimeType": "image/png"}],
+        "annotations": {
+            "audience": ["user", "assistant"],
+            "priority": 0.8,
+            "lastModified": "2025-01-12T15:00:58Z",
+        },
+        "size": 13,
+        "_meta": {"example.com/origin": "static"},
+    },
+}
+METADATA_TEMPLATES: dict[str, dict[str, Any]] = {
+    "item": {"icons": [{"src": _PNG_1X1}], "annotations": {"audience": ["assistant"]}},
+}
+
+
+def with_metadata(
+    items: list[dict[str, Any]], extra: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``items`` with each one's ``extra`` entry (by name) merged in, as new dicts."""
+    return [{**item, **extra.get(item["name"], {})} for item in items]
+
+
 BLOB = base64.b64encode(bytes(range(16))).decode()
 NAME_CANDIDATES = ["alice", "bob", "carol"]
 ITEM_ID_CANDIDATES = ["1", "2", "3"]

@@ -19,9 +19,6 @@ from .catalog import (
     BLOB,
     ITEM_ID_CANDIDATES,
     NAME_CANDIDATES,
-    PROMPTS,
-    RESOURCE_TEMPLATES,
-    RESOURCES,
     decode_cursor,
     encode_cursor,
 )
@@ -236,13 +233,13 @@ class HandlersMixin(ServerState):
         return self._page(self._tools_list, ctx, "tools")
 
     def _h_prompts_list(self, ctx: Ctx) -> dict[str, Any]:
-        return self._page(PROMPTS, ctx, "prompts")
+        return self._page(self._prompts, ctx, "prompts")
 
     def _h_resources_list(self, ctx: Ctx) -> dict[str, Any]:
-        return self._page(RESOURCES, ctx, "resources")
+        return self._page(self._resources, ctx, "resources")
 
     def _h_templates_list(self, ctx: Ctx) -> dict[str, Any]:
-        return self._page(RESOURCE_TEMPLATES, ctx, "resourceTemplates")
+        return self._page(self._templates, ctx, "resourceTemplates")
 
     def _h_tools_call(self, ctx: Ctx) -> Any:
         params = ctx.params

@@ -52,6 +52,7 @@ class Config:
     fork_child: bool = False
     header_tools: bool = False
     flood_tools: bool = False
+    metadata: bool = False
     ask_roots: bool = False
     on_initialized: list[dict[str, Any]] = field(default_factory=list)
     http: bool = False
@@ -163,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--flood-tools",
         action="store_true",
         help="add the tool flood (server requests, notifications or progress without waiting)",
+    )
+    p.add_argument(
+        "--metadata",
+        action="store_true",
+        help="give the server info, some tools, prompts, resources and templates a title, "
+        "icons (one unsafe), annotations and _meta",
     )
     p.add_argument(
         "--ask-roots",
@@ -304,6 +311,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         fork_child=ns.fork_child,
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
+        metadata=ns.metadata,
         ask_roots=ns.ask_roots,
         on_initialized=on_initialized,
         http=ns.http,

@@ -32,7 +32,22 @@ from typing import Any
 import orjson
 
 from .asking import AskMixin
-from .catalog import FLOOD_TOOL_SPECS, HEADER_TOOL_SPECS, TOOL_SPECS, derive_wrong_id, object_schema
+from .catalog import (
+    FLOOD_TOOL_SPECS,
+    HEADER_TOOL_SPECS,
+    METADATA_PROMPTS,
+    METADATA_RESOURCES,
+    METADATA_SERVER,
+    METADATA_TEMPLATES,
+    METADATA_TOOLS,
+    PROMPTS,
+    RESOURCE_TEMPLATES,
+    RESOURCES,
+    TOOL_SPECS,
+    derive_wrong_id,
+    object_schema,
+    with_metadata,
+)
 from .handlers import HandlersMixin
 from .options import Config
 from .protocol import (
@@ -130,6 +145,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
         self._ended = collections.deque(maxlen=MAX_KEPT)
         self._carriers = collections.deque(maxlen=MAX_CARRIERS)
         self._server_info = {"name": config.name, "version": config.server_version}
+        if config.metadata:
+            self._server_info.update(METADATA_SERVER)
         self._result_meta = {SERVER_INFO_KEY: self._server_info}
         self._tool_fns: dict[str, Callable[[Ctx, dict[str, Any]], Any]] = {}
         self._static_tools: list[dict[str, Any]] = []
@@ -153,6 +170,12 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             )
             self._tool_fns[name] = self._t_dynamic
         self._dynamic_tools: dict[str, dict[str, Any]] = {}
+        self._prompts, self._resources, self._templates = PROMPTS, RESOURCES, RESOURCE_TEMPLATES
+        if config.metadata:
+            self._static_tools = with_metadata(self._static_tools, METADATA_TOOLS)
+            self._prompts = with_metadata(PROMPTS, METADATA_PROMPTS)
+            self._resources = with_metadata(RESOURCES, METADATA_RESOURCES)
+            self._templates = with_metadata(RESOURCE_TEMPLATES, METADATA_TEMPLATES)
         self._tools_list = list(self._static_tools)
         common = {
             "tools/list": self._h_tools_list,

@@ -45,6 +45,9 @@ class ServerState:
     _static_tools: list[dict[str, Any]]  # the built-in and generated tools
     _dynamic_tools: dict[str, dict[str, Any]]  # tools added by the add_tool tool
     _tools_list: list[dict[str, Any]]  # what tools/list pages through: static + dynamic
+    _prompts: list[dict[str, Any]]  # what prompts/list pages through (PROMPTS, or --metadata's)
+    _resources: list[dict[str, Any]]
+    _templates: list[dict[str, Any]]
 
     # What every answer carries.
     _server_info: dict[str, Any]
