@@ -53,7 +53,19 @@ class Registry:
         """Tell ``message`` to the actor registered under ``name`` if it is there and alive:
         the ref it went to, or None (none registered, or it died since: restarting). A sibling
         that must not fail on a restarting peer sends this way; the new incarnation asks again
-        for what it needs when it starts."""
+        for what it needs when it starts.
+
+        >>> from conduit_mcp.otp import SafeActor
+        >>> registry = Registry()
+        >>> registry.tell("worker", "hello") is None
+        True
+        >>> ref = SafeActor.start()
+        >>> registry.set("worker", ref)
+        >>> registry.tell("worker", "hello") is ref
+        True
+        >>> ref.stop(), registry.tell("worker", "hello") is None
+        (True, True)
+        """
         ref = self._refs.get(name)
         if ref is None:
             return None
