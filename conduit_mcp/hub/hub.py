@@ -253,6 +253,18 @@ class Hub:
             raise Error("timeout", "deadline", f"not ready within {seconds} s: {late}")
         return self.status()
 
+    def wait_for(self, predicate: Callable[[Hub], bool], timeout: float = 5.0) -> None:
+        """Block until ``predicate(hub)`` holds (checked after each change of the view or of
+        the servers, and at least every 50 ms): e.g. until a tool a server announced is in
+        the view. ``predicate`` runs in this thread.
+
+        Raises:
+            Error: ``timeout``/``deadline``; ``argument`` for a bad timeout.
+        """
+        seconds = rq.check_timeout(timeout, timeout)
+        if not self._board.wait(lambda: predicate(self), seconds):
+            raise Error("timeout", "deadline", f"the condition did not hold within {seconds} s")
+
     # -- the merged view: lock-free reads -----------------------------------------------------
 
     def tools(self) -> tuple[Tool, ...]:
@@ -563,7 +575,10 @@ class _Defaults:
         on_authorize: Callable[[str, str], object] | None,
         separator: str,
     ) -> None:
+        from ..config import build_config
+
         options.setdefault("on_give_up", "stop")  # the hub restarts a member that gives up
+        build_config(options)  # the hub's own options: config/<option> before any entry
         self.options = options
         self.on_authorize = on_authorize
         self.separator = separator
@@ -571,7 +586,7 @@ class _Defaults:
     def member(self, entry: ServerEntry) -> Member:
         check_name(entry.name, self.separator)
         spec, config = transports.build(entry, self.options, self.on_authorize)
-        return Member(entry.name, entry, spec, config)
+        return Member(entry.name, entry, spec, _keyed(config, entry.name))
 
     def member_of(self, name: str, spec: Any, options: dict[str, Any]) -> Member:
         from ..config import build_config
@@ -581,7 +596,16 @@ class _Defaults:
             config = build_config({**self.options, **options})
         except Error as exc:
             raise Error("config", f"servers.{name}.{exc.reason}", exc.message) from None
-        return Member(name, None, spec, config)
+        return Member(name, None, spec, _keyed(config, name))
+
+
+def _keyed(config: Any, server: str) -> Any:
+    from dataclasses import replace
+
+    from .telemetry import keyed_provider
+
+    provider = keyed_provider(config.tracer_provider, server)
+    return config if provider is None else replace(config, tracer_provider=provider)
 
 
 def _stop_members(members: list[Member], timeout: float) -> None:
