@@ -34,3 +34,30 @@ def start_hub() -> Iterator[Callable[..., mcp.Hub]]:
     yield start
     for hub in hubs:
         hub.stop()
+
+
+class Boom:
+    """A message the patched connection actor crashes on (fault injection)."""
+
+
+@pytest.fixture
+def crashable(monkeypatch: pytest.MonkeyPatch) -> type[Boom]:
+    """Make the connection actor crash on a planted :class:`Boom`, in any state."""
+    from conduit_mcp.actors.connection import Connection
+
+    original = Connection._common
+    original_ready = Connection.on_ready
+
+    def common(self: Any, kind: str, ev: Any) -> Any:
+        if isinstance(ev, Boom):
+            raise RuntimeError("injected connection crash")
+        return original(self, kind, ev)
+
+    def on_ready(self: Any, kind: str, ev: Any) -> Any:
+        if isinstance(ev, Boom):
+            raise RuntimeError("injected connection crash")
+        return original_ready(self, kind, ev)
+
+    monkeypatch.setattr(Connection, "_common", common)
+    monkeypatch.setattr(Connection, "on_ready", on_ready)
+    return Boom
