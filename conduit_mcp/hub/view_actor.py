@@ -158,6 +158,7 @@ class ViewActor(SafeActor):
         self._lists: dict[str, MemberLists] = {}
         self._fetching: dict[str, bool] = {}  # name -> fetch again when this one ends
         self._version = board.view.version
+        self._warned: set[tuple[Any, ...]] = set()  # collisions already logged
 
     def init(self) -> None:
         self._board.view_ref = self.actor_ref
@@ -289,7 +290,21 @@ class ViewActor(SafeActor):
         ready = {n for n in self._lists if self._status_ready(n)}
         shown = ready if board.on_server_down == "hide" else set(self._lists)
         self._version += 1
-        board.publish_view(merge(board.order, self._lists, shown, self._version, ready))
+        view = merge(board.order, self._lists, shown, self._version, ready)
+        for collision in view.collisions:
+            key = (collision.kind, collision.name, collision.servers)
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "hub %s: name collision: %s %r is listed by %s; %r keeps it, reach the "
+                    "others as (server, name)",
+                    board.name,
+                    collision.kind,
+                    collision.name,
+                    ", ".join(s for s, _ in collision.servers),
+                    collision.servers[0][0],
+                )
+        board.publish_view(view)
 
 
 def view_actor_ref(board: Board, link: Link) -> pykka.ActorRef[Any]:
