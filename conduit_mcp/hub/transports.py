@@ -109,7 +109,7 @@ def _auth(entry: ServerEntry, auth: Any, on_authorize: Authorize | None) -> dict
     raise Error(
         "config",
         where,
-        f"server {entry.name!r}: 'auth' must be {{\"bearer\": TOKEN}}, \"oauth\" or "
+        f'server {entry.name!r}: \'auth\' must be {{"bearer": TOKEN}}, "oauth" or '
         '{"oauth": {...}}',
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +86,9 @@ class _Watch:
 def _fetch(member: Member, naming: Naming, timeout: float, refetch: bool) -> MemberLists:
     """One member's lists, named (runs in a worker thread: it waits, and calls hooks)."""
     client = member.client
+    assert client is not None  # only attached members are fetched
     caps = client.server_capabilities() or {}
-    kinds = []
+    kinds: list[tuple[str, Callable[..., tuple[Any, ...]], Callable[[], Any]]] = []
     if "tools" in caps:
         kinds.append(("tools", client.list_all_tools, client.cached_tools))
     if "prompts" in caps:
@@ -161,6 +163,13 @@ class ViewActor(SafeActor):
         self._warned: set[tuple[Any, ...]] = set()  # collisions already logged
 
     def init(self) -> None:
+        # A restarted view actor starts from the last snapshot's lists (the same members'
+        # lists; each is fetched again from its cache below), so the view never empties.
+        self._lists = {
+            name: lists
+            for name, lists in self._board.view.lists.items()
+            if name in self._board.members
+        }
         self._board.view_ref = self.actor_ref
         for member in self._board.members.values():
             if member.client is not None:
@@ -202,18 +211,18 @@ class ViewActor(SafeActor):
         if old is not None and old.gen != member.gen:
             self._lists.pop(name, None)
         self._members[name] = member
-        runtime = member.runtime
+        runtime, client = member.runtime, member.client
+        assert runtime is not None and client is not None  # only running members attach
         watch = _Watch(self._board, name, member.gen)
         shared = runtime.shared
         # Replace any watcher of an earlier view actor (they all tell board.view_ref anyway).
-        shared.watchers = tuple(w for w in shared.watchers if not isinstance(w, _Watch)) + (
-            watch,
-        )
+        kept = tuple(w for w in shared.watchers if not isinstance(w, _Watch))
+        shared.watchers = (*kept, watch)
         try:
-            member.client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
+            client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
         except Error:
             pass  # the member is already gone: its exit reaches the supervisor
-        status = member.client.status()
+        status = client.status()
         self._status[name] = status
         if status.state == "ready":
             self._start_fetch(name, refetch=not rebuild)

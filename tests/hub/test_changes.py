@@ -20,9 +20,7 @@ def test_add_a_config_entry_or_a_transport_and_remove_it(start_hub: StartHub) ->
     hub = start_hub({"mcpServers": {"a": scripted()}})
     hub.await_ready(timeout=20)
     hub.add_server("b", scripted("--era", "legacy"))
-    hub.add_server(
-        "c", mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"]), request_timeout=5
-    )
+    hub.add_server("c", mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing"]), request_timeout=5)
     hub.await_ready(timeout=20, servers=["b", "c"])
     assert hub.servers() == ("a", "b", "c")
     assert hub.call_tool("c.add", {"a": 1, "b": 1}).text == "2"
@@ -63,7 +61,12 @@ def test_reload_restarts_only_what_changed(start_hub: StartHub) -> None:
             }
         }
     )
-    assert done == {"added": ["new"], "removed": ["drop"], "restarted": ["change"], "kept": ["keep"]}
+    assert done == {
+        "added": ["new"],
+        "removed": ["drop"],
+        "restarted": ["change"],
+        "kept": ["keep"],
+    }
     assert hub.client("keep") is kept and hub.call_tool("keep.pid").text == kept_pid
     hub.await_ready(timeout=20, servers=["change", "new"])
     assert hub.client("change") is not changed

@@ -148,7 +148,10 @@ def test_a_server_name_with_the_separator_is_refused() -> None:
     error = fails(servers(**{"files.v2": {"command": "x"}}), "servers.files.v2")
     assert "separator" in error.message
     # with another separator the dot is fine, and that separator is refused instead
-    assert "files.v2" in mcp.load_config(servers(**{"files.v2": {"command": "x"}}), separator="__").servers
+    assert (
+        "files.v2"
+        in mcp.load_config(servers(**{"files.v2": {"command": "x"}}), separator="__").servers
+    )
     fails(servers(files__v2={"command": "x"}), "servers.files__v2", separator="__")
 
 
@@ -250,14 +253,18 @@ def test_oauth_per_server_tells_one_callback_which_server_needs_a_person() -> No
         )
     )
     for name in ("a", "b"):
-        spec, _ = transports.build(cfg.servers[name], on_authorize=lambda s, u: asked.append((s, u)))
+        spec, _ = transports.build(
+            cfg.servers[name], on_authorize=lambda s, u: asked.append((s, u))
+        )
         assert isinstance(spec.auth, mcp.OAuth)
         spec.auth.on_authorize(f"https://as.example/authorize?for={name}")
     assert asked == [
         ("a", "https://as.example/authorize?for=a"),
         ("b", "https://as.example/authorize?for=b"),
     ]
-    bad = mcp.load_config(servers(c={"url": "https://c/mcp", "conduit": {"auth": {"oauth": {"nope": 1}}}}))
+    bad = mcp.load_config(
+        servers(c={"url": "https://c/mcp", "conduit": {"auth": {"oauth": {"nope": 1}}}})
+    )
     with pytest.raises(mcp.Error) as info:
         transports.build(bad.servers["c"])
     assert info.value.reason == "servers.c.conduit.auth"

@@ -163,8 +163,12 @@ def test_notifications_are_tagged_with_their_server(start_hub: StartHub) -> None
     hub.subscribe_notifications(notes, methods=["notifications/message"])
     only_b: queue.Queue[mcp.HubNotification] = queue.Queue()
     hub.subscribe_notifications(only_b, methods=["notifications/message"], servers=["b"])
-    hub.call_tool("b.notify", {"method": "notifications/message", "params": {"level": "info", "data": "x"}})
-    hub.call_tool("a.notify", {"method": "notifications/message", "params": {"level": "info", "data": "y"}})
+    hub.call_tool(
+        "b.notify", {"method": "notifications/message", "params": {"level": "info", "data": "x"}}
+    )
+    hub.call_tool(
+        "a.notify", {"method": "notifications/message", "params": {"level": "info", "data": "y"}}
+    )
     got = {notes.get(timeout=10).server, notes.get(timeout=10).server}
     assert got == {"a", "b"}
     assert only_b.get(timeout=10).server == "b"

@@ -78,7 +78,9 @@ def test_two_copies_of_one_server_never_collide_by_default(start_hub: StartHub) 
     # a URI is not qualified: both copies list it, the collision says so, the first
     # server in config order serves the plain URI and the tuple form reaches either
     uri = "test://static/hello"
-    assert any(c.name == uri and c.servers == (("one", uri), ("two", uri)) for c in hub.collisions())
+    assert any(
+        c.name == uri and c.servers == (("one", uri), ("two", uri)) for c in hub.collisions()
+    )
     assert hub.resource_server(uri) == "one"
     assert hub.read_resource(("two", uri)).contents
     assert hub.call_tool("two.add", {"a": 2, "b": 2}).text == "4"
@@ -101,7 +103,9 @@ def test_a_hook_that_maps_two_names_to_one_is_reported_and_both_stay_reachable(
     assert hub.call_tool(("two", "add"), {"a": 1, "b": 2}).text == "3"
 
 
-def test_a_collision_keeps_the_first_and_warns(start_hub: StartHub, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_collision_keeps_the_first_and_warns(
+    start_hub: StartHub, caplog: pytest.LogCaptureFixture
+) -> None:
     # a hook that is one-to-one for each server, but both servers say "same_tool"
     def qualify(server: str, name: str) -> str:
         return "same" if name == "echo" else f"{server}-{name}"
@@ -124,7 +128,9 @@ def test_a_collision_keeps_the_first_and_warns(start_hub: StartHub, caplog: pyte
     assert hub.call_tool(("two", "echo"), {"text": "hi"}).text == "hi"
 
 
-def test_a_real_collision_is_in_collisions(start_hub: StartHub, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_real_collision_is_in_collisions(
+    start_hub: StartHub, caplog: pytest.LogCaptureFixture
+) -> None:
     # both servers' "echo" qualify to "echo", and unqualify cannot tell them apart: a hook
     # whose unqualify returns the caller's own server is not one-to-one across servers
     table = {"one": "one", "two": "two"}

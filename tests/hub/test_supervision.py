@@ -4,9 +4,9 @@ backoff, and one that keeps giving up is left closed (``max_restarts``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-import sys
 from typing import Any
 
 import pytest
@@ -57,8 +57,10 @@ def test_a_killed_member_connection_actor_is_restarted_by_its_tree(
     assert lost.value.kind in ("transport", "unavailable")
     # the member's own supervisor restarts the connection: same member, a new connection
     hub.wait_for(
-        lambda h: client._runtime().registry.get("connection") not in (None, old)
-        and "b" in h._board.view.ready,
+        lambda h: (
+            client._runtime().registry.get("connection") not in (None, old)
+            and "b" in h._board.view.ready
+        ),
         timeout=20,
     )
     assert hub.client("b") is client
@@ -99,7 +101,10 @@ def test_a_member_that_gives_up_is_restarted_by_the_hub(start_hub: StartHub) -> 
     first = hub.client("b")
     with pytest.raises(mcp.Error):
         hub.call_tool("b.crash", timeout=5)
-    hub.wait_for(lambda h: "b" in h._board.members and h._board.members["b"].client not in (None, first), timeout=10)
+    hub.wait_for(
+        lambda h: "b" in h._board.members and h._board.members["b"].client not in (None, first),
+        timeout=10,
+    )
     hub.await_ready(timeout=20, servers=["b"])
     assert hub.client("b") is not first
     assert hub.call_tool("b.add", {"a": 1, "b": 1}).text == "2"
