@@ -35,8 +35,12 @@ def member(board: Board, server: Any) -> Client:
 
 def ready(found: Member) -> Client:
     """The member's client, if it is ready (``unavailable``/``server_not_ready`` if not)."""
+    client, runtime = found.client, found.runtime
+    # The hot path: the status the member's connection published (one attribute read); a
+    # tree that died while "ready" fails the call itself, with why.
+    if client is not None and runtime is not None and runtime.shared.status.state == "ready":
+        return client
     status = found.status()
-    client = found.client
     if status.state != "ready" or client is None:
         why = status.reason or status.state
         raise Error(
