@@ -94,7 +94,7 @@ def bench_start(repeat: int) -> None:
         f"(10 server processes starting on this machine's cores)"
     )
     print(f"  hub vs 10 plain Clients       {ten / floor:5.2f}x")
-    wall, own, children = _cpu({n: entry() for n in ten_names})
+    _wall, own, children = _cpu({n: entry() for n in ten_names})
     cores = os.cpu_count() or 1
     print(
         f"  CPU of that start: the 10 servers {children * 1e3:.0f} ms, this process "

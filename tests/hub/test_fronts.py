@@ -22,7 +22,15 @@ from .conftest import MISSING, scripted
 pytestmark = pytest.mark.timeout(60)
 
 StartHub = Callable[..., mcp.Hub]
-ROUTED = ("call_tool", "get_prompt", "read_resource", "complete", "request", "subscribe", "unsubscribe")
+ROUTED = (
+    "call_tool",
+    "get_prompt",
+    "read_resource",
+    "complete",
+    "request",
+    "subscribe",
+    "unsubscribe",
+)
 
 
 def test_the_three_front_ends_have_the_same_routed_calls() -> None:
@@ -77,7 +85,9 @@ def test_one_handler_serves_every_member_and_knows_which_server_asks(start_hub: 
             asked.append(ctx.client_name)
             return [mcp.Root("file:///work", "work")]
 
-    hub = start_hub({"mcpServers": {"a": scripted(), "b": scripted("--era", "legacy")}}, handler=Roots())
+    hub = start_hub(
+        {"mcpServers": {"a": scripted(), "b": scripted("--era", "legacy")}}, handler=Roots()
+    )
     hub.await_ready(timeout=20, servers="all")
     for server in ("b", "a"):
         result = hub.call_tool(f"{server}.client_request", {"method": "roots/list", "params": {}})

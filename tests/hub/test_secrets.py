@@ -56,7 +56,10 @@ def test_no_secret_in_reprs_logs_or_errors(
             repr(info.value),
             repr(info.value.data),
         ]
-        for bad in ({"command": "x", "env": {"K": SECRET, "L": 3}}, {"url": 3, "headers": {"A": SECRET}}):
+        for bad in (
+            {"command": "x", "env": {"K": SECRET, "L": 3}},
+            {"url": 3, "headers": {"A": SECRET}},
+        ):
             with pytest.raises(mcp.Error) as bad_info:
                 hub.add_server("bad", bad)
             shown.append(str(bad_info.value))
