@@ -465,14 +465,19 @@ class Hub:
         if key in self._board.subscriptions:
             self.unsubscribe_notifications(subscriber)
         subscription = Subscription(subscriber, methods, servers)
-        self._board.subscriptions[key] = subscription
-        for name, found in self._board.members.items():
+        board = self._board
+        # Replaced whole: the supervisor reads it when it starts a member, without a lock.
+        board.subscriptions = {**board.subscriptions, key: subscription}
+        for name, found in board.members.items():
             if found.client is not None:
                 subscription.attach(name, found.client)
 
     def unsubscribe_notifications(self, subscriber: Any) -> None:
         """Stop delivering to ``subscriber`` (no-op if it was not subscribed)."""
-        subscription = self._board.subscriptions.pop(_key(subscriber), None)
+        board = self._board
+        remaining = dict(board.subscriptions)
+        subscription = remaining.pop(_key(subscriber), None)
+        board.subscriptions = remaining
         if subscription is not None:
             subscription.detach_all()
 

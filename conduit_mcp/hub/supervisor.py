@@ -190,7 +190,7 @@ class HubSupervisor(SafeActor):
         client = Client(client_name, runtime)
         started = replace(member, gen=gen, client=client, runtime=runtime, down=None)
         self._members[name] = started
-        for subscription in self._board.subscriptions.values():
+        for subscription in tuple(self._board.subscriptions.values()):
             subscription.attach(name, client)
         # Published before the view hears of it: the view orders servers by board.order.
         self._publish()

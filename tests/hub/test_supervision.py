@@ -4,6 +4,7 @@ backoff, and one that keeps giving up is left closed (``max_restarts``)."""
 
 from __future__ import annotations
 
+import queue
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -98,6 +99,8 @@ def test_a_member_that_gives_up_is_restarted_by_the_hub(start_hub: StartHub) -> 
     # on_give_up="stop"), so each restart below is the hub's
     hub = start_hub({"mcpServers": {"a": scripted(), "b": scripted()}}, max_reconnects=0)
     hub.await_ready(timeout=20, servers="all")
+    notes: queue.Queue[mcp.HubNotification] = queue.Queue()
+    hub.subscribe_notifications(notes, methods=["test/after"])
     first = hub.client("b")
     with pytest.raises(mcp.Error):
         hub.call_tool("b.crash", timeout=5)
@@ -108,6 +111,14 @@ def test_a_member_that_gives_up_is_restarted_by_the_hub(start_hub: StartHub) -> 
     hub.await_ready(timeout=20, servers=["b"])
     assert hub.client("b") is not first
     assert hub.call_tool("b.add", {"a": 1, "b": 1}).text == "2"
+    # the hub's subscribers hear the new incarnation, once
+    hub.call_tool("b.notify", {"method": "test/after"})
+    hub.call_tool("b.notify", {"method": "test/after"})
+    got = [notes.get(timeout=10), notes.get(timeout=10)]
+    assert [n.server for n in got] == ["b", "b"]
+    hub.call_tool("a.notify", {"method": "test/after"})
+    assert notes.get(timeout=10).server == "a"
+    assert notes.empty()
 
 
 EXITS = {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}
