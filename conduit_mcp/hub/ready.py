@@ -44,6 +44,8 @@ def await_ready(board: Board, timeout: float, servers: Servers) -> dict[str, Sta
     """Block (the caller's thread) until ``servers`` are ready; :func:`status` then."""
     seconds = rq.check_timeout(timeout, timeout)
     done = check_servers(board, servers)
+    if board.stopped:
+        raise routing.stopped()
     if not board.wait(done, seconds):
         now = status(board)
         late = ", ".join(

@@ -25,8 +25,14 @@ def unknown(reason: str, what: str, name: str, candidates: Iterable[str]) -> Err
     return Error("argument", reason, f"no {what} {name!r}{hint}", data={"closest": near})
 
 
+def stopped() -> Error:
+    return Error("closed", "stopped", "the hub is stopped")
+
+
 def member(board: Board, server: Any) -> Client:
     """The client of the ready member ``server``."""
+    if board.stopped:
+        raise stopped()
     found = board.members.get(server) if isinstance(server, str) else None
     if found is None:
         raise unknown("unknown_server", "server", str(server), board.order)
@@ -60,6 +66,8 @@ def _named(board: Board, name: Any, what: str, reason: str, kind: str) -> tuple[
         return member(board, name[0]), name[1]
     if not isinstance(name, str) or not name:
         raise Error("argument", "name", f"a {what} is a name or a (server, name) tuple")
+    if board.stopped:
+        raise stopped()
     view = board.view
     routes = view.tool_routes if kind == "tools" else view.prompt_routes
     route = routes.get(name)
@@ -95,6 +103,8 @@ def resource(board: Board, uri: Any) -> tuple[Client, str]:
         return member(board, uri[0]), uri[1]
     if not isinstance(uri, str) or not uri:
         raise Error("argument", "uri", "a resource is a URI or a (server, uri) tuple")
+    if board.stopped:
+        raise stopped()
     server = board.view.resource_routes.get(uri)
     if server is None:
         raise unknown("unknown_resource", "resource", uri, board.view.resource_routes)
@@ -102,6 +112,8 @@ def resource(board: Board, uri: Any) -> tuple[Client, str]:
 
 
 def template(board: Board, uri_template: str) -> Client:
+    if board.stopped:
+        raise stopped()
     server = board.view.template_routes.get(uri_template)
     if server is None:
         raise unknown(

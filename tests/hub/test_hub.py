@@ -232,3 +232,51 @@ def test_start_refuses_bad_options() -> None:
         with pytest.raises(mcp.Error) as info:
             mcp.Hub.start({"mcpServers": {"a": scripted()}}, **options)
         assert (info.value.kind, info.value.reason) == ("config", reason), options
+
+
+def test_stop_closes_every_member_and_later_calls_say_so() -> None:
+    import os
+
+    hub = mcp.Hub.start({"mcpServers": {"a": scripted(), "b": scripted(), "gone": MISSING}})
+    hub.await_ready(timeout=20, servers=["a", "b"])
+    pids = [int(hub.call_tool(f"{s}.pid").text or "0") for s in ("a", "b")]
+    clients = [hub.client("a"), hub.client("b")]
+    hub.stop()
+    hub.stop()  # idempotent
+    assert all(c.status().state == "closed" for c in clients)
+    for pid in pids:  # stop waited for the server processes to exit
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    for call in (
+        lambda: hub.call_tool("a.add", {}),
+        lambda: hub.request("a", "ping"),
+        lambda: hub.read_resource("test://x"),
+        lambda: hub.await_ready(timeout=1),
+    ):
+        with pytest.raises(mcp.Error) as info:
+            call()
+        assert (info.value.kind, info.value.reason) == ("closed", "stopped")
+
+
+def test_an_asyncio_queue_gets_tagged_notifications_on_its_loop(start_hub: StartHub) -> None:
+    import asyncio
+
+    hub = start_hub({"mcpServers": {"a": scripted(), "b": scripted()}})
+    hub.await_ready(timeout=20, servers="all")
+
+    async def main() -> list[str]:
+        notes: asyncio.Queue[mcp.HubNotification] = asyncio.Queue()
+        hub.subscribe_notifications(notes, methods=["test/ping"])
+        await hub.aio.call_tool("b.notify", {"method": "test/ping"})
+        await hub.aio.call_tool("a.notify", {"method": "test/ping"})
+        got = [await asyncio.wait_for(notes.get(), 10), await asyncio.wait_for(notes.get(), 10)]
+        hub.unsubscribe_notifications(notes)
+        return sorted(n.server for n in got)
+
+    assert asyncio.run(main()) == ["a", "b"]
+    with pytest.raises(mcp.Error) as info:
+        hub.subscribe_notifications(asyncio.Queue())  # no running loop here
+    assert info.value.reason == "subscriber"
+    with pytest.raises(mcp.Error) as info:
+        hub.subscribe_notifications(42)
+    assert info.value.reason == "subscriber"
