@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pykka
 
 from ..errors import Error
 from ..notifications import LIST_REFRESHED, ServerNotification
+from ..otp import timers
 from ..otp.base import Link, SafeActor, safe_tell
 from ..status import Status
 from .board import Board, Member
@@ -62,6 +65,17 @@ class _Fetched:
     gen: int
     lists: MemberLists | None
     error: Error | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Refetch:
+    name: str
+    gen: int
+
+
+#: A failed fetch of a ready member is tried again after 0.5, 1, 2, 4 and 8 s, then left
+#: until the member's next status change or list_changed.
+MAX_FETCH_RETRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +173,8 @@ class ViewActor(SafeActor):
         self._status: dict[str, Status] = {}
         self._lists: dict[str, MemberLists] = {}
         self._fetching: dict[str, bool] = {}  # name -> fetch again when this one ends
+        self._failures: dict[str, int] = {}  # name -> fetches failed in a row
+        self._timers: list[timers.TimerHandle] = []
         self._version = board.view.version
         self._warned: set[tuple[Any, ...]] = set()  # collisions already logged
 
@@ -177,6 +193,8 @@ class ViewActor(SafeActor):
         self._publish()
 
     def terminate(self, reason: BaseException | None) -> None:
+        for handle in self._timers:
+            handle.cancel()
         if self._board.view_ref is self.actor_ref:
             self._board.view_ref = None
 
@@ -197,6 +215,14 @@ class ViewActor(SafeActor):
             if member is not None and member.gen <= message.gen:
                 self._forget(message.name)
                 self._publish()
+        elif isinstance(message, _Refetch):
+            member = self._members.get(message.name)
+            if (
+                member is not None
+                and member.gen == message.gen
+                and self._status_ready(message.name)
+            ):
+                self._start_fetch(message.name, refetch=True)
         elif isinstance(message, Crash):
             raise RuntimeError("view actor crash (asked for by a test)")
         else:
@@ -210,6 +236,7 @@ class ViewActor(SafeActor):
         old = self._members.get(name)
         if old is not None and old.gen != member.gen:
             self._lists.pop(name, None)
+            self._failures.pop(name, None)
         self._members[name] = member
         runtime, client = member.runtime, member.client
         assert runtime is not None and client is not None  # only running members attach
@@ -250,6 +277,7 @@ class ViewActor(SafeActor):
         self._status[msg.name] = msg.status
         now_ready = msg.status.state == "ready"
         if now_ready and not was_ready:
+            self._failures.pop(msg.name, None)
             self._start_fetch(msg.name, refetch=True)
         elif was_ready and not now_ready:
             self._publish()
@@ -282,13 +310,29 @@ class ViewActor(SafeActor):
             return
         again = self._fetching.pop(msg.name, False)
         if msg.lists is not None:
+            self._failures.pop(msg.name, None)
             self._lists[msg.name] = msg.lists
             self._publish()
         else:
             assert msg.error is not None
+            failures = self._failures[msg.name] = self._failures.get(msg.name, 0) + 1
             log.info(
-                "hub: server %r: listing failed: %s/%s", msg.name, msg.error.kind, msg.error.reason
+                "hub: server %r: listing failed (%d in a row): %s/%s",
+                msg.name,
+                failures,
+                msg.error.kind,
+                msg.error.reason,
             )
+            if not again and failures <= MAX_FETCH_RETRIES:
+                now = time.monotonic()
+                self._timers = [t for t in self._timers if not t.cancelled and t.when > now]
+                delay = 0.5 * 2 ** (failures - 1)
+                self._timers.append(
+                    timers.schedule(
+                        time.monotonic() + delay,
+                        partial(_tell, self.actor_ref, _Refetch(msg.name, msg.gen)),
+                    )
+                )
         if again and self._status_ready(msg.name):
             self._start_fetch(msg.name, refetch=False)
 
@@ -316,5 +360,5 @@ class ViewActor(SafeActor):
         board.publish_view(view)
 
 
-def view_actor_ref(board: Board, link: Link) -> pykka.ActorRef[Any]:
-    return ViewActor.start(board, link=link)
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    safe_tell(ref, message)

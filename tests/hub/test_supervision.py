@@ -164,3 +164,15 @@ def test_a_missing_command_is_closed_at_once_not_restarted(start_hub: StartHub) 
         hub.call_tool("gone.read")
     assert "spawn_failed" in info.value.message
     assert hub._board.members["gone"].gen == 1  # never restarted
+
+
+def test_a_listing_that_fails_is_fetched_again(start_hub: StartHub, tmp_path: Any) -> None:
+    import json
+
+    script = tmp_path / "drop_first_list.json"
+    rule = {"match": {"method": "tools/list"}, "action": "drop", "times": 1}
+    script.write_text(json.dumps({"rules": [rule]}))
+    hub = start_hub({"mcpServers": {"a": scripted("--script", str(script))}}, list_timeout=0.5)
+    # the first tools/list is never answered: that fetch times out, the next one succeeds
+    hub.await_ready(timeout=20, servers=["a"])
+    assert hub.tool("a.add") is not None
