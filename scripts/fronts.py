@@ -2,8 +2,8 @@
 
 conduit-mcp has three ways in: blocking (``Client``), asyncio (``client.aio``) and Pykka
 futures (``client.futures``). Their request methods mean the same and differ only in how the
-caller waits, so each is declared once, as a :class:`Method` (signature, the one expression
-that builds and hands over its request, docstring), and rendered per front end by a
+caller waits, so each is declared once, as a :class:`Method` (signature, the call that builds
+and hands over its request, docstring), and rendered per front end by a
 :class:`Flavor` (``def`` or ``async def``, the result wrapped or not, how ``on_progress`` is
 typed, each front end's own line in the docstring). The rendered source is checked in, in a
 marked region of each front end's class, so that ``mypy --strict``, the docs and
@@ -20,7 +20,8 @@ Adding a request method (to an existing family):
     1. Write its request builder in ``conduit_mcp/request.py`` (``rq.foo(...) -> Request[R]``).
     2. Add a ``Method(...)`` to the family's ``METHODS`` (e.g. ``scripts/fronts_client.py``):
        ``params`` as source, ``$progress`` where ``on_progress``'s type goes; ``result``
-       unwrapped; ``body`` ending with one call; ``doc`` saying why, front-end neutral; ``raises``.
+       unwrapped; ``body`` ending with one call; ``doc`` saying why, front-end neutral;
+       ``raises``.
     3. Run ``.venv/bin/python scripts/gen_fronts.py`` and import any new result type in the
        front ends' hand-written imports (ruff and mypy name a missing one).
 
@@ -31,7 +32,8 @@ Adding a family of front ends (the Hub's ``hub``, ``hub.aio``, ``hub.futures``):
            # END GENERATED requests
 
     2. Write ``scripts/fronts_<family>.py`` with ``FAMILY = Family(...)``: its methods (new
-       ones, or a client method adapted with ``dataclasses.replace``) and one
+       ones, or a client method adapted with ``dataclasses.replace``, from
+       ``fronts_client.BY_NAME``) and one
        ``Front(path, class, flavor)`` per target, using :data:`BLOCKING`, :data:`ASYNCIO`,
        :data:`FUTURES` (or a ``dataclasses.replace`` of one, for other wording).
     3. Give each target class the dispatch its bodies call, and name the module in
@@ -303,18 +305,19 @@ def _markers(front: Front) -> tuple[str, str]:
 
 
 def splice(source: str, family: Family, front: Front) -> str:
-    """``source`` with the front's region replaced by what the family renders."""
+    """``source`` with the front's region replaced by what the family renders. The markers
+    are looked for in the class's own lines, so one file may hold several front ends."""
     begin, end = _markers(front)
     lines = source.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
-    ends = [i for i, line in enumerate(lines) if line.strip() == end]
+    first, last = _class_lines(source, front)
+    starts = [i for i in range(first, last) if lines[i].strip() == begin]
+    ends = [i for i in range(first, last) if lines[i].strip() == end]
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
         raise GenerationError(
-            f"{front.path}: needs exactly one '{begin}' line and, after it, one '{end}' line "
-            f"(found {len(starts)} and {len(ends)})"
+            f"{front.path}: class {front.cls} needs exactly one '{begin}' line and, after it, "
+            f"one '{end}' line (found {len(starts)} and {len(ends)})"
         )
     start, stop = starts[0], ends[0]
-    _check_inside_class(source, front, start + 1, stop + 1)
     indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
     if indent != METHOD_INDENT:
         raise GenerationError(f"{front.path}: '{begin}' must be indented as a method of the class")
@@ -322,6 +325,28 @@ def splice(source: str, family: Family, front: Front) -> str:
     spliced = "".join([*lines[: start + 1], region, *lines[stop:]])
     _check_defined_once(spliced, family, front)
     return spliced
+
+
+def _class_lines(source: str, front: Front) -> tuple[int, int]:
+    """The 0-based line range of the class: from its ``class`` line to the next top-level
+    statement (a region at the class's end is comments only, outside the class's node until
+    it is filled)."""
+    body = ast.parse(source, front.path).body
+    for i, node in enumerate(body):
+        if isinstance(node, ast.ClassDef) and node.name == front.cls:
+            following = body[i + 1] if i + 1 < len(body) else None
+            if following is None:
+                return node.lineno, len(source.splitlines())
+            # The next statement starts at its first decorator, if it has any.
+            top = min([following.lineno, *(d.lineno for d in _decorators(following))])
+            return node.lineno, top - 1
+    raise GenerationError(f"{front.path}: no top-level class {front.cls}")
+
+
+def _decorators(node: ast.stmt) -> list[ast.expr]:
+    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return list(node.decorator_list)
+    return []
 
 
 def _check_defined_once(source: str, family: Family, front: Front) -> None:
@@ -336,20 +361,6 @@ def _check_defined_once(source: str, family: Family, front: Front) -> None:
                     f"{front.path}: {front.cls} also defines {', '.join(twice)} by hand "
                     "(a generated method is defined in the spec only)"
                 )
-
-
-def _check_inside_class(source: str, front: Front, begin: int, end: int) -> None:
-    """The markers (1-based lines) lie in the class: after its ``class`` line and before the
-    next top-level statement (a region at the class's end is comments only, outside the
-    class's node until it is filled)."""
-    body = ast.parse(source, front.path).body
-    for i, node in enumerate(body):
-        if isinstance(node, ast.ClassDef) and node.name == front.cls:
-            following = body[i + 1].lineno if i + 1 < len(body) else None
-            if node.lineno < begin and (following is None or end < following):
-                return
-            raise GenerationError(f"{front.path}: the region is not inside class {front.cls}")
-    raise GenerationError(f"{front.path}: no top-level class {front.cls}")
 
 
 def ruff_format(source: str, path: Path, root: Path) -> str:

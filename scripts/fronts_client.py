@@ -178,3 +178,7 @@ FAMILY = Family(
         Front("conduit_mcp/futures.py", "FutureClient", FUTURES),
     ],
 )
+
+#: The methods by name, for another family that offers one of them with its own routing
+#: (``dataclasses.replace(BY_NAME["call_tool"], params=..., body=...)``).
+BY_NAME = {method.name: method for method in METHODS}

@@ -419,10 +419,16 @@ def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, m
     )
     (tmp_path / "member.py").write_text(member)
     region = "    # BEGIN GENERATED routed\n    # END GENERATED routed\n"
+    front_end = (
+        "class {}:\n    def _route(self, what):\n        return Client(), what.upper()\n\n" + region
+    )
+    # The blocking class in a file of its own, the other two sharing one (as the Hub's do).
     sources = {
-        f"{name}.py": f"from member import Client\n\n\nclass {cls}:\n"
-        "    def _route(self, what):\n        return Client(), what.upper()\n\n" + region
-        for name, cls in (("blocking", "Echo"), ("aio", "AsyncEcho"), ("futures", "FutureEcho"))
+        "blocking.py": "from member import Client\n\n\n" + front_end.format("Echo"),
+        "fronts.py": "from member import Client\n\n\n"
+        + front_end.format("AsyncEcho")
+        + "\n\n"
+        + front_end.format("FutureEcho"),
     }
     for name, text in sources.items():
         (tmp_path / name).write_text(text)
@@ -442,8 +448,8 @@ def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, m
         methods=[echo],
         fronts=[
             gen.Front("blocking.py", "Echo", gen.BLOCKING, "routed", {"member": ""}),
-            gen.Front("aio.py", "AsyncEcho", gen.ASYNCIO, "routed", {"member": ".aio"}),
-            gen.Front("futures.py", "FutureEcho", gen.FUTURES, "routed", {"member": ".futures"}),
+            gen.Front("fronts.py", "AsyncEcho", gen.ASYNCIO, "routed", {"member": ".aio"}),
+            gen.Front("fronts.py", "FutureEcho", gen.FUTURES, "routed", {"member": ".futures"}),
         ],
     )
     assert gen.generate([family], tmp_path, check=False) == list(sources)
@@ -454,14 +460,14 @@ def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, m
         spaces[name] = {}
         exec(compile((tmp_path / name).read_text(), name, "exec"), spaces[name])
     assert spaces["blocking.py"]["Echo"]().echo("hi", timeout=1.0) == ("HI", 1.0)
-    assert asyncio.run(spaces["aio.py"]["AsyncEcho"]().echo("hi")) == ("HI", None)
-    assert spaces["futures.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("HI", None)
-    text = (tmp_path / "aio.py").read_text()
+    assert asyncio.run(spaces["fronts.py"]["AsyncEcho"]().echo("hi")) == ("HI", None)
+    assert spaces["fronts.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("HI", None)
+    text = (tmp_path / "fronts.py").read_text()
     assert "return await client.aio.echo(routed, timeout)" in text
+    assert "return client.futures.echo(routed, timeout)" in text
     assert "# resolved in the caller, never waiting" in text
     assert "Do not edit" in text and "Raises:" in text
-    futures_text = (tmp_path / "futures.py").read_text()
-    assert "-> pykka.Future[tuple[str, float | None]]:" in futures_text
+    assert "-> pykka.Future[tuple[str, float | None]]:" in text
 
 
 def test_a_hand_written_copy_of_a_generated_method_is_refused(tree_copy):
