@@ -146,7 +146,6 @@ FAMILY = Family(
             "conduit_mcp/hub/fronts.py",
             "FutureHub",
             HUB_FUTURES,
-            region="future requests",
             names={"member": ".futures"},
         ),
     ],
