@@ -162,7 +162,11 @@ class Hub:
         )
         try:
             supervisor.ask(PING, timeout=30.0)
-        except pykka.ActorDeadError as exc:
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            for ref in (supervisor, board.view_ref):
+                if ref is not None:
+                    ref.stop(block=False)
+            _stop_members(list(board.members.values()), 10.0)
             raise Error("unavailable", "start_failed", "the hub's actors failed to start") from exc
         return cls(board, supervisor, defaults)
 
