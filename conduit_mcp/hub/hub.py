@@ -217,6 +217,11 @@ class Hub:
             routing.ready(found)
         return found.client
 
+    def restarts(self) -> dict[str, int]:
+        """How many times the hub started each server again after its client gave up."""
+        members = self._board.members
+        return {n: members[n].restarts for n in self._board.order if n in members}
+
     def server_of(self, client_name: str) -> str | None:
         """The server a member's client name belongs to (``HandlerContext.client_name``)."""
         return self._board.server_of(client_name)

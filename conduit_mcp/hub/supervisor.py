@@ -135,7 +135,7 @@ class HubSupervisor(SafeActor):
             self._timers.pop(message.name, None)
             member = self._members.get(message.name)
             if member is not None and member.gen == message.gen and member.client is None:
-                self._start_member(member)
+                self._start_member(replace(member, restarts=member.restarts + 1))
                 self._publish()
         elif isinstance(message, _ViewExited):
             if message.urn == self._view_urn:
