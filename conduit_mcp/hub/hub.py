@@ -318,8 +318,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, tool = routing.tool(self._board, name)
         return client.call_tool(
@@ -345,8 +345,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, prompt = routing.prompt(self._board, name)
         return client.get_prompt(
@@ -367,8 +367,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         return client.read_resource(target, timeout=timeout, max_total_timeout=max_total_timeout)
@@ -388,8 +388,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, own = routing.completion_ref(self._board, ref)
         return client.complete(own, argument, context=context, timeout=timeout)
@@ -412,8 +412,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client = routing.member(self._board, server)
         return client.request(
@@ -433,8 +433,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         client.subscribe(target, timeout=timeout)
@@ -446,8 +446,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         client.unsubscribe(target, timeout=timeout)
