@@ -43,6 +43,12 @@ _LAZY = {
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
     "Stdio": ".transports.stdio_spec",
+    "Hub": ".hub",
+    "HubConfig": ".hub",
+    "HubNotification": ".hub",
+    "ServerEntry": ".hub",
+    "Collision": ".hub",
+    "load_config": ".hub",
     "Http": ".transports.http_spec",
     "Sse": ".transports.sse_spec",
     "OAuth": ".oauth.config",
@@ -82,6 +88,7 @@ if TYPE_CHECKING:
     from .futures import FutureClient
     from .handler import Declined, Handler, HandlerContext
     from .handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
+    from .hub import Collision, Hub, HubConfig, HubNotification, ServerEntry, load_config
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .oauth.config import OAuth
     from .oauth.records import TokenSet
@@ -129,6 +136,7 @@ __all__ = [
     "ChildSpec",
     "Client",
     "ClientOptions",
+    "Collision",
     "CompleteResult",
     "Declined",
     "ElicitRequest",
@@ -141,6 +149,9 @@ __all__ = [
     "HandlerContext",
     "Icon",
     "Http",
+    "Hub",
+    "HubConfig",
+    "HubNotification",
     "Sse",
     "KINDS",
     "Kind",
@@ -161,6 +172,7 @@ __all__ = [
     "SamplingRequest",
     "SamplingResult",
     "ServerInfo",
+    "ServerEntry",
     "ServerNotification",
     "State",
     "Status",
@@ -171,4 +183,5 @@ __all__ = [
     "ToolAnnotations",
     "__version__",
     "full_jitter",
+    "load_config",
 ]

@@ -341,7 +341,14 @@ def test_the_three_front_ends_say_the_same_raises():
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "scripts" / "gen_fronts.py"
-FRONT_FILES = ("conduit_mcp/client.py", "conduit_mcp/aio.py", "conduit_mcp/futures.py")
+FRONT_FILES = (
+    "conduit_mcp/client.py",
+    "conduit_mcp/aio.py",
+    "conduit_mcp/futures.py",
+    # the Hub's family (scripts/fronts_hub.py): gen_fronts renders every family
+    "conduit_mcp/hub/hub.py",
+    "conduit_mcp/hub/fronts.py",
+)
 
 
 def _gen(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
