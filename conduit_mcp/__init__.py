@@ -43,6 +43,12 @@ _LAZY = {
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
     "Stdio": ".transports.stdio_spec",
+    "Hub": ".hub",
+    "HubConfig": ".hub",
+    "HubNotification": ".hub",
+    "ServerEntry": ".hub",
+    "Collision": ".hub",
+    "load_config": ".hub",
     "Http": ".transports.http_spec",
     "OAuth": ".oauth.config",
     "TokenStore": ".oauth.store",
@@ -77,6 +83,7 @@ if TYPE_CHECKING:
     from .config import ClientOptions
     from .futures import FutureClient
     from .handler import Declined, Handler, HandlerContext
+    from .hub import Collision, Hub, HubConfig, HubNotification, ServerEntry, load_config
     from .handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .oauth.config import OAuth
@@ -120,6 +127,7 @@ __all__ = [
     "ChildSpec",
     "Client",
     "ClientOptions",
+    "Collision",
     "CompleteResult",
     "Declined",
     "ElicitRequest",
@@ -131,6 +139,9 @@ __all__ = [
     "Handler",
     "HandlerContext",
     "Http",
+    "Hub",
+    "HubConfig",
+    "HubNotification",
     "KINDS",
     "Kind",
     "LIST_REFRESHED",
@@ -150,6 +161,7 @@ __all__ = [
     "SamplingRequest",
     "SamplingResult",
     "ServerInfo",
+    "ServerEntry",
     "ServerNotification",
     "State",
     "Status",
@@ -159,4 +171,5 @@ __all__ = [
     "Tool",
     "__version__",
     "full_jitter",
+    "load_config",
 ]

@@ -41,6 +41,7 @@ class Published:
         "deliveries",
         "token",
         "last_id",
+        "watchers",
     )
 
     def __init__(self) -> None:
@@ -83,6 +84,9 @@ class Published:
         # connection goes on from it (the counter is never reset, docs/connection.md,
         # "Requests"; an id never names two requests of one client).
         self.last_id = 0
+        # Called with each new status, after it is published (the Hub's view is told this
+        # way, docs/hub.md): each must only ``tell`` an actor, never block or raise.
+        self.watchers: tuple[Callable[[Status], None], ...] = ()
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions
@@ -91,6 +95,11 @@ class Published:
             self.status = status
             self.transitions += 1
             self._changed.notify_all()
+        for watcher in self.watchers:
+            try:
+                watcher(status)
+            except Exception:  # a watcher only tells: never let it fail the connection
+                pass
 
     def publish_listen(self, honoured: dict[str, Any] | None) -> None:
         """A listen was acknowledged (or lost): wake :meth:`wait_listen` (rare: never on the

@@ -35,6 +35,8 @@ RULES: dict[str, tuple[str, frozenset[str]]] = {
     "testing": ("never", frozenset({"cli"})),
     # the command line is a user of the whole library
     "cli": ("never", frozenset()),
+    # the Hub is a user of the client's public API and runtime, never of the CLI
+    "hub": ("never", frozenset({"cli", "testing"})),
 }
 
 

@@ -1,0 +1,296 @@
+"""The view actor: the single writer of the Hub's merged snapshot (``Board.view``).
+
+It hears three things about each member and nothing else: its status changed (a watcher on
+the member's published status tells it), its client refreshed a list after a
+``list_changed`` (``LIST_REFRESHED``, as a notification subscriber), and a fetch finished.
+Fetching a member's lists runs in a short-lived worker thread, never here: the pages are
+requests that wait, and the naming hooks (``qualify``/``unqualify``) are user code. One fetch
+per member at a time; a change heard meanwhile is fetched again once it finishes.
+
+If it crashes, the hub supervisor starts a new one, which attaches to every member again and
+rebuilds the snapshot from their caches (the old snapshot stays readable meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from ..errors import Error
+from ..notifications import LIST_REFRESHED, ServerNotification
+from ..otp.base import Link, SafeActor, safe_tell
+from ..status import Status
+from .board import Board, Member
+from .names import Naming
+from .view import MemberLists, merge
+
+__all__ = ["Attach", "Detach", "ViewActor"]
+
+log = logging.getLogger("conduit_mcp.hub")
+
+
+@dataclass(frozen=True, slots=True)
+class Attach:
+    """Supervisor -> view: ``member`` (a new incarnation) is running."""
+
+    member: Member
+
+
+@dataclass(frozen=True, slots=True)
+class Detach:
+    """Supervisor -> view: the server ``name`` is gone (removed, or down awaiting a restart)."""
+
+    name: str
+    gen: int
+
+
+@dataclass(frozen=True, slots=True)
+class _StatusChanged:
+    name: str
+    gen: int
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    name: str
+    gen: int
+    lists: MemberLists | None
+    error: Error | None
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    """For the tests that kill the view actor: it raises on this."""
+
+
+class _Watch:
+    """One member's status watcher: tells whichever view actor is current."""
+
+    __slots__ = ("board", "name", "gen")
+
+    def __init__(self, board: Board, name: str, gen: int) -> None:
+        self.board, self.name, self.gen = board, name, gen
+
+    def __call__(self, status: Status) -> None:
+        ref = self.board.view_ref
+        if ref is not None:
+            safe_tell(ref, _StatusChanged(self.name, self.gen, status))
+
+
+def _fetch(member: Member, naming: Naming, timeout: float, refetch: bool) -> MemberLists:
+    """One member's lists, named (runs in a worker thread: it waits, and calls hooks)."""
+    client = member.client
+    caps = client.server_capabilities() or {}
+    kinds = []
+    if "tools" in caps:
+        kinds.append(("tools", client.list_all_tools, client.cached_tools))
+    if "prompts" in caps:
+        kinds.append(("prompts", client.list_all_prompts, client.cached_prompts))
+    if "resources" in caps:
+        kinds.append(("resources", client.list_all_resources, client.cached_resources))
+        kinds.append(
+            (
+                "resource_templates",
+                client.list_all_resource_templates,
+                client.cached_resource_templates,
+            )
+        )
+    got: dict[str, tuple[Any, ...]] = {}
+    for kind, fetch, cached in kinds:
+        items = None
+        if not refetch:
+            try:
+                items = cached()
+            except Error:
+                items = None
+        if items is None:
+            try:
+                items = fetch(timeout=timeout)
+            except Error as exc:
+                if exc.kind != "server":
+                    raise
+                items = ()  # the server declared the list but refuses it: nothing to show
+        got[kind] = items
+    misnamed: list[tuple[str, str]] = []
+
+    def named(items: tuple[Any, ...]) -> tuple[tuple[str, Any], ...]:
+        out = []
+        for item in items:
+            try:
+                qualified = naming.qualify(member.name, item.name)
+                ok = (
+                    isinstance(qualified, str)
+                    and naming.unqualify(qualified) == (member.name, item.name)
+                    and naming.acceptable(qualified)
+                )
+            except Exception as exc:  # a naming hook failed: the item is reachable by tuple
+                log.warning("hub: qualify(%r, ...) raised %s", member.name, type(exc).__name__)
+                ok = False
+            if not ok:
+                misnamed.append((member.name, item.name))
+                continue
+            out.append((qualified, item))
+        return tuple(out)
+
+    return MemberLists(
+        member.name,
+        tools=named(got.get("tools", ())),
+        prompts=named(got.get("prompts", ())),
+        resources=got.get("resources", ()),
+        resource_templates=got.get("resource_templates", ()),
+        misnamed=tuple(misnamed),
+    )
+
+
+class ViewActor(SafeActor):
+    """See the module docstring."""
+
+    def __init__(self, board: Board, *, link: Link | None = None) -> None:
+        super().__init__(link=link)
+        self._board = board
+        self._members: dict[str, Member] = {}
+        self._status: dict[str, Status] = {}
+        self._lists: dict[str, MemberLists] = {}
+        self._fetching: dict[str, bool] = {}  # name -> fetch again when this one ends
+        self._version = board.view.version
+
+    def init(self) -> None:
+        self._board.view_ref = self.actor_ref
+        for member in self._board.members.values():
+            if member.client is not None:
+                self._attach(member, rebuild=True)
+        self._publish()
+
+    def terminate(self, reason: BaseException | None) -> None:
+        if self._board.view_ref is self.actor_ref:
+            self._board.view_ref = None
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, _StatusChanged):
+            self._on_status(message)
+        elif isinstance(message, ServerNotification):
+            name = self._board.server_of(message.client)
+            if name is not None and name in self._members and self._status_ready(name):
+                self._start_fetch(name, refetch=False)
+        elif isinstance(message, _Fetched):
+            self._on_fetched(message)
+        elif isinstance(message, Attach):
+            self._attach(message.member, rebuild=False)
+            self._publish()
+        elif isinstance(message, Detach):
+            member = self._members.get(message.name)
+            if member is not None and member.gen <= message.gen:
+                self._forget(message.name)
+                self._publish()
+        elif isinstance(message, Crash):
+            raise RuntimeError("view actor crash (asked for by a test)")
+        else:
+            return super().receive(message)
+        return None
+
+    # -- members ------------------------------------------------------------------------------
+
+    def _attach(self, member: Member, *, rebuild: bool) -> None:
+        name = member.name
+        old = self._members.get(name)
+        if old is not None and old.gen != member.gen:
+            self._lists.pop(name, None)
+        self._members[name] = member
+        runtime = member.runtime
+        watch = _Watch(self._board, name, member.gen)
+        shared = runtime.shared
+        # Replace any watcher of an earlier view actor (they all tell board.view_ref anyway).
+        shared.watchers = tuple(w for w in shared.watchers if not isinstance(w, _Watch)) + (
+            watch,
+        )
+        try:
+            member.client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
+        except Error:
+            pass  # the member is already gone: its exit reaches the supervisor
+        status = member.client.status()
+        self._status[name] = status
+        if status.state == "ready":
+            self._start_fetch(name, refetch=not rebuild)
+
+    def _forget(self, name: str) -> None:
+        member = self._members.pop(name, None)
+        self._status.pop(name, None)
+        self._lists.pop(name, None)
+        self._fetching.pop(name, None)
+        if member is not None and member.client is not None:
+            try:
+                member.client.unsubscribe_notifications(self.actor_ref)
+            except Error:
+                pass
+
+    def _status_ready(self, name: str) -> bool:
+        status = self._status.get(name)
+        return status is not None and status.state == "ready"
+
+    def _on_status(self, msg: _StatusChanged) -> None:
+        member = self._members.get(msg.name)
+        if member is None or member.gen != msg.gen:
+            return
+        was_ready = self._status_ready(msg.name)
+        self._status[msg.name] = msg.status
+        now_ready = msg.status.state == "ready"
+        if now_ready and not was_ready:
+            self._start_fetch(msg.name, refetch=True)
+        elif was_ready and not now_ready:
+            self._publish()
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def _start_fetch(self, name: str, *, refetch: bool) -> None:
+        if name in self._fetching:
+            self._fetching[name] = True
+            return
+        self._fetching[name] = False
+        member = self._members[name]
+        board, me = self._board, self.actor_ref
+
+        def job() -> None:
+            try:
+                lists = _fetch(member, board.naming, board.list_timeout, refetch)
+                msg = _Fetched(name, member.gen, lists, None)
+            except Error as exc:
+                msg = _Fetched(name, member.gen, None, exc)
+            except Exception as exc:  # never lose the "fetch ended" message
+                msg = _Fetched(name, member.gen, None, Error("protocol", "bad_result", repr(exc)))
+            safe_tell(me, msg)
+
+        threading.Thread(target=job, name=f"conduit-hub-fetch-{name}", daemon=True).start()
+
+    def _on_fetched(self, msg: _Fetched) -> None:
+        member = self._members.get(msg.name)
+        if member is None or member.gen != msg.gen:
+            return
+        again = self._fetching.pop(msg.name, False)
+        if msg.lists is not None:
+            self._lists[msg.name] = msg.lists
+            self._publish()
+        else:
+            assert msg.error is not None
+            log.info(
+                "hub: server %r: listing failed: %s/%s", msg.name, msg.error.kind, msg.error.reason
+            )
+        if again and self._status_ready(msg.name):
+            self._start_fetch(msg.name, refetch=False)
+
+    # -- the snapshot -------------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        board = self._board
+        ready = {n for n in self._lists if self._status_ready(n)}
+        shown = ready if board.on_server_down == "hide" else set(self._lists)
+        self._version += 1
+        board.publish_view(merge(board.order, self._lists, shown, self._version, ready))
+
+
+def view_actor_ref(board: Board, link: Link) -> pykka.ActorRef[Any]:
+    return ViewActor.start(board, link=link)
