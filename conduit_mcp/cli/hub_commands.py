@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ..errors import Error
 from . import output
@@ -51,7 +51,7 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
         config = replace(config, servers=MappingProxyType({server: config.servers[server]}))
     config = _typed_options_win(args, config)
     try:
-        hub = Hub.start(config, max_restarts=0, **client_options(args, {}))  # type: ignore[misc]
+        hub = Hub.start(config, max_restarts=0, **client_options(args, {}))
     except Error as exc:
         if exc.kind == "config":
             raise UsageError(config_message(several.path, exc)) from None
@@ -59,22 +59,32 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
     try:
         failures = settle(hub, args.timeout)
         if args.command != "status":  # status shows them in its table
-            for name, exc in failures.items():
-                _report_failure(hub, name, exc, args, err)
+            for name, failure in failures.items():
+                _report_failure(hub, name, failure, args, err)
         if args.command in ONE_SERVER or args.command == "read":
             if args.command in ONE_SERVER and failures:
                 return EXIT_CONNECTION
+            command = {"call": _call, "prompt": _prompt, "read": _read}[args.command]
             try:
-                command = {"call": _call, "prompt": _prompt, "read": _read}[args.command]
-                code = command(hub, args, arguments, None, out, err)  # type: ignore[arg-type]
-            except Error as exc:
-                report(err, exc, _hint(exc, args, connecting=False))
-                return _exit_code(exc)
+                # The Hub takes the calls of a Client, by qualified name.
+                code = command(cast(Any, hub), args, arguments, None, out, err)
+            except Error as failed:
+                report(err, failed, _request_hint(failed, args))
+                return _exit_code(failed)
             return EXIT_CONNECTION if failures and code == EXIT_OK else code
-        LISTINGS[args.command](hub, args, failures, out)
+        LISTINGS[args.command](hub, args, failures, several, out)
+        if args.command in ("tools", "prompts", "resources"):
+            _collisions(hub, args.command, err)
         return EXIT_CONNECTION if failures else EXIT_OK
     finally:
         hub.stop()
+
+
+def _request_hint(exc: Error, args: argparse.Namespace) -> str | None:
+    if exc.kind == "argument" and exc.reason.startswith("unknown_"):
+        what = "resources" if exc.reason == "unknown_resource" else f"{exc.reason[8:]}s"
+        return f"`conduit-mcp {what} --config FILE` lists them, qualified"
+    return _hint(exc, args, connecting=False)
 
 
 def _server_of(args: argparse.Namespace, several: Several, name: str) -> str:
@@ -133,9 +143,7 @@ def settle(hub: Hub, timeout: float) -> dict[str, Error]:
     return failures
 
 
-def _report_failure(
-    hub: Hub, name: str, exc: Error, args: argparse.Namespace, err: TextIO
-) -> None:
+def _report_failure(hub: Hub, name: str, exc: Error, args: argparse.Namespace, err: TextIO) -> None:
     state = hub.status().get(name)
     message = connection_message(
         exc,
@@ -155,12 +163,30 @@ def _report_failure(
         err.flush()
 
 
+def _collisions(hub: Hub, command: str, err: TextIO) -> None:
+    """Say which server's item a shared name (or URI) shows: never a silent pick."""
+    kinds = {"tools": ("tools",), "prompts": ("prompts",)}.get(
+        command, ("resources", "resource_templates")
+    )
+    for c in hub.collisions():
+        if c.kind in kinds:
+            servers = [server for server, _ in c.servers]
+            err.write(
+                f"note: {c.name!r} is listed by {', '.join(servers)}; {servers[0]}'s is shown "
+                f"(and {'read from' if c.kind.startswith('resource') else 'called on'} "
+                f"{servers[0]}); --server NAME shows one server's own\n"
+            )
+    err.flush()
+
+
 def _server_and_name(hub: Hub, qualified: str) -> tuple[str, str]:
     route = hub.route(qualified)
     return route if route is not None else ("", qualified)
 
 
-def _tools(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out: TextIO) -> None:
+def _tools(
+    hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], _s: Several, out: TextIO
+) -> None:
     tools = hub.tools()
     if args.json:
         listed = [
@@ -172,7 +198,9 @@ def _tools(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out: Tex
         out.write(output.tools_table(tools) + "\n")
 
 
-def _prompts(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out: TextIO) -> None:
+def _prompts(
+    hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], _s: Several, out: TextIO
+) -> None:
     prompts = hub.prompts()
     if args.json:
         out.write(output.dumps([{**dict(p.raw), "name": p.name} for p in prompts]) + "\n")
@@ -180,13 +208,13 @@ def _prompts(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out: T
         out.write(output.prompts_table(prompts) + "\n")
 
 
-def _resources(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out: TextIO) -> None:
+def _resources(
+    hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], _s: Several, out: TextIO
+) -> None:
     resources, templates = hub.resources(), hub.resource_templates()
     if args.json:
         document = {
-            "resources": [
-                {**dict(r.raw), "server": hub.resource_server(r.uri)} for r in resources
-            ],
+            "resources": [{**dict(r.raw), "server": hub.resource_server(r.uri)} for r in resources],
             "resourceTemplates": [dict(t.raw) for t in templates],
         }
         out.write(output.dumps(document) + "\n")
@@ -194,7 +222,9 @@ def _resources(hub: Hub, args: argparse.Namespace, _f: Mapping[str, Error], out:
         out.write(output.resources_table(resources, templates) + "\n")
 
 
-def _ping(hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], out: TextIO) -> None:
+def _ping(
+    hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], _s: Several, out: TextIO
+) -> None:
     rows: list[tuple[str, str]] = []
     results: dict[str, Any] = {}
     for name in hub.servers():
@@ -216,7 +246,10 @@ def _ping(hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], out
     out.write(text + "\n")
 
 
-def _status(hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], out: TextIO) -> None:
+def _status(
+    hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], several: Several, out: TextIO
+) -> None:
+    disabled = several.config.disabled
     counts: dict[str, int] = {}
     for tool in hub.tools():
         server = _server_and_name(hub, tool.name)[0]
@@ -231,9 +264,10 @@ def _status(hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], o
             }
             for name, s in status.items()
         }
+        document.update({name: {"status": None, "disabled": True} for name in disabled})
         out.write(output.dumps(document) + "\n")
         return
-    rows = []
+    rows: list[tuple[str, str, str, str, str]] = []
     for name, s in status.items():
         if name in failures:
             exc = failures[name]
@@ -245,6 +279,7 @@ def _status(hub: Hub, args: argparse.Namespace, failures: Mapping[str, Error], o
         version = f"{s.era} {s.version}" if s.era and s.version else (s.version or "")
         tools = str(counts.get(name, 0)) if s.state == "ready" else "-"
         rows.append((name, s.state, version, tools, detail))
+    rows += [(name, "disabled", "", "-", '"disabled": true in the file') for name in disabled]
     out.write(output.table(rows, ("SERVER", "STATE", "PROTOCOL", "TOOLS", "DETAIL")) + "\n")
 
 

@@ -138,8 +138,8 @@ def _several(args: argparse.Namespace, config: HubConfig) -> Several:
         raise UsageError(
             f"{', '.join(given)} set up one server's connection, and --config {path} has "
             f"{len(config.servers)}: choose one with --server NAME",
-            "or give each entry its own in the file (\"env\", \"headers\", or \"conduit\" "
-            "options such as \"inherit_env\" and \"auth\")",
+            'or give each entry its own in the file ("env", "headers", or "conduit" '
+            'options such as "inherit_env" and "auth")',
         )
     return Several(path, config)
 
@@ -252,13 +252,14 @@ def config_message(path: str, exc: Error) -> str:
     "--config mcp.json (servers.a.args): server 'a': 'args' ..."
     """
     if exc.reason == "config":
-        # The loader names "the config file '<path>'"; the command line says --config.
-        return f"--config {path}: {exc.message}"
+        # The loader names "the config file '<path>'": the path is said once, first.
+        said = exc.message.replace(f"the config file {str(Path(path))!r}", "the file")
+        return f"--config {path}: {said}"
     return f"--config {path} ({exc.reason}): {exc.message}"
 
 
 def _config_hint(exc: Error) -> str | None:
-    if exc.reason == "config":
+    if exc.reason == "config" and "cannot read" not in exc.message:
         return 'expected {"mcpServers": {"NAME": {"command": ..., "args": [...]} or {"url": ...}}}'
     return None
 
@@ -275,8 +276,7 @@ def entry_of(path: str, config: HubConfig, name: str | None) -> ServerEntry:
     if name is None:
         if len(config.servers) != 1:
             raise UsageError(
-                f"--config {path} has {len(config.servers)} servers; choose one with --server "
-                "NAME",
+                f"--config {path} has {len(config.servers)} servers; choose one with --server NAME",
                 servers_hint(config),
             )
         return next(iter(config.servers.values()))
@@ -284,7 +284,7 @@ def entry_of(path: str, config: HubConfig, name: str | None) -> ServerEntry:
     if entry is None:
         if name in config.disabled:
             raise UsageError(
-                f"--config {path}: server {name!r} is disabled (\"disabled\": true)",
+                f'--config {path}: server {name!r} is disabled ("disabled": true)',
                 servers_hint(config),
             )
         raise UsageError(f"--config {path} has no server {name!r}", servers_hint(config))
