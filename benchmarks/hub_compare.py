@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import statistics
@@ -67,7 +68,12 @@ def said(exc: BaseException) -> str:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
+    """A short duration, in the unit that shows it: ``12 µs``, ``3.4 ms``, ``1.52 s``."""
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds:.2f} s"
 
 
 def median_us(samples: list[float]) -> float:
@@ -94,8 +100,13 @@ def run_conduit(server_python: str) -> dict[str, Any]:
     import conduit_mcp as mcp
 
     record = Record("conduit-mcp Hub", mcp.__version__)
+    # Imported before the clock starts, as the other libraries' modules are (conduit_mcp
+    # loads its parts lazily, on first use).
+    start, load_config = mcp.Hub.start, mcp.load_config
+    importlib.import_module("conduit_mcp.client")  # the members' module
+
     started = time.perf_counter()
-    hub = mcp.Hub.start(mcp.load_config(config(server_python)))
+    hub = start(load_config(config(server_python)))
     try:
         record["start_returned_s"] = time.perf_counter() - started
         hub.await_ready(DEADLINE, servers=["alpha", "beta"])
@@ -106,6 +117,11 @@ def run_conduit(server_python: str) -> dict[str, Any]:
         )
         dead = status["dead"]
         record["dead_entry"] = f"{dead.state} ({dead.reason}), the others unaffected"
+        record["short"] = {
+            "started": "yes: the two live ones ready, `dead` is `closed`",
+            "duplicates": "both kept: `alpha.add`, `beta.add`",
+            "dead_call": "`unavailable` error",
+        }
         names = sorted(t.name for t in hub.tools())
         shared = [n for n in names if n.endswith(".add")]
         record["duplicates"] = (
@@ -118,7 +134,8 @@ def run_conduit(server_python: str) -> dict[str, Any]:
             hub.call_tool(("dead", "add"), {"a": 1, "b": 2}, timeout=DEADLINE)
             record["dead_call"] = "answered (unexpected)"
         except mcp.Error as exc:
-            record["dead_call"] = f"{exc.kind} ({exc.reason}) in {ms(time.perf_counter() - t0)}"
+            record["dead_call_s"] = time.perf_counter() - t0
+            record["dead_call"] = f"{exc.kind} ({exc.reason}): {exc.message}"
     finally:
         hub.stop()
     return record.data
@@ -182,7 +199,8 @@ async def _session_group(server_python: str, hook: Any, record: Record) -> None:
             await group.call_tool("conduit-modern-peer_add", {"a": 1, "b": 2})
             record["dead_call"] = "answered"
         except Exception as exc:
-            record["dead_call"] = f"{said(exc)} in {ms(time.perf_counter() - t0)}"
+            record["dead_call_s"] = time.perf_counter() - t0
+            record["dead_call"] = said(exc)
 
 
 def run_session_group(server_python: str) -> dict[str, Any]:
@@ -209,6 +227,12 @@ def run_session_group(server_python: str) -> dict[str, Any]:
     record["ready_s"] = plain["ready_s"]
     record["call_us"] = plain.get("call_us")
     record["dead_call"] = plain["dead_call"]
+    record["dead_call_s"] = plain.get("dead_call_s")
+    record["short"] = {
+        "started": "partly: each `connect_to_server` is the caller's to wrap",
+        "duplicates": "the second copy is refused (`MCPError`), with the name hook too",
+        "dead_call": "`KeyError`: its tools never had a name",
+    }
     return record.data
 
 
@@ -227,6 +251,11 @@ async def _client_group(server_python: str, record: Record) -> None:
             f"no: the group failed as a whole after {ms(time.perf_counter() - started)}"
         )
         record["dead_entry"] = f"fails the whole group: {said(exc)}"
+    record["short"] = {
+        "started": "no: one dead entry fails the whole group",
+        "duplicates": "both kept: `alpha_add`, `beta_add`",
+        "dead_call": "n/a: no group starts with it",
+    }
     # Without the dead entry, to see the rest of the task.
     started = time.perf_counter()
     async with ClientGroup.from_config(config(server_python, with_dead=False)) as group:
@@ -240,14 +269,12 @@ async def _client_group(server_python: str, record: Record) -> None:
         record["call_us"] = await _atime_calls(
             lambda: group.call_tool("alpha_add", {"a": 1, "b": 2})
         )
-        t0 = time.perf_counter()
         try:
             await group.call_tool("dead_add", {"a": 1, "b": 2})
             record["dead_call"] = "answered"
         except Exception as exc:
             record["dead_call"] = (
                 f"n/a (no group with the dead entry); an unknown name: {said(exc)}"
-                f" in {ms(time.perf_counter() - t0)}"
             )
     record.note("ready and call measured on a group without the dead entry")
 
@@ -286,6 +313,11 @@ async def _server_manager(server_python: str, record: Record) -> None:
         failed = {s.name: said(e) for s, e in manager.errors.items()}
         record["started"] = f"partly: active {', '.join(active)}; failed {', '.join(failed)}"
         record["dead_entry"] = f"kept out of active_servers: {failed.get('dead', '-')}"
+        record["short"] = {
+            "started": "yes: `dead` is left out of `active_servers`",
+            "duplicates": "an agent's tool list is refused (`UserError`); prefixed by an option",
+            "dead_call": "`UserError`: server not initialized",
+        }
         agent = Agent(name="compare")
         context = RunContextWrapper(context=None)
         try:
@@ -309,7 +341,8 @@ async def _server_manager(server_python: str, record: Record) -> None:
             await servers["dead"].call_tool("add", {"a": 1, "b": 2})
             record["dead_call"] = "answered"
         except Exception as exc:
-            record["dead_call"] = f"{said(exc)} in {ms(time.perf_counter() - t0)}"
+            record["dead_call_s"] = time.perf_counter() - t0
+            record["dead_call"] = said(exc)
     record.note("no merged view: calls go to the server object the caller picks")
 
 
@@ -353,7 +386,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if not good:
         return runs[-1]
     out = dict(good[-1])
-    for key in ("ready_s", "call_us", "start_returned_s"):
+    for key in ("ready_s", "call_us", "start_returned_s", "dead_call_s"):
         values = [r[key] for r in good if isinstance(r.get(key), int | float)]
         out[key] = statistics.median(values) if values else None
     out["rounds"] = len(good)
@@ -361,46 +394,61 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 COLUMNS = (
-    ("library", "library"),
-    ("started", "started with one dead entry?"),
-    ("dead_entry", "the dead entry"),
-    ("duplicates", "two servers sharing tool names"),
-    ("ready", "time to ready"),
-    ("call", "one call (median)"),
-    ("dead_call", "a call to the dead server"),
+    "library",
+    "starts with a dead entry?",
+    "two servers, same tool names",
+    "time to ready",
+    "one call (median)",
+    "a call to the dead server",
 )
 
 
-def cells(r: dict[str, Any]) -> dict[str, str]:
+def row(r: dict[str, Any]) -> list[str]:
     if "error" in r:
-        return {"library": r["library"], "started": f"benchmark failed: {r['error']}"}
+        return [r["library"], f"benchmark failed: {r['error']}", "", "", "", ""]
+    short = r.get("short", {})
     ready = f"{r['ready_s']:.2f} s" if r.get("ready_s") is not None else "-"
     if r.get("start_returned_s") is not None:
-        ready += f" (start returned in {ms(r['start_returned_s'])})"
+        ready += f" (`start` returned in {ms(r['start_returned_s'])})"
+    if any("without the dead entry" in n for n in r.get("notes", [])):
+        ready += " (without the dead entry)"
     call = f"{r['call_us']:.0f} µs" if r.get("call_us") is not None else "-"
-    notes = "; ".join(r.get("notes") or [])
-    return {
-        "library": f"{r['library']} {r['version']}",
-        "started": r.get("started", "-"),
-        "dead_entry": r.get("dead_entry", "-"),
-        "duplicates": r.get("duplicates", "-"),
-        "ready": ready + (f" ({notes})" if notes and "ready" in notes else ""),
-        "call": call,
-        "dead_call": r.get("dead_call", "-"),
-    }
+    dead = short.get("dead_call", "-")
+    if r.get("dead_call_s") is not None:
+        dead += f", in {ms(r['dead_call_s'])}"
+    return [
+        f"{r['library']} {r['version']}",
+        short.get("started", "-"),
+        short.get("duplicates", "-"),
+        ready,
+        call,
+        dead,
+    ]
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
+    """The summary table, then each library's own words (the exceptions it raised)."""
+
     def esc(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
-    rule = "|" + "|".join(" --- " for _ in COLUMNS) + "|"
-    rows = []
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(" --- " for _ in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row(r)) + " |" for r in results]
+    lines += ["", "What each one said:", ""]
     for r in results:
-        c = cells(r)
-        rows.append("| " + " | ".join(esc(c.get(key, "-")) for key, _ in COLUMNS) + " |")
-    return "\n".join([head, rule, *rows])
+        if "error" in r:
+            continue
+        lines.append(f"- **{r['library']}**")
+        for key, title in (
+            ("started", "start"),
+            ("dead_entry", "the dead entry"),
+            ("duplicates", "the shared names"),
+            ("dead_call", "the call to the dead server"),
+        ):
+            if r.get(key):
+                lines.append(f"  - {title}: {esc(str(r[key]))}")
+        lines.extend(f"  - note: {esc(n)}" for n in r.get("notes", []))
+    return "\n".join(lines)
 
 
 def write_doc(path: Path, table: str, stamp: str) -> None:
@@ -441,6 +489,7 @@ def main() -> int:
     if not Path(args.compare_python).exists():
         print(f"{args.compare_python} is missing: run `make compare-peers`", file=sys.stderr)
         return 2
+    load = os.getloadavg()[0]
     results = []
     for name in args.only or list(RUNNERS):
         runs = [child(name, pythons[name], args.server_python) for _ in range(args.rounds)]
@@ -450,10 +499,12 @@ def main() -> int:
     print(table)
     if args.doc is not None:
         stamp = (
-            f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} on a 2-core machine, Python "
-            f"{sys.version.split()[0]}, {args.rounds} rounds each (timings are medians); "
-            "`make bench` or `benchmarks/hub_compare.py --doc docs/hub-compared.md` "
-            "measures again."
+            f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} on a 2-core machine "
+            f"(load average {load:.1f} at the start), Python {sys.version.split()[0]}, "
+            f"{args.rounds} rounds of each library, each in a fresh process (timings are "
+            "medians; a call is the median of "
+            f"{CALLS}). `make bench`, or `benchmarks/hub_compare.py --doc "
+            "docs/hub-compared.md`, measures again."
         )
         write_doc(args.doc, table, stamp)
     return 0
