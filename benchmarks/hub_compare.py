@@ -48,10 +48,19 @@ DEADLINE = 20.0
 BEGIN, END = "<!-- hub-compare:begin -->", "<!-- hub-compare:end -->"
 
 
+#: ``--port`` means nothing to the peer over stdio: it marks each copy's process, so that the
+#: benchmark can find alpha's and kill it.
+TAGS = {"alpha": "39001", "beta": "39002"}
+#: How long a library is given to bring alpha back after its server was killed.
+RECOVERY = 10.0
+
+
 def config(server_python: str, *, with_dead: bool = True) -> dict[str, Any]:
     """The ``mcpServers`` document all four libraries are given."""
-    peer = {"command": server_python, "args": [str(PEER), "stdio"]}
-    servers: dict[str, Any] = {"alpha": dict(peer), "beta": dict(peer)}
+    servers: dict[str, Any] = {
+        name: {"command": server_python, "args": [str(PEER), "stdio", "--port", tag]}
+        for name, tag in TAGS.items()
+    }
     if with_dead:
         servers["dead"] = {"command": DEAD_COMMAND, "args": []}
     return {"mcpServers": servers}
@@ -74,6 +83,77 @@ def ms(seconds: float) -> str:
     if seconds < 1.0:
         return f"{seconds * 1000:.1f} ms"
     return f"{seconds:.2f} s"
+
+
+def kill_server(name: str) -> bool:
+    """SIGKILL the server process of ``name`` among this process's descendants."""
+    me, tag = os.getpid(), TAGS[name].encode()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(PEER).encode() not in argv or tag not in argv:
+            continue
+        ancestor = int(pid)
+        for _ in range(64):  # bounded walk up the process tree
+            try:
+                stat = Path(f"/proc/{ancestor}/stat").read_text()
+            except OSError:
+                break
+            ancestor = int(stat.rsplit(")", 1)[1].split()[1])
+            if ancestor == me:
+                os.kill(int(pid), 9)
+                return True
+            if ancestor <= 1:
+                break
+    return False
+
+
+def after_kill(record: Record, call: Callable[[], Any], error: type[BaseException]) -> None:
+    """Kill alpha's server; one call at once, then calls until one answers (or RECOVERY)."""
+    if not kill_server("alpha"):
+        record["killed_call"] = "alpha's server process not found"
+        return
+    t0 = time.perf_counter()
+    try:
+        call()
+        record["killed_call"] = "answered"
+    except error as exc:
+        record["killed_call"] = said(exc)
+    record["killed_call_s"] = time.perf_counter() - t0
+    deadline = time.perf_counter() + RECOVERY
+    while time.perf_counter() < deadline:
+        try:
+            call()
+            record["recovered_s"] = time.perf_counter() - t0
+            return
+        except error:
+            time.sleep(0.1)
+
+
+async def aafter_kill(record: Record, call: Callable[[], Any]) -> None:
+    """:func:`after_kill` for the asyncio libraries (each call bounded by 5 s)."""
+    if not kill_server("alpha"):
+        record["killed_call"] = "alpha's server process not found"
+        return
+    t0 = time.perf_counter()
+    try:
+        await asyncio.wait_for(call(), 5.0)
+        record["killed_call"] = "answered"
+    except Exception as exc:  # TimeoutError included
+        record["killed_call"] = (
+            "no answer within 5 s" if isinstance(exc, TimeoutError) else said(exc)
+        )
+    record["killed_call_s"] = time.perf_counter() - t0
+    deadline = time.perf_counter() + RECOVERY
+    while time.perf_counter() < deadline:
+        try:
+            await asyncio.wait_for(call(), 2.0)
+            record["recovered_s"] = time.perf_counter() - t0
+            return
+        except Exception:
+            await asyncio.sleep(0.1)
 
 
 def median_us(samples: list[float]) -> float:
@@ -136,6 +216,9 @@ def run_conduit(server_python: str) -> dict[str, Any]:
         except mcp.Error as exc:
             record["dead_call_s"] = time.perf_counter() - t0
             record["dead_call"] = f"{exc.kind} ({exc.reason}): {exc.message}"
+        after_kill(
+            record, lambda: hub.call_tool("alpha.add", {"a": 1, "b": 2}, timeout=5), mcp.Error
+        )
     finally:
         hub.stop()
     return record.data
@@ -201,6 +284,8 @@ async def _session_group(server_python: str, hook: Any, record: Record) -> None:
         except Exception as exc:
             record["dead_call_s"] = time.perf_counter() - t0
             record["dead_call"] = said(exc)
+        if add is not None and hook is None:
+            await aafter_kill(record, lambda: group.call_tool(add, {"a": 1, "b": 2}))
 
 
 def run_session_group(server_python: str) -> dict[str, Any]:
@@ -228,6 +313,8 @@ def run_session_group(server_python: str) -> dict[str, Any]:
     record["call_us"] = plain.get("call_us")
     record["dead_call"] = plain["dead_call"]
     record["dead_call_s"] = plain.get("dead_call_s")
+    for key in ("killed_call", "killed_call_s", "recovered_s"):
+        record[key] = plain.get(key)
     record["short"] = {
         "started": "partly: each `connect_to_server` is the caller's to wrap",
         "duplicates": "the second copy is refused (`MCPError`), with the name hook too",
@@ -276,6 +363,7 @@ async def _client_group(server_python: str, record: Record) -> None:
             record["dead_call"] = (
                 f"n/a (no group with the dead entry); an unknown name: {said(exc)}"
             )
+        await aafter_kill(record, lambda: group.call_tool("alpha_add", {"a": 1, "b": 2}))
     record.note("ready and call measured on a group without the dead entry")
 
 
@@ -343,6 +431,7 @@ async def _server_manager(server_python: str, record: Record) -> None:
         except Exception as exc:
             record["dead_call_s"] = time.perf_counter() - t0
             record["dead_call"] = said(exc)
+        await aafter_kill(record, lambda: alpha.call_tool("add", {"a": 1, "b": 2}))
     record.note("no merged view: calls go to the server object the caller picks")
 
 
@@ -386,10 +475,16 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if not good:
         return runs[-1]
     out = dict(good[-1])
-    for key in ("ready_s", "call_us", "start_returned_s", "dead_call_s"):
+    for key in ("ready_s", "call_us", "start_returned_s", "dead_call_s", "killed_call_s"):
         values = [r[key] for r in good if isinstance(r.get(key), int | float)]
         out[key] = statistics.median(values) if values else None
     out["rounds"] = len(good)
+    back = [r["recovered_s"] for r in good if isinstance(r.get("recovered_s"), int | float)]
+    out["recovered"] = (
+        f"yes, after {ms(statistics.median(back))} ({len(back)}/{len(good)} runs)"
+        if back
+        else f"no (not within {RECOVERY:g} s)"
+    )
     return out
 
 
@@ -400,12 +495,14 @@ COLUMNS = (
     "time to ready",
     "one call (median)",
     "a call to the dead server",
+    "alpha's server killed: the next call",
+    "alpha back?",
 )
 
 
 def row(r: dict[str, Any]) -> list[str]:
     if "error" in r:
-        return [r["library"], f"benchmark failed: {r['error']}", "", "", "", ""]
+        return [r["library"], f"benchmark failed: {r['error']}", "", "", "", "", "", ""]
     short = r.get("short", {})
     ready = f"{r['ready_s']:.2f} s" if r.get("ready_s") is not None else "-"
     if r.get("start_returned_s") is not None:
@@ -416,6 +513,10 @@ def row(r: dict[str, Any]) -> list[str]:
     dead = short.get("dead_call", "-")
     if r.get("dead_call_s") is not None:
         dead += f", in {ms(r['dead_call_s'])}"
+    killed = r.get("killed_call") or "-"
+    if r.get("killed_call_s") is not None:
+        killed += f", in {ms(r['killed_call_s'])}"
+    back = r.get("recovered")
     return [
         f"{r['library']} {r['version']}",
         short.get("started", "-"),
@@ -423,6 +524,8 @@ def row(r: dict[str, Any]) -> list[str]:
         ready,
         call,
         dead,
+        killed,
+        back if back is not None else "-",
     ]
 
 
