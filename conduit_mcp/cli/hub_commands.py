@@ -51,7 +51,10 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
         config = replace(config, servers=MappingProxyType({server: config.servers[server]}))
     config = _typed_options_win(args, config)
     try:
-        hub = Hub.start(config, max_restarts=0, **client_options(args, {}))
+        # One attempt, and a member that fails stays closed with its own error (its client
+        # closes instead of stopping: "close"), so the command can say why.
+        options = {**client_options(args, {}), "on_give_up": "close"}
+        hub = Hub.start(config, max_restarts=0, **options)
     except Error as exc:
         if exc.kind == "config":
             raise UsageError(config_message(several.path, exc)) from None
@@ -129,14 +132,22 @@ def _typed_options_win(args: argparse.Namespace, config: HubConfig) -> HubConfig
 def settle(hub: Hub, timeout: float) -> dict[str, Error]:
     """Wait, within one deadline for all, until each server is ready with its lists in the
     view or has failed; the failures, by server. The servers start together, so this takes
-    as long as the slowest, not the sum; a dead one fails at once and costs nothing."""
+    as long as the slowest, not the sum; a dead one fails at once and costs nothing.
+
+    Each member's own client is taken first, before any can fail: its wait ends at once when
+    it gives up, and its error carries the attempt's reason, detail and stderr (the hub's
+    only says that the server is closed)."""
     deadline = time.monotonic() + timeout
+    members: dict[str, Any] = {}
     failures: dict[str, Error] = {}
     for name in hub.servers():
         try:
-            # The member's own wait: it ends at once when the client gives up, and its error
-            # carries the attempt's reason, detail and stderr (the hub's only says "closed").
-            hub.client(name).await_ready(timeout=max(deadline - time.monotonic(), 0.001))
+            members[name] = hub.client(name)
+        except Error as exc:  # its client tree did not even start
+            failures[name] = exc
+    for name, client in members.items():
+        try:
+            client.await_ready(timeout=max(deadline - time.monotonic(), 0.001))
             hub.await_ready(max(deadline - time.monotonic(), 0.001), servers=[name])
         except Error as exc:
             failures[name] = exc

@@ -195,3 +195,26 @@ def test_server_picks_one_entry_with_its_own_options(tmp_path: Path):
     done = run("tools", "--config", config, "--server", "a")
     names = [line.split()[0] for line in done.stdout.splitlines()[1:]]
     assert "add" in names and not any("." in n for n in names)  # one server: its own names
+
+
+def test_a_failing_server_shows_its_stderr_and_a_hanging_one_its_deadline(tmp_path: Path):
+    config = write(
+        tmp_path,
+        {
+            "alpha": scripted("alpha"),
+            "exits": {
+                "command": sys.executable,
+                "args": [
+                    "-c",
+                    "import sys; sys.stderr.write('fatal: no database\\n'); sys.exit(3)",
+                ],
+            },
+            "hangs": {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]},
+        },
+    )
+    done = run("tools", "--config", config, "--timeout", "3")
+    assert done.returncode == 3
+    assert "alpha.add" in done.stdout  # the others are listed all the same
+    assert "server 'exits': could not connect" in done.stderr, done.stderr
+    assert "server 'exits' stderr (last lines):\n  | fatal: no database" in done.stderr
+    assert "server 'hangs': the server was not ready within 3 s" in done.stderr
