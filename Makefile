@@ -159,6 +159,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/python scripts/gen_fronts.py --check
 
 test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint

@@ -83,8 +83,8 @@ if TYPE_CHECKING:
     from .config import ClientOptions
     from .futures import FutureClient
     from .handler import Declined, Handler, HandlerContext
-    from .hub import Collision, Hub, HubConfig, HubNotification, ServerEntry, load_config
     from .handler_types import ElicitRequest, ElicitResult, Root, SamplingRequest, SamplingResult
+    from .hub import Collision, Hub, HubConfig, HubNotification, ServerEntry, load_config
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .oauth.config import OAuth
     from .oauth.records import TokenSet

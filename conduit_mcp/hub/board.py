@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pykka
 
@@ -21,6 +21,10 @@ from ..status import Status
 from .config import ServerEntry
 from .names import Naming
 from .view import EMPTY, View
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..tree import ClientTree
 
 __all__ = ["Board", "Member", "ServerDown"]
 
@@ -40,16 +44,15 @@ class Member:
     spec: Any = field(repr=False)
     config: Any = field(repr=False)
     gen: int = 0
-    client: Any = field(default=None, repr=False)
-    runtime: Any = field(default=None, repr=False)
+    client: Client | None = field(default=None, repr=False)
+    runtime: ClientTree | None = field(default=None, repr=False)
     down: Status | None = None
     given_up: bool = False
 
     def status(self) -> Status:
         if self.client is None:
             return self.down or Status("connecting")
-        status: Status = self.client.status()
-        return status
+        return self.client.status()
 
 
 class Board:

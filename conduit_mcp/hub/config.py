@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 from ..errors import Error
 
@@ -158,7 +158,9 @@ def load_config(
     for name, raw in servers.items():
         check_name(name, separator)
         if not isinstance(raw, Mapping):
-            raise _bad(name, "", "an entry must be a JSON object", '{"command": ...} or {"url": ...}')
+            raise _bad(
+                name, "", "an entry must be a JSON object", '{"command": ...} or {"url": ...}'
+            )
         if raw.get("disabled") is True:
             disabled.append(name)
             continue
@@ -254,7 +256,7 @@ def _type_of(name: str, raw: Mapping[str, Any]) -> TransportType:
         if has_url:
             return "http"
         raise _bad(name, "command", "an entry needs 'command' (stdio) or 'url' (remote)")
-    kind: TransportType = values.pop()  # type: ignore[assignment]
+    kind = cast(TransportType, values.pop())
     if kind == "stdio" and not has_command:
         raise _bad(name, "command", "a stdio entry needs 'command'")
     if kind != "stdio" and not has_url:
@@ -262,9 +264,7 @@ def _type_of(name: str, raw: Mapping[str, Any]) -> TransportType:
     return kind
 
 
-def _strings(
-    name: str, key: str, value: Any, environ: Mapping[str, str]
-) -> dict[str, str]:
+def _strings(name: str, key: str, value: Any, environ: Mapping[str, str]) -> dict[str, str]:
     # The values are never shown: env and headers carry the secrets.
     if value is None:
         return {}
@@ -280,7 +280,9 @@ def _conduit(name: str, value: Any, environ: Mapping[str, str]) -> Mapping[str, 
         return MappingProxyType({})
     if not isinstance(value, Mapping):
         raise _bad(name, "conduit", "'conduit' must be an object of conduit-mcp options")
-    return MappingProxyType({k: _expanded(v, environ, (name, f"conduit.{k}")) for k, v in value.items()})
+    return MappingProxyType(
+        {k: _expanded(v, environ, (name, f"conduit.{k}")) for k, v in value.items()}
+    )
 
 
 def _expanded(value: Any, environ: Mapping[str, str], where: tuple[str, str]) -> Any:
@@ -304,7 +306,9 @@ def _document(source: Any) -> Any:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise Error(
-                "config", "config", f"cannot read the config file {str(path)!r}: {exc.strerror or exc}"
+                "config",
+                "config",
+                f"cannot read the config file {str(path)!r}: {exc.strerror or exc}",
             ) from None
         except UnicodeDecodeError:
             raise Error("config", "config", f"the config file {str(path)!r} is not UTF-8") from None

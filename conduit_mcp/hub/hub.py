@@ -11,8 +11,8 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, Unpack
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Unpack
 
 import pykka
 
@@ -35,20 +35,19 @@ from ..types import (
     ResourceTemplate,
     Tool,
 )
-from . import routing, transports
+from . import ready, routing, transports
 from .board import Board, Member, ServerDown
 from .config import HubConfig, ServerEntry, check_name, load_config, parse_entry
 from .fronts import AsyncHub, FutureHub
-from .names import Naming, Qualify, Unqualify, check_naming
+from .names import Qualify, Unqualify, check_naming
 from .notify import Subscription
+from .ready import Servers
 from .supervisor import AddMember, HubSupervisor, RemoveMember
 from .view import Collision
 
 __all__ = ["Hub"]
 
 _counter = itertools.count(1)
-
-Servers = Literal["any", "all"] | Sequence[str]
 
 
 class Hub:
@@ -136,8 +135,11 @@ class Hub:
             raise Error("config", "on_server_down", "on_server_down must be 'hide' or 'keep'")
         if not isinstance(max_restarts, int) or max_restarts < 0 or max_seconds <= 0:
             raise Error("config", "max_restarts", "need max_restarts >= 0 and max_seconds > 0")
-        for key, value in (("restart_base", restart_base), ("restart_cap", restart_cap),
-                           ("list_timeout", list_timeout)):
+        for key, value in (
+            ("restart_base", restart_base),
+            ("restart_cap", restart_cap),
+            ("list_timeout", list_timeout),
+        ):
             if not isinstance(value, (int, float)) or not value > 0:
                 raise Error("config", key, f"option {key!r} must be a number > 0")
         if on_authorize is not None and not callable(on_authorize):
@@ -191,8 +193,7 @@ class Hub:
 
     def status(self) -> dict[str, Status]:
         """Each server's :class:`~conduit_mcp.Status`, in config order (read lock-free)."""
-        members = self._board.members
-        return {name: members[name].status() for name in self._board.order if name in members}
+        return ready.status(self._board)
 
     def servers(self) -> tuple[str, ...]:
         """The servers' names, in config order."""
@@ -207,7 +208,7 @@ class Hub:
         """
         found = self._board.members.get(server)
         if found is None:
-            raise routing._unknown("unknown_server", "server", str(server), self._board.order)
+            raise routing.unknown("unknown_server", "server", str(server), self._board.order)
         if found.client is None:
             routing.ready(found)
         return found.client
@@ -224,34 +225,19 @@ class Hub:
             Error: ``timeout``/``deadline`` naming the servers not ready and why;
                 ``argument`` for a bad timeout or an unknown server name.
         """
+        return ready.await_ready(self._board, timeout, servers)
+
+    def wait_for(self, predicate: Callable[[Hub], bool], timeout: float = 5.0) -> None:
+        """Block until ``predicate(hub)`` holds (checked after each change of the view or of
+        the servers, and at least every 50 ms): e.g. until a tool a server announced is in
+        the view. ``predicate`` runs in this thread.
+
+        Raises:
+            Error: ``timeout``/``deadline``; ``argument`` for a bad timeout.
+        """
         seconds = rq.check_timeout(timeout, timeout)
-        board = self._board
-        if servers == "any":
-            def done() -> bool:
-                return bool(board.view.ready) or not board.order
-        elif servers == "all":
-            def done() -> bool:
-                return all(name in board.view.ready for name in board.order)
-        else:
-            if isinstance(servers, str) or not all(isinstance(s, str) for s in servers):
-                raise Error("argument", "servers", "servers is 'any', 'all' or a list of names")
-            wanted = list(servers)
-            for name in wanted:
-                if name not in board.members:
-                    raise routing._unknown("unknown_server", "server", name, board.order)
-
-            def done() -> bool:
-                return all(name in board.view.ready for name in wanted)
-
-        if not board.wait(done, seconds):
-            status = self.status()
-            late = ", ".join(
-                f"{n} ({s.state}: {s.reason or 'lists not in the view yet'})"
-                for n, s in status.items()
-                if n not in board.view.ready
-            )
-            raise Error("timeout", "deadline", f"not ready within {seconds} s: {late}")
-        return self.status()
+        if not self._board.wait(lambda: predicate(self), seconds):
+            raise Error("timeout", "deadline", f"the condition did not hold within {seconds} s")
 
     # -- the merged view: lock-free reads -----------------------------------------------------
 
@@ -296,7 +282,13 @@ class Hub:
         refused (``name_pattern``, or an ``unqualify`` that does not undo ``qualify``)."""
         return self._board.view.misnamed
 
-    # -- routed calls -------------------------------------------------------------------------
+    # -- routed calls -----------------------------------------------------------------------------
+
+    # BEGIN GENERATED requests
+    # Generated by scripts/gen_fronts.py from scripts/fronts_hub.py, the one source of these
+    # methods in Hub, AsyncHub and FutureHub (docs/architecture.md, "Adding a request method").
+    # Do not edit: change the spec and run `.venv/bin/python scripts/gen_fronts.py` (`make lint`
+    # fails while this is stale).
 
     def call_tool(
         self,
@@ -308,13 +300,20 @@ class Hub:
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
-        """Call a tool by qualified name (``"files.read"``) or ``(server, name)``.
+        """Call a tool by its qualified name (``"files.read"``) or ``(server, name)``, on the
+        server that lists it; its result (one with ``is_error`` is a result). ``on_progress``
+        runs in this thread for each progress notification; if it raises, the request is
+        cancelled and the exception propagates.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, tool = routing.tool(self._board, name)
-        return found.client.call_tool(  # type: ignore[no-any-return]
+        client, tool = routing.tool(self._board, name)
+        return client.call_tool(
             tool,
             arguments,
             timeout=timeout,
@@ -334,10 +333,14 @@ class Hub:
         """``prompts/get`` by qualified name or ``(server, name)``.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, prompt = routing.prompt(self._board, name)
-        return found.client.get_prompt(  # type: ignore[no-any-return]
+        client, prompt = routing.prompt(self._board, name)
+        return client.get_prompt(
             prompt, arguments, timeout=timeout, max_total_timeout=max_total_timeout
         )
 
@@ -348,15 +351,18 @@ class Hub:
         timeout: float | None = None,
         max_total_timeout: float | None = None,
     ) -> ReadResourceResult:
-        """``resources/read``, sent to the server that listed ``uri`` (or ``(server, uri)``).
+        """``resources/read``, sent to the server that listed ``uri`` (the first in config order
+        when two did), or to the server of ``(server, uri)``.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, target = routing.resource(self._board, uri)
-        return found.client.read_resource(  # type: ignore[no-any-return]
-            target, timeout=timeout, max_total_timeout=max_total_timeout
-        )
+        client, target = routing.resource(self._board, uri)
+        return client.read_resource(target, timeout=timeout, max_total_timeout=max_total_timeout)
 
     def complete(
         self,
@@ -366,16 +372,18 @@ class Hub:
         context: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> CompleteResult:
-        """``completion/complete``; a ``ref/prompt`` names the prompt qualified, a
-        ``ref/resource`` a template a server listed.
+        """``completion/complete``: a ``ref/prompt`` names its prompt qualified, a
+        ``ref/resource`` a template as a server listed it.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, own = routing.completion_ref(self._board, ref)
-        return found.client.complete(  # type: ignore[no-any-return]
-            own, argument, context=context, timeout=timeout
-        )
+        client, own = routing.completion_ref(self._board, ref)
+        return client.complete(own, argument, context=context, timeout=timeout)
 
     def request(
         self,
@@ -387,13 +395,19 @@ class Hub:
         max_total_timeout: float | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
-        """Any request to one server by method name; the raw result.
+        """Any request to one server by method name; its raw result (a dict). ``on_progress``
+        runs in this thread for each progress notification; if it raises, the request is
+        cancelled and the exception propagates.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found = routing.member(self._board, server)
-        return found.client.request(  # type: ignore[no-any-return]
+        client = routing.member(self._board, server)
+        return client.request(
             method,
             params,
             timeout=timeout,
@@ -402,22 +416,34 @@ class Hub:
         )
 
     def subscribe(self, uri: str | tuple[str, str], *, timeout: float | None = None) -> None:
-        """Subscribe to updates of a resource, at the server that listed it.
+        """Subscribe to updates of a resource at the server that listed it (or of
+        ``(server, uri)``); its ``notifications/resources/updated`` reach the hub's subscribers
+        tagged with that server.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, target = routing.resource(self._board, uri)
-        found.client.subscribe(target, timeout=timeout)
+        client, target = routing.resource(self._board, uri)
+        client.subscribe(target, timeout=timeout)
 
     def unsubscribe(self, uri: str | tuple[str, str], *, timeout: float | None = None) -> None:
         """Undo :meth:`subscribe`.
 
         Raises:
-            Error: see the class's "Errors".
+            Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
+                (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
+                ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
+                names (``data["closest"]``); then what the member ``Client`` raises (its
+                "Errors").
         """
-        found, target = routing.resource(self._board, uri)
-        found.client.unsubscribe(target, timeout=timeout)
+        client, target = routing.resource(self._board, uri)
+        client.unsubscribe(target, timeout=timeout)
+
+    # END GENERATED requests
 
     # -- notifications ------------------------------------------------------------------------
 
@@ -439,14 +465,19 @@ class Hub:
         if key in self._board.subscriptions:
             self.unsubscribe_notifications(subscriber)
         subscription = Subscription(subscriber, methods, servers)
-        self._board.subscriptions[key] = subscription
-        for name, found in self._board.members.items():
+        board = self._board
+        # Replaced whole: the supervisor reads it when it starts a member, without a lock.
+        board.subscriptions = {**board.subscriptions, key: subscription}
+        for name, found in board.members.items():
             if found.client is not None:
                 subscription.attach(name, found.client)
 
     def unsubscribe_notifications(self, subscriber: Any) -> None:
         """Stop delivering to ``subscriber`` (no-op if it was not subscribed)."""
-        subscription = self._board.subscriptions.pop(_key(subscriber), None)
+        board = self._board
+        remaining = dict(board.subscriptions)
+        subscription = remaining.pop(_key(subscriber), None)
+        board.subscriptions = remaining
         if subscription is not None:
             subscription.detach_all()
 
@@ -473,7 +504,7 @@ class Hub:
                 raise Error(
                     "config",
                     f"servers.{name}.conduit",
-                    "give a config entry's options under its \"conduit\" key",
+                    'give a config entry\'s options under its "conduit" key',
                 )
             found = self._defaults.member(parse_entry(name, entry, os.environ))
         else:
@@ -491,7 +522,7 @@ class Hub:
             Error: ``argument``/``unknown_server``.
         """
         if name not in self._board.members:
-            raise routing._unknown("unknown_server", "server", name, self._board.order)
+            raise routing.unknown("unknown_server", "server", name, self._board.order)
         old = self._ask(RemoveMember(name), timeout)
         if old is not None:
             _stop_members([old], timeout)
@@ -543,7 +574,9 @@ class Hub:
         except pykka.ActorDeadError:
             raise Error("closed", "stopped", "the hub is stopped") from None
         except pykka.Timeout:
-            raise Error("timeout", "deadline", f"the hub did not answer within {timeout} s") from None
+            raise Error(
+                "timeout", "deadline", f"the hub did not answer within {timeout} s"
+            ) from None
 
 
 def _key(subscriber: Any) -> Any:
@@ -563,7 +596,10 @@ class _Defaults:
         on_authorize: Callable[[str, str], object] | None,
         separator: str,
     ) -> None:
+        from ..config import build_config
+
         options.setdefault("on_give_up", "stop")  # the hub restarts a member that gives up
+        build_config(options)  # the hub's own options: config/<option> before any entry
         self.options = options
         self.on_authorize = on_authorize
         self.separator = separator
@@ -571,7 +607,7 @@ class _Defaults:
     def member(self, entry: ServerEntry) -> Member:
         check_name(entry.name, self.separator)
         spec, config = transports.build(entry, self.options, self.on_authorize)
-        return Member(entry.name, entry, spec, config)
+        return Member(entry.name, entry, spec, _keyed(config, entry.name))
 
     def member_of(self, name: str, spec: Any, options: dict[str, Any]) -> Member:
         from ..config import build_config
@@ -581,7 +617,16 @@ class _Defaults:
             config = build_config({**self.options, **options})
         except Error as exc:
             raise Error("config", f"servers.{name}.{exc.reason}", exc.message) from None
-        return Member(name, None, spec, config)
+        return Member(name, None, spec, _keyed(config, name))
+
+
+def _keyed(config: Any, server: str) -> Any:
+    from dataclasses import replace
+
+    from .telemetry import keyed_provider
+
+    provider = keyed_provider(config.tracer_provider, server)
+    return config if provider is None else replace(config, tracer_provider=provider)
 
 
 def _stop_members(members: list[Member], timeout: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,7 @@ def _put(queue: asyncio.Queue[Any], note: HubNotification) -> None:
 class Subscription:
     """One hub subscriber and the members it is attached to."""
 
-    __slots__ = ("deliver", "methods", "servers", "attached")
+    __slots__ = ("deliver", "methods", "servers", "attached", "_lock")
 
     def __init__(
         self, subscriber: Any, methods: Iterable[str] | None, servers: Iterable[str] | None
@@ -111,6 +112,9 @@ class Subscription:
         self.methods = None if methods is None else list(methods)
         self.servers = None if servers is None else frozenset(servers)
         self.attached: dict[str, tuple[Any, Callable[[ServerNotification], None]]] = {}
+        # attach runs in the subscribing thread and in the hub supervisor (a member it
+        # starts): held for a dict update only, so a client is never subscribed twice.
+        self._lock = threading.Lock()
 
     def attach(self, server: str, client: Any) -> None:
         if self.servers is not None and server not in self.servers:
@@ -120,16 +124,24 @@ class Subscription:
         def tagged(note: ServerNotification) -> None:
             deliver(HubNotification(server, note.method, note.params))
 
+        with self._lock:
+            current = self.attached.get(server)
+            if current is not None and current[0] is client:
+                return
+            self.attached[server] = (client, tagged)
         try:
             client.subscribe_notifications(tagged, self.methods)
         except Error:
-            return
-        self.attached[server] = (client, tagged)
+            with self._lock:
+                if self.attached.get(server) == (client, tagged):
+                    del self.attached[server]
 
     def detach_all(self) -> None:
-        for client, tagged in self.attached.values():
+        with self._lock:
+            attached = list(self.attached.values())
+            self.attached.clear()
+        for client, tagged in attached:
             try:
                 client.unsubscribe_notifications(tagged)
             except Error:
                 pass
-        self.attached.clear()

@@ -18,6 +18,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pykka
@@ -25,7 +26,6 @@ import pykka
 from .. import tree
 from ..backoff import full_jitter
 from ..client import Client
-from ..errors import Error
 from ..otp import timers
 from ..otp.base import Link, SafeActor, safe_tell
 from ..status import Status
@@ -133,8 +133,11 @@ class HubSupervisor(SafeActor):
                 self._publish()
         elif isinstance(message, _ViewExited):
             if message.urn == self._view_urn:
-                log.warning("hub %s: the view actor exited (%r); starting a new one",
-                            self._board.name, message.reason)
+                log.warning(
+                    "hub %s: the view actor exited (%r); starting a new one",
+                    self._board.name,
+                    message.reason,
+                )
                 self._start_view()
         elif isinstance(message, AddMember):
             return self._add(message.member)
@@ -148,6 +151,7 @@ class HubSupervisor(SafeActor):
 
     def _start_view(self) -> None:
         me = self.actor_ref
+
         def exited(urn: str, reason: BaseException | None) -> None:
             safe_tell(me, _ViewExited(urn, reason))
 
@@ -186,7 +190,7 @@ class HubSupervisor(SafeActor):
         client = Client(client_name, runtime)
         started = replace(member, gen=gen, client=client, runtime=runtime, down=None)
         self._members[name] = started
-        for subscription in self._board.subscriptions.values():
+        for subscription in tuple(self._board.subscriptions.values()):
             subscription.attach(name, client)
         # Published before the view hears of it: the view orders servers by board.order.
         self._publish()
@@ -240,7 +244,7 @@ class HubSupervisor(SafeActor):
         if old is not None:
             old.cancel()
         self._timers[name] = timers.schedule(
-            time.monotonic() + delay, lambda: safe_tell(me, _Restart(name, gen))
+            time.monotonic() + delay, partial(_tell, me, _Restart(name, gen))
         )
 
     def _add(self, member: Member) -> Member | None:
@@ -280,3 +284,6 @@ class HubSupervisor(SafeActor):
     def _publish(self) -> None:
         self._board.publish_members(self._members, tuple(self._order))
 
+
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    safe_tell(ref, message)

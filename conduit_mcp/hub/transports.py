@@ -109,7 +109,7 @@ def _auth(entry: ServerEntry, auth: Any, on_authorize: Authorize | None) -> dict
     raise Error(
         "config",
         where,
-        f"server {entry.name!r}: 'auth' must be {{\"bearer\": TOKEN}}, \"oauth\" or "
+        f'server {entry.name!r}: \'auth\' must be {{"bearer": TOKEN}}, "oauth" or '
         '{"oauth": {...}}',
     )
 
@@ -149,7 +149,9 @@ def build(
     except Error as exc:
         if exc.reason.startswith("servers."):
             raise
-        key = exc.reason.split(".", 1)[-1] if "." in exc.reason else exc.reason
+        key = exc.reason.rsplit(".", 1)[-1]
+        if key in transport_options:
+            key = f"conduit.{key}"
         raise Error(
             "config", f"servers.{entry.name}.{key}", f"server {entry.name!r}: {exc.message}"
         ) from None

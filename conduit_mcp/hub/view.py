@@ -23,7 +23,7 @@ Collision(kind='tools', name='x.read', servers=(('a', 'read'), ('b', 'read')))
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -82,6 +82,9 @@ class View:
     """The servers that are ready with their lists in this snapshot (``await_ready``)."""
     collisions: tuple[Collision, ...]
     misnamed: tuple[tuple[str, str], ...]
+    lists: Mapping[str, MemberLists] = field(default_factory=lambda: _NONE)
+    """Every member's lists the view actor held (shown or not): a restarted view actor
+    starts from them, so the view never empties while it rebuilds."""
 
     def __repr__(self) -> str:
         return (
@@ -154,9 +157,7 @@ def merge(
     servers = [s for s in order if s in shown and s in lists]
     collisions: list[Collision] = []
     tools, tool_index, tool_routes = _named("tools", servers, lists, "tools", collisions)
-    prompts, prompt_index, prompt_routes = _named(
-        "prompts", servers, lists, "prompts", collisions
-    )
+    prompts, prompt_index, prompt_routes = _named("prompts", servers, lists, "prompts", collisions)
     resources, resource_routes = _by_uri(
         "resources", servers, lists, "resources", "uri", collisions
     )
@@ -180,4 +181,5 @@ def merge(
         frozenset(s for s in servers if s in ready),
         tuple(collisions),
         misnamed,
+        MappingProxyType(dict(lists)),
     )

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pykka
 
 from ..errors import Error
 from ..notifications import LIST_REFRESHED, ServerNotification
+from ..otp import timers
 from ..otp.base import Link, SafeActor, safe_tell
 from ..status import Status
 from .board import Board, Member
@@ -64,6 +68,17 @@ class _Fetched:
 
 
 @dataclass(frozen=True, slots=True)
+class _Refetch:
+    name: str
+    gen: int
+
+
+#: A failed fetch of a ready member is tried again after 0.5, 1, 2, 4 and 8 s, then left
+#: until the member's next status change or list_changed.
+MAX_FETCH_RETRIES = 5
+
+
+@dataclass(frozen=True, slots=True)
 class Crash:
     """For the tests that kill the view actor: it raises on this."""
 
@@ -85,8 +100,9 @@ class _Watch:
 def _fetch(member: Member, naming: Naming, timeout: float, refetch: bool) -> MemberLists:
     """One member's lists, named (runs in a worker thread: it waits, and calls hooks)."""
     client = member.client
+    assert client is not None  # only attached members are fetched
     caps = client.server_capabilities() or {}
-    kinds = []
+    kinds: list[tuple[str, Callable[..., tuple[Any, ...]], Callable[[], Any]]] = []
     if "tools" in caps:
         kinds.append(("tools", client.list_all_tools, client.cached_tools))
     if "prompts" in caps:
@@ -157,9 +173,19 @@ class ViewActor(SafeActor):
         self._status: dict[str, Status] = {}
         self._lists: dict[str, MemberLists] = {}
         self._fetching: dict[str, bool] = {}  # name -> fetch again when this one ends
+        self._failures: dict[str, int] = {}  # name -> fetches failed in a row
+        self._timers: list[timers.TimerHandle] = []
         self._version = board.view.version
+        self._warned: set[tuple[Any, ...]] = set()  # collisions already logged
 
     def init(self) -> None:
+        # A restarted view actor starts from the last snapshot's lists (the same members'
+        # lists; each is fetched again from its cache below), so the view never empties.
+        self._lists = {
+            name: lists
+            for name, lists in self._board.view.lists.items()
+            if name in self._board.members
+        }
         self._board.view_ref = self.actor_ref
         for member in self._board.members.values():
             if member.client is not None:
@@ -167,6 +193,8 @@ class ViewActor(SafeActor):
         self._publish()
 
     def terminate(self, reason: BaseException | None) -> None:
+        for handle in self._timers:
+            handle.cancel()
         if self._board.view_ref is self.actor_ref:
             self._board.view_ref = None
 
@@ -187,6 +215,14 @@ class ViewActor(SafeActor):
             if member is not None and member.gen <= message.gen:
                 self._forget(message.name)
                 self._publish()
+        elif isinstance(message, _Refetch):
+            member = self._members.get(message.name)
+            if (
+                member is not None
+                and member.gen == message.gen
+                and self._status_ready(message.name)
+            ):
+                self._start_fetch(message.name, refetch=True)
         elif isinstance(message, Crash):
             raise RuntimeError("view actor crash (asked for by a test)")
         else:
@@ -200,19 +236,20 @@ class ViewActor(SafeActor):
         old = self._members.get(name)
         if old is not None and old.gen != member.gen:
             self._lists.pop(name, None)
+            self._failures.pop(name, None)
         self._members[name] = member
-        runtime = member.runtime
+        runtime, client = member.runtime, member.client
+        assert runtime is not None and client is not None  # only running members attach
         watch = _Watch(self._board, name, member.gen)
         shared = runtime.shared
         # Replace any watcher of an earlier view actor (they all tell board.view_ref anyway).
-        shared.watchers = tuple(w for w in shared.watchers if not isinstance(w, _Watch)) + (
-            watch,
-        )
+        kept = tuple(w for w in shared.watchers if not isinstance(w, _Watch))
+        shared.watchers = (*kept, watch)
         try:
-            member.client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
+            client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
         except Error:
             pass  # the member is already gone: its exit reaches the supervisor
-        status = member.client.status()
+        status = client.status()
         self._status[name] = status
         if status.state == "ready":
             self._start_fetch(name, refetch=not rebuild)
@@ -240,6 +277,7 @@ class ViewActor(SafeActor):
         self._status[msg.name] = msg.status
         now_ready = msg.status.state == "ready"
         if now_ready and not was_ready:
+            self._failures.pop(msg.name, None)
             self._start_fetch(msg.name, refetch=True)
         elif was_ready and not now_ready:
             self._publish()
@@ -272,13 +310,29 @@ class ViewActor(SafeActor):
             return
         again = self._fetching.pop(msg.name, False)
         if msg.lists is not None:
+            self._failures.pop(msg.name, None)
             self._lists[msg.name] = msg.lists
             self._publish()
         else:
             assert msg.error is not None
+            failures = self._failures[msg.name] = self._failures.get(msg.name, 0) + 1
             log.info(
-                "hub: server %r: listing failed: %s/%s", msg.name, msg.error.kind, msg.error.reason
+                "hub: server %r: listing failed (%d in a row): %s/%s",
+                msg.name,
+                failures,
+                msg.error.kind,
+                msg.error.reason,
             )
+            if not again and failures <= MAX_FETCH_RETRIES:
+                now = time.monotonic()
+                self._timers = [t for t in self._timers if not t.cancelled and t.when > now]
+                delay = 0.5 * 2 ** (failures - 1)
+                self._timers.append(
+                    timers.schedule(
+                        time.monotonic() + delay,
+                        partial(_tell, self.actor_ref, _Refetch(msg.name, msg.gen)),
+                    )
+                )
         if again and self._status_ready(msg.name):
             self._start_fetch(msg.name, refetch=False)
 
@@ -289,8 +343,22 @@ class ViewActor(SafeActor):
         ready = {n for n in self._lists if self._status_ready(n)}
         shown = ready if board.on_server_down == "hide" else set(self._lists)
         self._version += 1
-        board.publish_view(merge(board.order, self._lists, shown, self._version, ready))
+        view = merge(board.order, self._lists, shown, self._version, ready)
+        for collision in view.collisions:
+            key = (collision.kind, collision.name, collision.servers)
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "hub %s: name collision: %s %r is listed by %s; %r keeps it, reach the "
+                    "others as (server, name)",
+                    board.name,
+                    collision.kind,
+                    collision.name,
+                    ", ".join(s for s, _ in collision.servers),
+                    collision.servers[0][0],
+                )
+        board.publish_view(view)
 
 
-def view_actor_ref(board: Board, link: Link) -> pykka.ActorRef[Any]:
-    return ViewActor.start(board, link=link)
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    safe_tell(ref, message)

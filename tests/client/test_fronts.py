@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pykka
@@ -311,7 +317,6 @@ def test_the_three_front_ends_have_the_same_signatures():
 def test_the_three_front_ends_say_the_same_raises():
     """Each asyncio/futures method either defers to ``Client``'s ``Raises:`` or names no
     error kind or reason that ``Client``'s does not."""
-    import re
 
     from conduit_mcp.client import CLIENT_ONLY
 
@@ -330,3 +335,164 @@ def test_the_three_front_ends_say_the_same_raises():
                 if extra:
                     drift.append(f"{cls.__name__}.{name}: {sorted(extra)} not in Client's")
     assert drift == [], "\n".join(drift)
+
+
+# -- the generator: the request methods are written once (scripts/fronts_client.py) ------------
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATOR = ROOT / "scripts" / "gen_fronts.py"
+FRONT_FILES = (
+    "conduit_mcp/client.py",
+    "conduit_mcp/aio.py",
+    "conduit_mcp/futures.py",
+    # the Hub's family (scripts/fronts_hub.py): gen_fronts renders every family
+    "conduit_mcp/hub/hub.py",
+    "conduit_mcp/hub/fronts.py",
+)
+
+
+def _gen(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(GENERATOR), "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path) -> Path:
+    """The three front ends and pyproject.toml (ruff's settings) in a scratch repository."""
+    for rel in (*FRONT_FILES, "pyproject.toml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    return tmp_path
+
+
+def test_the_checked_in_request_methods_are_what_the_spec_renders():
+    done = _gen(ROOT, "--check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_hand_edit_in_a_generated_region_fails_the_check_and_generation_undoes_it(tree_copy):
+    aio = tree_copy / "conduit_mcp/aio.py"
+    original = aio.read_text()
+    edited = original.replace("max_total_timeout: float | None = None,", "", 1)
+    assert edited != original
+    aio.write_text(edited)
+    check = _gen(tree_copy, "--check")
+    assert check.returncode == 1
+    assert "conduit_mcp/aio.py" in check.stderr and "client.py" not in check.stderr
+    assert aio.read_text() == edited  # --check changes nothing
+    fix = _gen(tree_copy)
+    assert fix.returncode == 0, fix.stderr
+    assert aio.read_text() == original
+    assert _gen(tree_copy, "--check").returncode == 0
+
+
+def test_a_front_end_without_its_region_is_named(tree_copy):
+    futures = tree_copy / "conduit_mcp/futures.py"
+    futures.write_text(futures.read_text().replace("# END GENERATED requests", "# the end"))
+    done = _gen(tree_copy, "--check")
+    assert done.returncode == 2
+    assert "conduit_mcp/futures.py" in done.stderr and "END GENERATED requests" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_second_family_of_front_ends_is_rendered_from_its_own_spec(tmp_path, monkeypatch):
+    """What the Hub does: its own three classes, each sending a routed call through a member
+    client's matching front end (``$member``), from one spec."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import fronts as gen
+
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    member = (
+        "import asyncio\n\nimport pykka\n\n\n"
+        "class Member:\n    def echo(self, what, timeout):\n        return (what, timeout)\n\n\n"
+        "class AsyncMember:\n    async def echo(self, what, timeout):\n"
+        "        await asyncio.sleep(0)\n        return (what, timeout)\n\n\n"
+        "class FutureMember:\n    def echo(self, what, timeout):\n"
+        "        future = pykka.ThreadingFuture()\n        future.set((what, timeout))\n"
+        "        return future\n\n\n"
+        "class Client(Member):\n    aio = AsyncMember()\n    futures = FutureMember()\n"
+    )
+    (tmp_path / "member.py").write_text(member)
+    region = "    # BEGIN GENERATED routed\n    # END GENERATED routed\n"
+    front_end = (
+        "class {}:\n    def _route(self, what):\n        return Client(), what.upper()\n\n" + region
+    )
+    # The blocking class in a file of its own, the other two sharing one (as the Hub's do).
+    sources = {
+        "blocking.py": "from member import Client\n\n\n" + front_end.format("Echo"),
+        "fronts.py": "from member import Client\n\n\n"
+        + front_end.format("AsyncEcho")
+        + "\n\n"
+        + front_end.format("FutureEcho"),
+    }
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+    echo = gen.Method(
+        "echo",
+        params="what: str, *, timeout: float | None = None",
+        result="tuple[str, float | None]",
+        body="""
+            client, routed = self._route(what)  # resolved in the caller, never waiting
+            client$member.echo(routed, timeout)
+        """,
+        doc="Say it back, louder.",
+        raises="``argument`` for nothing to say.",
+    )
+    family = gen.Family(
+        spec="tests/client/test_fronts.py",
+        methods=[echo],
+        fronts=[
+            gen.Front("blocking.py", "Echo", gen.BLOCKING, "routed", {"member": ""}),
+            gen.Front("fronts.py", "AsyncEcho", gen.ASYNCIO, "routed", {"member": ".aio"}),
+            gen.Front("fronts.py", "FutureEcho", gen.FUTURES, "routed", {"member": ".futures"}),
+        ],
+    )
+    assert gen.generate([family], tmp_path, check=False) == list(sources)
+    assert gen.generate([family], tmp_path, check=True) == []  # rendered once, stable
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spaces: dict[str, dict[str, Any]] = {}
+    for name in sources:
+        spaces[name] = {}
+        exec(compile((tmp_path / name).read_text(), name, "exec"), spaces[name])
+    assert spaces["blocking.py"]["Echo"]().echo("hi", timeout=1.0) == ("HI", 1.0)
+    assert asyncio.run(spaces["fronts.py"]["AsyncEcho"]().echo("hi")) == ("HI", None)
+    assert spaces["fronts.py"]["FutureEcho"]().echo("hi").get(timeout=1) == ("HI", None)
+    text = (tmp_path / "fronts.py").read_text()
+    assert "return await client.aio.echo(routed, timeout)" in text
+    assert "return client.futures.echo(routed, timeout)" in text
+    assert "# resolved in the caller, never waiting" in text
+    assert "Do not edit" in text and "Raises:" in text
+    assert "-> pykka.Future[tuple[str, float | None]]:" in text
+
+
+def test_a_hand_written_copy_of_a_generated_method_is_refused(tree_copy):
+    client = tree_copy / "conduit_mcp/client.py"
+    text = client.read_text()
+    stray = "    def ping(self) -> None:\n        pass\n\n    def _list_all("
+    client.write_text(text.replace("    def _list_all(", stray, 1))
+    done = _gen(tree_copy, "--check")
+    assert done.returncode == 2
+    assert "Client also defines ping by hand" in done.stderr
+
+
+def test_a_spec_mistake_is_named_with_its_method(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import fronts as gen
+
+    front = gen.Front("x.py", "X", gen.ASYNCIO)
+    good = gen.Method(
+        "m", params="*, timeout: float", result="int", body="self._f()", doc="d.", raises="r"
+    )
+    for bad, says in (
+        ({"body": "x = self._f()"}, "m: a body must end with a call"),
+        ({"body": "self._f($nothing)"}, "m: bad body for X"),
+        ({"params": "*, on_progress: $progres = None"}, "m: bad params for asyncio"),
+    ):
+        with pytest.raises(gen.GenerationError, match=re.escape(says)):
+            gen.render_method(dataclasses.replace(good, **bad), front)
+    assert "return await self._f()" in gen.render_method(good, front)

@@ -1,0 +1,184 @@
+"""The client's request methods, the one source of them for ``Client``, ``AsyncClient`` and
+``FutureClient`` (rendered into each by ``scripts/gen_fronts.py``; see ``scripts/fronts.py``
+for the mechanism and how to add a method).
+
+Each body goes through the front end's hand-written dispatch: ``self._call(request, timeout,
+on_progress=None)`` for one request (built by a ``conduit_mcp.request`` builder),
+``self._list_all(kind, timeout, refresh)`` for a page walk, ``self._await_ready(seconds)``.
+"""
+
+from __future__ import annotations
+
+from fronts import ASYNCIO, BLOCKING, FUTURES, Family, Front, Method
+
+#: What a request method raises (the kinds of ``Client``'s "Errors" paragraph).
+REQUEST_RAISES = """``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+    ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors")."""
+#: What a ``list_all_*`` walk raises.
+WALK_RAISES = (
+    REQUEST_RAISES.removesuffix(".") + "; ``protocol``/``too_many_pages`` past 1000 pages."
+)
+
+PAGE = "cursor: str | None = None, *, timeout: float | None = None"
+WALK = "*, timeout: float | None = None, refresh: bool = False"
+
+
+def _page(kind: str, item: str, what: str, extra: str = "") -> Method:
+    return Method(
+        f"list_{kind}",
+        params=PAGE,
+        result=f"Page[{item}]",
+        body=f"self._call(rq.list_{kind}(cursor), timeout)",
+        doc=f"One page of {what}{extra}.",
+        raises=REQUEST_RAISES,
+    )
+
+
+def _walk(kind: str, item: str, doc: str, notes: dict[str, str] | None = None) -> Method:
+    return Method(
+        f"list_all_{kind}",
+        params=WALK,
+        result=f"tuple[{item}, ...]",
+        body=f'self._list_all("{kind}", timeout, refresh)',
+        doc=doc,
+        raises=WALK_RAISES,
+        notes=notes or {},
+    )
+
+
+METHODS = [
+    Method(
+        "await_ready",
+        params="timeout: float = 30.0",
+        result="Status",
+        body="self._await_ready(rq.check_timeout(timeout, timeout))",
+        doc="""The ready status, once the connection is ready.
+
+        A handle from :meth:`~conduit_mcp.Client.whereis` waits through the client's start
+        and restart windows, and past an incarnation that gave up while an application
+        supervisor replaces it.""",
+        raises="""``timeout``/``deadline``; ``closed`` (the client is stopped or gave up, with
+        the reason); ``overloaded``/``max_queued``; ``argument`` for a bad timeout.""",
+        notes={"asyncio": "The loop runs on while it waits."},
+    ),
+    Method(
+        "call_tool",
+        params="""name: str, arguments: Mapping[str, Any] | None = None, *,
+        timeout: float | None = None, max_total_timeout: float | None = None,
+        on_progress: $progress = None, meta: Mapping[str, Any] | None = None""",
+        result="CallToolResult",
+        body="""self._call(rq.with_total(rq.call_tool(name, arguments, meta),
+        max_total_timeout), timeout, on_progress)""",
+        doc="""Call a tool; its result. A result with ``is_error`` is a result, not an
+        exception: the tool ran and failed.""",
+        raises=REQUEST_RAISES,
+    ),
+    _page("tools", "Tool", "tools", " (``Page.next_cursor`` is None on the last page)"),
+    _page("prompts", "Prompt", "prompts"),
+    _page("resources", "Resource", "resources"),
+    _page("resource_templates", "ResourceTemplate", "resource templates"),
+    Method(
+        "read_resource",
+        params="uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None",
+        result="ReadResourceResult",
+        body="self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)",
+        doc="``resources/read`` for one URI.",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "get_prompt",
+        params="""name: str, arguments: Mapping[str, str] | None = None, *,
+        timeout: float | None = None, max_total_timeout: float | None = None""",
+        result="GetPromptResult",
+        body="""self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout),
+        timeout)""",
+        doc="""``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
+        "Prompts").""",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "complete",
+        params="""ref: Mapping[str, Any], argument: Mapping[str, str], *,
+        context: Mapping[str, Any] | None = None, timeout: float | None = None""",
+        result="CompleteResult",
+        body="self._call(rq.complete(ref, argument, context), timeout)",
+        doc="``completion/complete`` for a prompt or resource-template argument.",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "request",
+        params="""method: str, params: Mapping[str, Any] | None = None, *,
+        timeout: float | None = None, max_total_timeout: float | None = None,
+        on_progress: $progress = None""",
+        result="dict[str, Any]",
+        body="""self._call(rq.with_total(rq.raw(method, params), max_total_timeout), timeout,
+        on_progress)""",
+        doc="""Any request by method name; its raw result (a dict), for a method this
+        client has no typed call for.""",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "ping",
+        params="*, timeout: float | None = None",
+        result="None",
+        body="self._call(rq.ping(self._handle.status().era), timeout)",
+        doc="""A liveness round trip: ``ping`` in the legacy era, ``server/discover`` in the
+        modern one (which has no ping).""",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "subscribe",
+        params="uri: str, *, timeout: float | None = None",
+        result="None",
+        body="self._call(rq.resource_subscription(uri, True), timeout)",
+        doc="""Subscribe to ``notifications/resources/updated`` for ``uri``. Kept across
+        reconnects: sent again on every new session (legacy ``resources/subscribe``) or
+        carried by every listen (modern).""",
+        raises=REQUEST_RAISES,
+    ),
+    Method(
+        "unsubscribe",
+        params="uri: str, *, timeout: float | None = None",
+        result="None",
+        body="self._call(rq.resource_subscription(uri, False), timeout)",
+        doc="Undo :meth:`subscribe`.",
+        raises=REQUEST_RAISES,
+    ),
+    _walk(
+        "tools",
+        "Tool",
+        """Every tool, following cursors; ``timeout`` bounds the whole walk. Served from the
+        cache while it is fresh (the server's ``ttlMs``, capped by ``max_cache_ttl``; not
+        after a ``list_changed``); ``refresh=True`` always asks the server.""",
+        notes={
+            "futures": "A worker thread fetches the pages, one after another, never the caller's."
+        },
+    ),
+    _walk(
+        "prompts", "Prompt", "Every prompt, following cursors (cached like :meth:`list_all_tools`)."
+    ),
+    _walk(
+        "resources",
+        "Resource",
+        "Every resource, following cursors (cached like :meth:`list_all_tools`).",
+    ),
+    _walk(
+        "resource_templates",
+        "ResourceTemplate",
+        "Every resource template, following cursors (cached like :meth:`list_all_tools`).",
+    ),
+]
+
+FAMILY = Family(
+    spec="scripts/fronts_client.py",
+    methods=METHODS,
+    fronts=[
+        Front("conduit_mcp/client.py", "Client", BLOCKING),
+        Front("conduit_mcp/aio.py", "AsyncClient", ASYNCIO),
+        Front("conduit_mcp/futures.py", "FutureClient", FUTURES),
+    ],
+)
+
+#: The methods by name, for another family that offers one of them with its own routing
+#: (``dataclasses.replace(BY_NAME["call_tool"], params=..., body=...)``).
+BY_NAME = {method.name: method for method in METHODS}
