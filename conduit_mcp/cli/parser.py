@@ -26,7 +26,8 @@ exit codes:
   {EXIT_TOOL_ERROR}    the tool ran and reported an error (isError: true)
   {EXIT_USAGE}    usage: bad arguments, options, JSON or configuration file
   {EXIT_CONNECTION}    no connection: the server could not be started or reached, refused the
-       credentials, or went away
+       credentials, or went away (--config without --server: any of its servers; what
+       the others gave is printed all the same)
   {EXIT_REQUEST}    the server answered the request with an error, broke the protocol, or did
        not answer within --timeout
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
