@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 STDERR_TAIL = 10
 
 #: Commands that name one server's item (``SERVER.NAME``): only that server is started.
-ONE_SERVER = {"call": "tool", "prompt": "name"}
+#: The value: the argument that holds the name, and what the item is called.
+ONE_SERVER = {"call": ("tool", "tool"), "prompt": ("name", "prompt")}
 
 
 def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO) -> int:
@@ -47,7 +48,7 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
     arguments = _arguments(args)  # bad JSON is a usage error before anything starts
     config = several.config
     if args.command in ONE_SERVER:
-        server = _server_of(args, several, getattr(args, ONE_SERVER[args.command]))
+        server = _server_of(args, several, getattr(args, ONE_SERVER[args.command][0]))
         config = replace(config, servers=MappingProxyType({server: config.servers[server]}))
     config = _typed_options_win(args, config)
     try:
@@ -61,7 +62,9 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
         raise
     try:
         failures = settle(hub, args.timeout)
-        if args.command != "status":  # status shows them in its table
+        # status shows them in its table; read only when it fails (the URI's server may be
+        # one of them), since a read the others answered needs nothing more.
+        if args.command not in ("status", "read"):
             for name, failure in failures.items():
                 _report_failure(hub, name, failure, args, err)
         if args.command in ONE_SERVER or args.command == "read":
@@ -70,11 +73,12 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
             command = {"call": _call, "prompt": _prompt, "read": _read}[args.command]
             try:
                 # The Hub takes the calls of a Client, by qualified name.
-                code = command(cast(Any, hub), args, arguments, None, out, err)
+                return command(cast(Any, hub), args, arguments, None, out, err)
             except Error as failed:
+                for name, failure in failures.items() if args.command == "read" else ():
+                    _report_failure(hub, name, failure, args, err)
                 report(err, failed, _request_hint(failed, args))
                 return _exit_code(failed)
-            return EXIT_CONNECTION if failures and code == EXIT_OK else code
         LISTINGS[args.command](hub, args, failures, several, out)
         if args.command in ("tools", "prompts", "resources"):
             _collisions(hub, args.command, err)
@@ -84,20 +88,21 @@ def run_hub(args: argparse.Namespace, several: Several, out: TextIO, err: TextIO
 
 
 def _request_hint(exc: Error, args: argparse.Namespace) -> str | None:
-    if exc.kind == "argument" and exc.reason.startswith("unknown_"):
-        what = "resources" if exc.reason == "unknown_resource" else f"{exc.reason[8:]}s"
-        return f"`conduit-mcp {what} --config FILE` lists them, qualified"
+    if exc.kind == "argument" and exc.reason in ("unknown_tool", "unknown_prompt"):
+        return f"`conduit-mcp {exc.reason[8:]}s --config FILE` lists them, qualified"
+    if exc.kind == "argument" and exc.reason == "unknown_resource":
+        return "`conduit-mcp resources --config FILE` lists every server's resources"
     return _hint(exc, args, connecting=False)
 
 
 def _server_of(args: argparse.Namespace, several: Several, name: str) -> str:
     """The server a qualified name (``files.read``) names; a usage error when it names none."""
     server, found, item = name.partition(".")
-    what = ONE_SERVER[args.command]
+    what = ONE_SERVER[args.command][1]
     if not found or not server or not item:
         raise UsageError(
             f"--config {several.path} has {len(several.config.servers)} servers: name the "
-            f"{what} as SERVER.{what.upper()} (as `conduit-mcp tools --config FILE` lists "
+            f"{what} as SERVER.{what.upper()} (as `conduit-mcp {what}s --config FILE` lists "
             f"them), or choose the server with --server NAME",
             servers_hint(several.config),
         )

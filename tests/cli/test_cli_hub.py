@@ -218,3 +218,23 @@ def test_a_failing_server_shows_its_stderr_and_a_hanging_one_its_deadline(tmp_pa
     assert "server 'exits': could not connect" in done.stderr, done.stderr
     assert "server 'exits' stderr (last lines):\n  | fatal: no database" in done.stderr
     assert "server 'hangs': the server was not ready within 3 s" in done.stderr
+
+
+def test_prompts_resources_read_and_ping_over_every_server(config: str):
+    done = run("prompts", "--config", config)
+    names = [line.split()[0] for line in done.stdout.splitlines()[1:]]
+    assert {"alpha.greet", "beta.greet"} <= set(names) and done.returncode == 3
+    done = run("prompt", "beta.greet", '{"name": "Ada"}', "--config", config)
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "user: Hello, Ada!")
+    # Both servers list the same URIs: one is shown and read, and the user is told whose.
+    done = run("resources", "--config", config)
+    assert "test://static/hello" in done.stdout
+    assert "note: 'test://static/hello' is listed by alpha, beta; alpha's is shown" in done.stderr
+    done = run("read", "test://static/hello", "--config", config)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "Hello, world!\n", "")
+    done = run("read", "test://nope", "--config", config)
+    assert done.returncode == 2 and "unknown_resource" in done.stderr
+    assert "server 'dead'" in done.stderr  # it might have been the one that lists it
+    done = run("ping", "--config", config, "--json")
+    pinged = json.loads(done.stdout)
+    assert pinged["alpha"]["ok"] and pinged["beta"]["ok"] and not pinged["dead"]["ok"]
