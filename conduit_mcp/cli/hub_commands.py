@@ -107,9 +107,9 @@ def _server_of(args: argparse.Namespace, several: Several, name: str) -> str:
             servers_hint(several.config),
         )
     if server not in several.config.servers:
-        import difflib
+        from ..hub.names import closest  # the Hub's own rule for "did you mean"
 
-        near = difflib.get_close_matches(server, list(several.config.servers), n=3)
+        near = closest(server, several.config.servers)
         said = f"; did you mean {', '.join(repr(n) for n in near)}?" if near else ""
         raise UsageError(
             f"--config {several.path} has no server {server!r}{said}", servers_hint(several.config)
