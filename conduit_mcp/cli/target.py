@@ -272,14 +272,11 @@ def servers_hint(config: HubConfig) -> str:
 
 
 def entry_of(path: str, config: HubConfig, name: str | None) -> ServerEntry:
-    """The entry ``--server NAME`` names, or the file's only one."""
+    """The entry ``--server NAME`` names, or the file's only one (a file of several without
+    ``--server`` is :class:`Several`, never asked here)."""
     if name is None:
-        if len(config.servers) != 1:
-            raise UsageError(
-                f"--config {path} has {len(config.servers)} servers; choose one with --server NAME",
-                servers_hint(config),
-            )
-        return next(iter(config.servers.values()))
+        (only,) = config.servers.values()
+        return only
     entry = config.servers.get(name)
     if entry is None:
         if name in config.disabled:
