@@ -14,6 +14,7 @@ Rows (targets from issue 20 in brackets):
             (``benchmarks/fast_server.py``), interleaved rounds, best of each [<= 5% more]
   down      a call to a server that is not ready, to the first byte of the error [< 10 ms]
   changed   ``add_tool`` on a member to the new tool in ``hub.tool(...)`` [< 100 ms]
+  comeback  a member's server killed: until its tools leave the view, and until they return
 
     .venv/bin/python benchmarks/hub_bench.py
     .venv/bin/python benchmarks/hub_bench.py --only route,reads --calls 2000
@@ -130,7 +131,9 @@ def _rate(fn: Any, seconds: float) -> float:
 
 def bench_reads(seconds: float) -> None:
     print("== reads: the merged view, one thread, while a member's tools keep changing")
-    servers = {f"s{i}": entry() for i in range(5)}
+    # ttlMs 10 minutes: a member's list_all_tools() is served from its cache, so the
+    # hand-made merge below is compared at its best (no server round trip)
+    servers = {f"s{i}": entry("--ttl-ms", "600000") for i in range(5)}
     with mcp.Hub.start({"mcpServers": servers}) as hub:
         hub.await_ready(timeout=60, servers="all")
         stop = threading.Event()
@@ -172,7 +175,7 @@ def bench_reads(seconds: float) -> None:
         "each member refreshes a list at most once a second under a burst)"
     )
     print(
-        f"  hand-made merge of 5 members' list_all_tools(): {1e6 / hand:8.1f} us per read "
+        f"  hand-made merge of 5 members' cached list_all_tools(): {1e6 / hand:8.1f} us per read "
         f"({tools / hand:,.0f}x slower than hub.tools())"
     )
 
@@ -284,9 +287,31 @@ def bench_changed(rounds: int) -> None:
     )
 
 
+def bench_comeback(rounds: int) -> None:
+    print("== comeback: a member's server killed -> its tools gone from the view -> back")
+    with mcp.Hub.start({"mcpServers": {"a": entry(), "b": entry()}}) as hub:
+        hub.await_ready(timeout=60, servers="all")
+        gone, back = [], []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            try:
+                hub.call_tool("b.crash", timeout=5)
+            except mcp.Error:
+                pass
+            hub.wait_for(lambda h: h.tool("b.add") is None, timeout=10)
+            gone.append(time.perf_counter() - t0)
+            hub.wait_for(lambda h: h.tool("b.add") is not None, timeout=30)
+            back.append(time.perf_counter() - t0)
+    print(
+        f"  tools hidden after {statistics.median(gone) * 1e3:6.1f} ms, back after "
+        f"{statistics.median(back) * 1e3:6.1f} ms (median of {rounds}; the client's "
+        "reconnect backoff and a new server process)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--only", default="start,reads,route,down,changed")
+    parser.add_argument("--only", default="start,reads,route,down,changed,comeback")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=20)
@@ -303,6 +328,8 @@ def main() -> None:
         bench_down(200)
     if "changed" in only:
         bench_changed(5)
+    if "comeback" in only:
+        bench_comeback(5)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from fronts import ASYNCIO, BLOCKING, FUTURES, Family, Front, Method
 ROUTED_RAISES = """``unavailable``/``server_not_ready`` at once for a server that is not ready
     (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
     ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest names
-    (``data["closest"]``); then what the member ``Client`` raises (its "Errors")."""
+    (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``; then what the
+    member ``Client`` raises (its "Errors")."""
 
 NAME = "name: str | tuple[str, str]"
 URI = "uri: str | tuple[str, str]"

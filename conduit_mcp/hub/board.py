@@ -48,6 +48,9 @@ class Member:
     runtime: ClientTree | None = field(default=None, repr=False)
     down: Status | None = None
     given_up: bool = False
+    restarts: int = 0
+    """How many times the hub started this server again after its client gave up (counted
+    from ``Hub.start``, ``add_server`` or ``reload``)."""
 
     def status(self) -> Status:
         if self.client is None:

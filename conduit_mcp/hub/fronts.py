@@ -73,9 +73,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, tool = routing.tool(self._board, name)
         return await client.aio.call_tool(
@@ -101,9 +101,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, prompt = routing.prompt(self._board, name)
         return await client.aio.get_prompt(
@@ -124,9 +124,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, target = routing.resource(self._board, uri)
         return await client.aio.read_resource(
@@ -148,9 +148,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, own = routing.completion_ref(self._board, ref)
         return await client.aio.complete(own, argument, context=context, timeout=timeout)
@@ -173,9 +173,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client = routing.member(self._board, server)
         return await client.aio.request(
@@ -195,9 +195,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, target = routing.resource(self._board, uri)
         await client.aio.subscribe(target, timeout=timeout)
@@ -211,9 +211,9 @@ class AsyncHub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors"). Cancelling the awaiting task gives the call up (a request is
-                cancelled at the server).
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors"). Cancelling the awaiting
+                task gives the call up (a request is cancelled at the server).
         """
         client, target = routing.resource(self._board, uri)
         await client.aio.unsubscribe(target, timeout=timeout)
@@ -279,8 +279,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, tool = routing.tool(self._board, name)
         return client.futures.call_tool(
@@ -307,8 +307,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, prompt = routing.prompt(self._board, name)
         return client.futures.get_prompt(
@@ -330,8 +330,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         return client.futures.read_resource(
@@ -354,8 +354,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, own = routing.completion_ref(self._board, ref)
         return client.futures.complete(own, argument, context=context, timeout=timeout)
@@ -379,8 +379,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client = routing.member(self._board, server)
         return client.futures.request(
@@ -403,8 +403,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         return client.futures.subscribe(target, timeout=timeout)
@@ -419,8 +419,8 @@ class FutureHub:
                 ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         return client.futures.unsubscribe(target, timeout=timeout)

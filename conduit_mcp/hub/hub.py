@@ -162,7 +162,11 @@ class Hub:
         )
         try:
             supervisor.ask(PING, timeout=30.0)
-        except pykka.ActorDeadError as exc:
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            for ref in (supervisor, board.view_ref):
+                if ref is not None:
+                    ref.stop(block=False)
+            _stop_members(list(board.members.values()), 10.0)
             raise Error("unavailable", "start_failed", "the hub's actors failed to start") from exc
         return cls(board, supervisor, defaults)
 
@@ -212,6 +216,11 @@ class Hub:
         if found.client is None:
             routing.ready(found)
         return found.client
+
+    def restarts(self) -> dict[str, int]:
+        """How many times the hub started each server again after its client gave up."""
+        members = self._board.members
+        return {n: members[n].restarts for n in self._board.order if n in members}
 
     def server_of(self, client_name: str) -> str | None:
         """The server a member's client name belongs to (``HandlerContext.client_name``)."""
@@ -309,8 +318,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, tool = routing.tool(self._board, name)
         return client.call_tool(
@@ -336,8 +345,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, prompt = routing.prompt(self._board, name)
         return client.get_prompt(
@@ -358,8 +367,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         return client.read_resource(target, timeout=timeout, max_total_timeout=max_total_timeout)
@@ -379,8 +388,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, own = routing.completion_ref(self._board, ref)
         return client.complete(own, argument, context=context, timeout=timeout)
@@ -403,8 +412,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client = routing.member(self._board, server)
         return client.request(
@@ -424,8 +433,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         client.subscribe(target, timeout=timeout)
@@ -437,8 +446,8 @@ class Hub:
             Error: ``unavailable``/``server_not_ready`` at once for a server that is not ready
                 (``data``: ``server``, ``state``, ``reason``); ``argument``/``unknown_server``,
                 ``unknown_tool``, ``unknown_prompt`` or ``unknown_resource`` with the closest
-                names (``data["closest"]``); then what the member ``Client`` raises (its
-                "Errors").
+                names (``data["closest"]``); ``closed``/``stopped`` after the hub's ``stop()``;
+                then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
         client.unsubscribe(target, timeout=timeout)

@@ -103,11 +103,17 @@ class HubSupervisor(SafeActor):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def init(self) -> None:
-        self._start_view()
-        for member in self._initial:
-            self._order.append(member.name)
-            self._start_member(member)
-        self._publish()
+        try:
+            self._start_view()
+            for member in self._initial:
+                self._order.append(member.name)
+                self._start_member(member)
+            self._publish()
+        except BaseException:
+            # No terminate after a failed init: what started is published for Hub.start
+            # to stop.
+            self._publish()
+            raise
 
     def terminate(self, reason: BaseException | None) -> None:
         for handle in self._timers.values():
@@ -129,7 +135,7 @@ class HubSupervisor(SafeActor):
             self._timers.pop(message.name, None)
             member = self._members.get(message.name)
             if member is not None and member.gen == message.gen and member.client is None:
-                self._start_member(member)
+                self._start_member(replace(member, restarts=member.restarts + 1))
                 self._publish()
         elif isinstance(message, _ViewExited):
             if message.urn == self._view_urn:

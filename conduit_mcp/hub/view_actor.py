@@ -172,7 +172,9 @@ class ViewActor(SafeActor):
         self._members: dict[str, Member] = {}
         self._status: dict[str, Status] = {}
         self._lists: dict[str, MemberLists] = {}
-        self._fetching: dict[str, bool] = {}  # name -> fetch again when this one ends
+        # name -> (the gen being fetched, fetch again when it ends); a fetch of an older
+        # incarnation does not hold up the new one's
+        self._fetching: dict[str, tuple[int, bool]] = {}
         self._failures: dict[str, int] = {}  # name -> fetches failed in a row
         self._timers: list[timers.TimerHandle] = []
         self._version = board.view.version
@@ -285,11 +287,12 @@ class ViewActor(SafeActor):
     # -- fetching -----------------------------------------------------------------------------
 
     def _start_fetch(self, name: str, *, refetch: bool) -> None:
-        if name in self._fetching:
-            self._fetching[name] = True
-            return
-        self._fetching[name] = False
         member = self._members[name]
+        running = self._fetching.get(name)
+        if running is not None and running[0] == member.gen:
+            self._fetching[name] = (member.gen, True)
+            return
+        self._fetching[name] = (member.gen, False)
         board, me = self._board, self.actor_ref
 
         def job() -> None:
@@ -305,10 +308,13 @@ class ViewActor(SafeActor):
         threading.Thread(target=job, name=f"conduit-hub-fetch-{name}", daemon=True).start()
 
     def _on_fetched(self, msg: _Fetched) -> None:
+        running = self._fetching.get(msg.name)
+        if running is not None and running[0] == msg.gen:
+            del self._fetching[msg.name]
         member = self._members.get(msg.name)
         if member is None or member.gen != msg.gen:
             return
-        again = self._fetching.pop(msg.name, False)
+        again = running is not None and running[0] == msg.gen and running[1]
         if msg.lists is not None:
             self._failures.pop(msg.name, None)
             self._lists[msg.name] = msg.lists

@@ -110,6 +110,7 @@ def test_a_member_that_gives_up_is_restarted_by_the_hub(start_hub: StartHub) -> 
     )
     hub.await_ready(timeout=20, servers=["b"])
     assert hub.client("b") is not first
+    assert hub.restarts() == {"a": 0, "b": 1}
     assert hub.call_tool("b.add", {"a": 1, "b": 1}).text == "2"
     # the hub's subscribers hear the new incarnation, once
     hub.call_tool("b.notify", {"method": "test/after"})
@@ -136,6 +137,8 @@ def test_a_member_that_keeps_giving_up_is_left_closed(start_hub: StartHub) -> No
     hub.wait_for(lambda h: h.status()["gone"].reason == "max_restarts", timeout=20)
     status = hub.status()["gone"]
     assert status.state == "closed"
+    # the limit at its edge: 2 restarts allowed, the third exit leaves it closed
+    assert hub.restarts() == {"a": 0, "gone": 2}
     with pytest.raises(mcp.Error) as info:
         hub.call_tool("gone.add")
     assert (info.value.reason, info.value.data["reason"]) == ("server_not_ready", "max_restarts")
@@ -143,6 +146,13 @@ def test_a_member_that_keeps_giving_up_is_left_closed(start_hub: StartHub) -> No
     # add_server starts it afresh (the count starts again)
     hub.add_server("gone", scripted())
     hub.await_ready(timeout=20, servers=["gone"])
+    assert hub.restarts()["gone"] == 0
+
+
+def test_max_restarts_zero_never_restarts(start_hub: StartHub) -> None:
+    hub = start_hub({"mcpServers": {"gone": EXITS}}, max_reconnects=0, max_restarts=0)
+    hub.wait_for(lambda h: h.status()["gone"].reason == "max_restarts", timeout=20)
+    assert hub.restarts() == {"gone": 0}
 
 
 def test_on_give_up_close_keeps_a_member_closed_to_show_why(start_hub: StartHub) -> None:
