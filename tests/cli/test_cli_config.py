@@ -1,4 +1,6 @@
-"""``--config FILE --server NAME``: the ``mcpServers`` file desktop MCP hosts use."""
+"""``--config FILE --server NAME``: the ``mcpServers`` file desktop MCP hosts use, read by the
+Hub's loader (``conduit_mcp.load_config``). Several servers without ``--server``:
+test_cli_hub.py."""
 
 from __future__ import annotations
 
@@ -101,6 +103,8 @@ def test_an_http_entry_with_headers(make_server, tmp_path: Path):
         ({"other": 1}, None, 'the config has no "mcpServers" object'),
         ({"mcpServers": {"a": scripted()}}, "b", "has no server 'b'"),
         ({"mcpServers": {"a": scripted(disabled=True)}}, "a", "server 'a' is disabled"),
+        ({"mcpServers": {"a": scripted(disabled=True)}}, None, "has no enabled server"),
+        ({"mcpServers": {}}, None, "has no enabled server"),
         ({"mcpServers": {"a": {"args": []}}}, "a", "(servers.a.command): server 'a': an entry"),
         ({"mcpServers": {"a": scripted(), "b": {"args": []}}}, "a", "(servers.b.command)"),
         ({"mcpServers": {"a.b": scripted()}}, None, "the name contains the separator '.'"),
