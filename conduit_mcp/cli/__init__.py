@@ -3,9 +3,10 @@
 ``main(argv)`` returns the exit code (documented in ``conduit-mcp --help``) instead of exiting,
 so tests and other programs can call it; ``python -m conduit_mcp`` and the ``conduit-mcp``
 script exit with it. Modules: ``parser`` (the grammar and exit codes), ``target`` (which
-server: ``--``, ``--url``, ``--config``), ``commands`` (connect, run, report), ``hub_commands``
-(the same commands for every server of a ``--config`` file, through a ``conduit_mcp.Hub``), ``output``
-(tables, text, the progress bar), ``oauth`` (``--oauth`` and ``logout``), ``demo``.
+server: ``--``, ``--url``, ``--config``), ``commands`` (connect, run, report),
+``hub_commands`` (the same commands for every server of a ``--config`` file, through a
+``conduit_mcp.Hub``), ``output`` (tables, text, the progress bar), ``oauth`` (``--oauth`` and
+``logout``), ``demo``.
 """
 
 from __future__ import annotations
