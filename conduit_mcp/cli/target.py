@@ -332,7 +332,7 @@ def _from_config(
         if exc.reason.endswith(".verify"):
             raise UsageError(f"--cacert: {exc.message}") from None
         raise UsageError(config_message(path, exc), _config_hint(exc)) from None
-    if args.oauth and isinstance(transport, Http):
+    if args.oauth:  # the remote entry's spec takes the CLI's OAuth (with its listener)
         transport = replace(transport, auth=_oauth(args, err))
     options = {k: v for k, v in entry.conduit.items() if k in OPTION_NAMES}
     return Target(transport, options)

@@ -111,7 +111,7 @@ def test_an_http_entry_with_headers(make_server, tmp_path: Path):
         ({"mcpServers": {"a": {"command": "x", "args": "--flag"}}}, "a", "'args' must be a list"),
         ({"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}, "a", "'env' must map names"),
         ({"mcpServers": {"a": {"url": "ftp://x"}}}, "a", "http:// or https://"),
-        ({"mcpServers": {"a": {"type": "sse", "url": "http://x/sse"}}}, "a", "is not available"),
+        ({"mcpServers": {"a": {"type": "websocket", "url": "ws://x/"}}}, "a", "(servers.a.type)"),
         ({"mcpServers": {"a": scripted(conduit={"protocl": "x"})}}, "a", "did you mean protocol"),
         ({"mcpServers": {"a": scripted(args="${NOT_SET_ANYWHERE}")}}, "a", "'args' must be"),
         ({"mcpServers": {"a": scripted(env={"K": "${NOT_SET_ANYWHERE}"})}}, "a", "is not set"),
