@@ -168,7 +168,7 @@ test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint
 	$(BIN)/pytest -n $(TEST_WORKERS)
 
-bench: venv peers compare-peers
+bench: venv compare-peers
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
