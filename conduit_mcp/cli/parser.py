@@ -26,7 +26,8 @@ exit codes:
   {EXIT_TOOL_ERROR}    the tool ran and reported an error (isError: true)
   {EXIT_USAGE}    usage: bad arguments, options, JSON or configuration file
   {EXIT_CONNECTION}    no connection: the server could not be started or reached, refused the
-       credentials, or went away
+       credentials, or went away (--config without --server: any of its servers; what
+       the others gave is printed all the same)
   {EXIT_REQUEST}    the server answered the request with an error, broke the protocol, or did
        not answer within --timeout
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
@@ -35,6 +36,9 @@ exit codes:
 DESCRIPTION = """\
 Talk to any MCP server from the shell: a stdio server is the command after --, a streamable
 HTTP server is --url, a server of a desktop host's configuration file is --config/--server.
+--config FILE without --server talks to every server of the file at once: tools, prompts and
+resources of all of them (names qualified by the entry's name, as files.read), call
+SERVER.TOOL, status as a table of the servers.
 """
 
 EXAMPLES = """\
@@ -45,10 +49,14 @@ examples:
   conduit-mcp tools --url https://mcp.example.com/mcp --oauth    # authorize in a browser
   conduit-mcp logout --url https://mcp.example.com/mcp           # forget the OAuth tokens
   conduit-mcp tools --config ~/.config/Claude/claude_desktop_config.json --server files
+  conduit-mcp tools --config mcp.json                 # every server's tools, as files.read
+  conduit-mcp call files.read '{"path": "a.txt"}' --config mcp.json
+  conduit-mcp status --config mcp.json                # a table of the servers
   conduit-mcp read file:///etc/hosts --json -- python -m my_server
 """
 
 PROTOCOLS = "auto, modern, legacy, or a version such as 2025-11-25"
+DEFAULT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +113,14 @@ def _connection_options() -> _Parser:
     where.add_argument(
         "--config",
         metavar="FILE",
-        help='a desktop host\'s configuration file (JSON with "mcpServers")',
+        help='a desktop host\'s configuration file (JSON with "mcpServers"); without '
+        "--server, every server of it",
     )
     where.add_argument(
         "--server",
         metavar="NAME",
-        help="the entry of --config to use (optional when the file has a single server)",
+        help="the one entry of --config to use (without it: all of them, names qualified as "
+        "SERVER.NAME; a file of one server needs no --server)",
     )
     where.add_argument(
         "--env",
@@ -158,13 +168,14 @@ def _connection_options() -> _Parser:
         help="only print the authorization URL; do not open a browser",
     )
     how = common.add_argument_group("connection")
-    how.add_argument("--protocol", default="auto", help=f"{PROTOCOLS} (default: auto)")
+    # None: not given, so a config entry's own "conduit" option (or the default) applies.
+    how.add_argument("--protocol", default=None, help=f"{PROTOCOLS} (default: auto)")
     how.add_argument(
         "--timeout",
         type=_seconds,
-        default=30.0,
+        default=None,
         metavar="SECONDS",
-        help="deadline for connecting, and for the request (default: 30)",
+        help=f"deadline for connecting, and for the request (default: {DEFAULT_TIMEOUT:g})",
     )
     out = common.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the raw JSON result (for scripts)")
@@ -277,4 +288,8 @@ def parse(argv: Sequence[str]) -> Invocation:
             "logout or demo",
             "see: conduit-mcp --help",
         )
+    if hasattr(parsed, "timeout"):
+        parsed.timeout_given = parsed.timeout is not None
+        if parsed.timeout is None:
+            parsed.timeout = DEFAULT_TIMEOUT
     return Invocation(parsed, server)

@@ -1,4 +1,4 @@
-"""Which server to talk to: the command after ``--``, ``--url``, or an ``mcpServers`` entry.
+"""Which server to talk to: the command after ``--``, ``--url``, or ``--config``'s entries.
 
 The configuration file is the one desktop MCP hosts use::
 
@@ -8,32 +8,60 @@ The configuration file is the one desktop MCP hosts use::
         "remote": {"url": "https://mcp.example.com/mcp", "headers": {"X-Key": "..."}}
     }}
 
-(``"servers"`` is accepted as well, the key VS Code's ``mcp.json`` uses.) Every mistake in it is
-a :class:`~conduit_mcp.cli.parser.UsageError` that names the file, the entry and the field.
+It is read by the Hub's loader, :func:`conduit_mcp.load_config` (one parser for the library
+and the command line: ``"servers"``, ``type``/``transport``, ``disabled``, ``${VAR}``
+expansion and the per-server ``"conduit"`` options mean the same to both). ``--server NAME``,
+or a file of one server, gives one server (:class:`Target`); a file of several without
+``--server`` gives them all (:class:`Several`), served by a Hub (``hub_commands``). Every
+mistake is a :class:`~conduit_mcp.cli.parser.UsageError` that names the file, the entry and
+the key.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
+from ..config import OPTION_NAMES
 from ..errors import Error
 from ..transports.http_spec import Http
 from ..transports.stdio_spec import Stdio
 from .parser import UsageError
+
+if TYPE_CHECKING:
+    from ..hub.config import HubConfig, ServerEntry
 
 Transport = Stdio | Http
 
 HOW = "give the server as: -- COMMAND [ARGS...], --url URL, or --config FILE [--server NAME]"
 
 
-def transport_of(
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One server: its transport, and the client options its config entry gives (none for
+    ``--`` and ``--url``)."""
+
+    transport: Transport
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Several:
+    """``--config FILE`` of several servers and no ``--server``: every enabled entry."""
+
+    path: str
+    config: HubConfig
+
+
+def target_of(
     args: argparse.Namespace, server_command: Sequence[str] | None, err: TextIO | None = None
-) -> Transport:
-    """The transport spec the options describe; :class:`UsageError` when they do not add up.
+) -> Target | Several:
+    """The server (or servers) the options describe; :class:`UsageError` when they do not
+    add up.
 
     ``err`` is where ``--oauth`` prints the authorization URL (default: stderr).
     """
@@ -52,6 +80,9 @@ def transport_of(
         raise UsageError("no server given", HOW)
     if len(given) > 1:
         raise UsageError(f"give one server, not {' and '.join(given)}", HOW)
+    config = read_config(args.config) if args.config is not None else None
+    if config is not None and args.server is None and len(config.servers) != 1:
+        return _several(args, config)
     env = _pairs(args.env, "=", "--env", "NAME=VALUE")
     headers = _pairs(args.header, ":", "--header", "'NAME: VALUE'")
     from .oauth import check_options
@@ -73,11 +104,44 @@ def transport_of(
                 "put the command that starts the server after --, e.g. -- python -m my_server",
             )
         _no_http_options(args, "a stdio server")
-        return _stdio(server_command[0], server_command[1:], env, None, args.inherit_env)
+        return Target(_stdio(server_command[0], server_command[1:], env, None, args.inherit_env))
     if args.url is not None:
         _no_stdio_options(args, env, "an HTTP server (--url)")
-        return _http(args.url, headers, args.bearer, verify=args.cacert, auth=_oauth(args, stream))
-    return _from_config(args, env, headers, stream)
+        return Target(
+            _http(args.url, headers, args.bearer, verify=args.cacert, auth=_oauth(args, stream))
+        )
+    assert config is not None
+    return _from_config(args, config, env, headers, stream)
+
+
+#: Options that set up one server's connection: with several servers, whose would they be?
+ONE_SERVER_OPTIONS = (
+    ("env", "--env"),
+    ("inherit_env", "--inherit-env"),
+    ("bearer", "--bearer"),
+    ("header", "--header"),
+    ("cacert", "--cacert"),
+    ("oauth", "--oauth"),
+    ("client_id", "--client-id"),
+    ("client_secret_env", "--client-secret-env"),
+    ("scope", "--scope"),
+)
+
+
+def _several(args: argparse.Namespace, config: HubConfig) -> Several:
+    """Every server of a file of several (or none: an error), when no --server chose one."""
+    path = args.config
+    if not config.servers:
+        raise UsageError(f"--config {path} has no enabled server", servers_hint(config))
+    given = [flag for attr, flag in ONE_SERVER_OPTIONS if getattr(args, attr, None)]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} set up one server's connection, and --config {path} has "
+            f"{len(config.servers)}: choose one with --server NAME",
+            'or give each entry its own in the file ("env", "headers", or "conduit" '
+            'options such as "inherit_env" and "auth")',
+        )
+    return Several(path, config)
 
 
 def _oauth(args: argparse.Namespace, err: TextIO) -> Any:
@@ -169,85 +233,106 @@ def redacted(url: str) -> str:
         return "<unparsable URL>"
 
 
-def _from_config(
-    args: argparse.Namespace, env: Mapping[str, str], headers: Mapping[str, str], err: TextIO
-) -> Transport:
-    path = args.config
+def read_config(path: str) -> HubConfig:
+    """The ``--config`` file, read by the Hub's loader (:func:`conduit_mcp.load_config`: one
+    parser for the library and the command line); its errors become usage errors that name
+    the file, the entry and the key."""
+    from ..hub.config import load_config
+
     try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except OSError as exc:
-        raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--config {path} is not valid JSON: {exc}") from None
-    servers = _servers(document, path)
-    name = args.server
+        return load_config(Path(path))
+    except Error as exc:
+        raise UsageError(config_message(path, exc), _config_hint(exc)) from None
+
+
+def config_message(path: str, exc: Error) -> str:
+    """A config error in the command line's words: the file and the key first.
+
+    >>> config_message("mcp.json", Error("config", "servers.a.args", "server 'a': 'args' ..."))
+    "--config mcp.json (servers.a.args): server 'a': 'args' ..."
+    """
+    if exc.reason == "config":
+        # The loader names "the config file '<path>'": the path is said once, first.
+        said = exc.message.replace(f"the config file {str(Path(path))!r}", "the file")
+        return f"--config {path}: {said}"
+    return f"--config {path} ({exc.reason}): {exc.message}"
+
+
+def _config_hint(exc: Error) -> str | None:
+    if exc.reason == "config" and "cannot read" not in exc.message:
+        return 'expected {"mcpServers": {"NAME": {"command": ..., "args": [...]} or {"url": ...}}}'
+    return None
+
+
+def servers_hint(config: HubConfig) -> str:
+    names = ", ".join(config.servers) or "(none)"
+    if config.disabled:
+        names += f" (disabled: {', '.join(config.disabled)})"
+    return f"servers: {names}"
+
+
+def entry_of(path: str, config: HubConfig, name: str | None) -> ServerEntry:
+    """The entry ``--server NAME`` names, or the file's only one (a file of several without
+    ``--server`` is :class:`Several`, never asked here)."""
     if name is None:
-        if len(servers) != 1:
-            raise UsageError(
-                f"--config {path} has {len(servers)} servers; choose one with --server NAME",
-                "servers: " + (", ".join(sorted(servers)) or "(none)"),
-            )
-        name = next(iter(servers))
-    entry = servers.get(name)
+        (only,) = config.servers.values()
+        return only
+    entry = config.servers.get(name)
     if entry is None:
-        raise UsageError(
-            f"--config {path} has no server {name!r}",
-            "servers: " + (", ".join(sorted(servers)) or "(none)"),
-        )
-    where = f"--config {path}, server {name!r}"
-    if not isinstance(entry, dict):
-        raise UsageError(f"{where}: an entry must be a JSON object")
-    if "url" in entry:
-        if entry.get("type") == "sse":
+        if name in config.disabled:
             raise UsageError(
-                f"{where}: the HTTP+SSE transport (type 'sse', MCP 2024-11-05) is not supported",
-                "use the server's streamable HTTP endpoint",
+                f'--config {path}: server {name!r} is disabled ("disabled": true)',
+                servers_hint(config),
             )
+        raise UsageError(f"--config {path} has no server {name!r}", servers_hint(config))
+    return entry
+
+
+def _from_config(
+    args: argparse.Namespace,
+    config: HubConfig,
+    env: Mapping[str, str],
+    headers: Mapping[str, str],
+    err: TextIO,
+) -> Target:
+    """One entry of the file, with this command line's ``--env``, ``--header``, ``--bearer``,
+    ``--cacert`` and ``--inherit-env`` laid over it; made into a transport and client options
+    by the Hub's own builder, so an entry means the same to both."""
+    from ..hub.transports import build
+
+    path = args.config
+    entry = entry_of(path, config, args.server)
+    where = f"--config {path}, server {entry.name!r}"
+    conduit = dict(entry.conduit)
+    if entry.type == "stdio":
+        _no_http_options(args, f"{where} (a stdio server)")
+        if args.inherit_env:
+            conduit["inherit_env"] = True
+        entry = replace(entry, env={**entry.env, **env}, conduit=conduit)
+    else:
         _no_stdio_options(args, env, f"{where} (an HTTP server)")
-        url = entry["url"]
-        if not isinstance(url, str):
-            raise UsageError(f"{where}: 'url' must be a string")
-        merged = {**_string_map(entry, "headers", where), **headers}
-        if args.oauth and any(k.lower() == "authorization" for k in merged):
+        merged = {**entry.headers, **headers}
+        if args.oauth and (
+            any(k.lower() == "authorization" for k in merged) or {"auth", "bearer"} & set(conduit)
+        ):
             raise UsageError(
                 f"{where}: --oauth gets the tokens itself; the entry's Authorization header "
-                "would replace them",
-                "drop --oauth, or the entry's Authorization header",
+                "(or its conduit auth) would replace them",
+                "drop --oauth, or the entry's credentials",
             )
-        return _http(url, merged, args.bearer, where, verify=args.cacert, auth=_oauth(args, err))
-    if "command" not in entry:
-        raise UsageError(f"{where}: an entry needs 'command' (stdio) or 'url' (HTTP)")
-    _no_http_options(args, f"{where} (a stdio server)")
-    command = entry["command"]
-    argv = entry.get("args", [])
-    cwd = entry.get("cwd")
-    if not isinstance(command, str) or not command:
-        raise UsageError(f"{where}: 'command' must be a non-empty string")
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        raise UsageError(f"{where}: 'args' must be a list of strings")
-    if cwd is not None and not isinstance(cwd, str):
-        raise UsageError(f"{where}: 'cwd' must be a string")
-    merged_env = {**_string_map(entry, "env", where), **env}
-    return _stdio(command, argv, merged_env, cwd, args.inherit_env)
-
-
-def _servers(document: Any, path: str) -> dict[str, Any]:
-    if isinstance(document, dict):
-        for key in ("mcpServers", "servers"):
-            servers = document.get(key)
-            if isinstance(servers, dict):
-                return servers
-    raise UsageError(
-        f'--config {path} has no "mcpServers" object',
-        'expected {"mcpServers": {"NAME": {"command": ..., "args": [...]} or {"url": ...}}}',
-    )
-
-
-def _string_map(entry: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
-    value = entry.get(key) or {}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise UsageError(f"{where}: {key!r} must map names to strings")
-    return dict(value)
+        if args.bearer is not None:
+            conduit.pop("auth", None)
+            conduit["bearer"] = args.bearer
+        if args.cacert is not None:
+            conduit["verify"] = args.cacert
+        entry = replace(entry, headers=merged, conduit=conduit)
+    try:
+        transport, _ = build(entry)
+    except Error as exc:
+        if exc.reason.endswith(".verify"):
+            raise UsageError(f"--cacert: {exc.message}") from None
+        raise UsageError(config_message(path, exc), _config_hint(exc)) from None
+    if args.oauth:  # the remote entry's spec takes the CLI's OAuth (with its listener)
+        transport = replace(transport, auth=_oauth(args, err))
+    options = {k: v for k, v in entry.conduit.items() if k in OPTION_NAMES}
+    return Target(transport, options)

@@ -30,6 +30,14 @@ HINTS = {
     "initialize_timeout": "the server did not answer initialize within --timeout",
 }
 
+#: The same, for a server of a ``--config`` file served with the others (no --server): its
+#: environment comes from the file's entry, not from --env.
+CONFIG_HINTS = {
+    **HINTS,
+    "spawn_failed": "check the entry's command and its PATH (a stdio server gets a minimal "
+    'environment: give it "env" in the file, or "conduit": {"inherit_env": true})',
+}
+
 #: Why the client closed, for the reasons whose library text names a Python option.
 CLOSED = {
     "legacy_server": "the server does not speak the modern protocol, and --protocol modern "
@@ -50,8 +58,11 @@ def last_failure(exc: Error) -> Failure | None:
     )
 
 
-def connection_message(exc: Error, *, timeout: float, state: str) -> str:
-    """The message for an error met while connecting (``state``: the client's state then).
+def connection_message(
+    exc: Error, *, timeout: float, state: str, hints: dict[str, str] | None = None
+) -> str:
+    """The message for an error met while connecting (``state``: the client's state then;
+    ``hints``: the words for each reason, default :data:`HINTS`).
 
     >>> e = Error("closed", "spawn_failed", "...", data={"last_reason": "spawn_failed",
     ...           "detail": "FileNotFoundError: No such file or directory: 'srv'"})
@@ -63,7 +74,7 @@ def connection_message(exc: Error, *, timeout: float, state: str) -> str:
     'the client is closed: the server does not speak the modern protocol, and --protocol modern forbids falling back to initialize (use --protocol auto)'
     """
     last = last_failure(exc)
-    said = describe(last, HINTS) if last is not None else None
+    said = describe(last, HINTS if hints is None else hints) if last is not None else None
     if exc.kind == "closed":
         if exc.reason == "max_reconnects":
             return f"could not connect: {said}" if said else "could not connect"

@@ -1,4 +1,6 @@
-"""``--config FILE --server NAME``: the ``mcpServers`` file desktop MCP hosts use."""
+"""``--config FILE --server NAME``: the ``mcpServers`` file desktop MCP hosts use, read by the
+Hub's loader (``conduit_mcp.load_config``). Several servers without ``--server``:
+test_cli_hub.py."""
 
 from __future__ import annotations
 
@@ -97,14 +99,22 @@ def test_an_http_entry_with_headers(make_server, tmp_path: Path):
     ("document", "server", "says"),
     [
         ("{not json", None, "is not valid JSON"),
-        ({"servers": []}, None, 'has no "mcpServers" object'),
-        ({"mcpServers": {"a": scripted(), "b": scripted()}}, None, "has 2 servers; choose one"),
+        ({"servers": []}, None, "'servers' must be an object of servers"),
+        ({"other": 1}, None, 'the config has no "mcpServers" object'),
         ({"mcpServers": {"a": scripted()}}, "b", "has no server 'b'"),
-        ({"mcpServers": {"a": {"args": []}}}, "a", "needs 'command' (stdio) or 'url' (HTTP)"),
+        ({"mcpServers": {"a": scripted(disabled=True)}}, "a", "server 'a' is disabled"),
+        ({"mcpServers": {"a": scripted(disabled=True)}}, None, "has no enabled server"),
+        ({"mcpServers": {}}, None, "has no enabled server"),
+        ({"mcpServers": {"a": {"args": []}}}, "a", "(servers.a.command): server 'a': an entry"),
+        ({"mcpServers": {"a": scripted(), "b": {"args": []}}}, "a", "(servers.b.command)"),
+        ({"mcpServers": {"a.b": scripted()}}, None, "the name contains the separator '.'"),
         ({"mcpServers": {"a": {"command": "x", "args": "--flag"}}}, "a", "'args' must be a list"),
         ({"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}, "a", "'env' must map names"),
         ({"mcpServers": {"a": {"url": "ftp://x"}}}, "a", "http:// or https://"),
-        ({"mcpServers": {"a": {"type": "sse", "url": "http://x/sse"}}}, "a", "is not supported"),
+        ({"mcpServers": {"a": {"type": "websocket", "url": "ws://x/"}}}, "a", "(servers.a.type)"),
+        ({"mcpServers": {"a": scripted(conduit={"protocl": "x"})}}, "a", "did you mean protocol"),
+        ({"mcpServers": {"a": scripted(args="${NOT_SET_ANYWHERE}")}}, "a", "'args' must be"),
+        ({"mcpServers": {"a": scripted(env={"K": "${NOT_SET_ANYWHERE}"})}}, "a", "is not set"),
     ],
 )
 def test_a_bad_file_or_entry_is_a_usage_error_naming_it(tmp_path, document, server, says):
@@ -116,7 +126,7 @@ def test_a_bad_file_or_entry_is_a_usage_error_naming_it(tmp_path, document, serv
 
 def test_a_missing_file_and_conflicting_options_are_usage_errors(tmp_path: Path):
     code, _, err = cli("tools", "--config", str(tmp_path / "nope.json"))
-    assert code == 2 and "cannot read --config" in err
+    assert code == 2 and "nope.json: cannot read the file" in err and "hint" not in err
     config = write(tmp_path, {"mcpServers": {"a": scripted()}})
     code, _, err = cli("tools", "--config", config, "--url", "http://127.0.0.1:9/mcp")
     assert code == 2 and "give one server, not --url and --config" in err
