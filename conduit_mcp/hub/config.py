@@ -74,6 +74,15 @@ class ServerEntry:
     ``request_timeout``, ``on_give_up``, and transport options such as ``auth``); they are
     checked when the entry is started. ``extra`` is every key the loader does not know, kept
     for the host. ``repr`` shows the name, type and command or URL host only.
+
+    >>> cfg = load_config({"mcpServers": {"remote": {
+    ...     "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer s3cret"},
+    ...     "conduit": {"request_timeout": 10}, "x-host-colour": "blue"}}})
+    >>> entry = cfg.servers["remote"]
+    >>> entry.type, dict(entry.conduit), dict(entry.extra)
+    ('http', {'request_timeout': 10}, {'x-host-colour': 'blue'})
+    >>> "s3cret" in repr(entry)
+    False
     """
 
     name: str
@@ -90,7 +99,13 @@ class ServerEntry:
 
 @dataclass(frozen=True, slots=True)
 class HubConfig:
-    """The enabled servers in document order, and the names of the disabled ones."""
+    """The enabled servers in document order, and the names of the disabled ones.
+
+    >>> cfg = load_config({"mcpServers": {"a": {"command": "a"}, "b": {"command": "b",
+    ...     "disabled": True}, "c": {"command": "c"}}})
+    >>> list(cfg.servers), cfg.disabled
+    (['a', 'c'], ('b',))
+    """
 
     servers: Mapping[str, ServerEntry]
     disabled: tuple[str, ...] = ()
@@ -145,6 +160,16 @@ def load_config(
     (default ``os.environ``) feeds ``${VAR}`` expansion in ``command``, ``args``, ``env``,
     ``cwd``, ``url``, ``headers`` and string values under ``conduit``. A server name that
     contains ``separator`` is refused: its qualified tool names could not be split again.
+
+    >>> cfg = load_config(
+    ...     '{"mcpServers": {"files": {"command": "${PY:-python3}", "args": ["-m", "files"]}}}',
+    ...     environ={"PY": "/usr/bin/python3"})
+    >>> cfg.servers["files"].command
+    '/usr/bin/python3'
+    >>> load_config({"mcpServers": {"my.files": {"command": "x"}}})
+    Traceback (most recent call last):
+    ...
+    conduit_mcp.errors.Error: config (servers.my.files): ...
 
     Raises:
         Error: ``config``/``config`` for a document that cannot be read or is not one;

@@ -15,6 +15,7 @@ from typing import Any, Final
 from ..config import OPTION_NAMES, Config, build_config
 from ..errors import Error
 from ..transports.http_spec import Http
+from ..transports.sse_spec import Sse
 from ..transports.stdio_spec import Stdio
 from .config import ServerEntry
 
@@ -59,21 +60,10 @@ def _http(entry: ServerEntry, options: dict[str, Any], on_authorize: Authorize |
 
 
 def _sse(entry: ServerEntry, options: dict[str, Any], on_authorize: Authorize | None) -> Any:
-    import conduit_mcp
-
-    make = getattr(conduit_mcp, "Sse", None) if "Sse" in dir(conduit_mcp) else None
-    if make is None:
-        raise Error(
-            "config",
-            f"servers.{entry.name}.type",
-            f"server {entry.name!r}: the HTTP+SSE transport (type 'sse', MCP 2024-11-05) is not "
-            "available in this conduit-mcp; use the server's streamable HTTP endpoint "
-            "(type 'http')",
-        )
     auth = options.pop("auth", None)
     if auth is not None:
         options.update(_auth(entry, auth, on_authorize))
-    return make(entry.url or "", headers=dict(entry.headers) or None, **options)
+    return Sse(entry.url or "", headers=dict(entry.headers) or None, **options)
 
 
 #: type -> (its transport options, the constructor).

@@ -54,7 +54,13 @@ class MemberLists:
 @dataclass(frozen=True, slots=True)
 class Collision:
     """Two or more servers' items under one qualified name (or URI): ``servers`` lists each
-    ``(server, name)``, the first of which keeps the name in the view."""
+    ``(server, name)``, the first of which keeps the name in the view (``hub.collisions()``;
+    the tuple form ``hub.call_tool((server, name), ...)`` reaches each of them).
+
+    >>> c = Collision("tool", "a_add", (("a", "add"), ("a_", "add")))
+    >>> c.name, c.servers[0]
+    ('a_add', ('a', 'add'))
+    """
 
     kind: ViewKind
     name: str

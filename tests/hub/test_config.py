@@ -232,16 +232,13 @@ def test_a_bad_url_names_the_server_and_never_shows_its_secrets() -> None:
     assert SECRET not in str(info.value)
 
 
-def test_sse_without_the_transport_is_a_clear_config_error() -> None:
-    cfg = mcp.load_config(servers(old={"type": "sse", "url": "http://127.0.0.1:1/sse"}))
-    if "Sse" in dir(mcp):
-        spec, _ = transports.build(cfg.servers["old"])
-        assert type(spec).__name__ == "Sse"
-        return
-    with pytest.raises(mcp.Error) as info:
-        transports.build(cfg.servers["old"])
-    assert (info.value.kind, info.value.reason) == ("config", "servers.old.type")
-    assert "sse" in info.value.message
+def test_an_sse_entry_builds_the_sse_transport_with_its_headers() -> None:
+    cfg = mcp.load_config(
+        servers(old={"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {"X-K": "v"}})
+    )
+    spec, _ = transports.build(cfg.servers["old"])
+    assert isinstance(spec, mcp.Sse)
+    assert spec.url == "http://127.0.0.1:1/sse"
 
 
 def test_oauth_per_server_tells_one_callback_which_server_needs_a_person() -> None:
