@@ -328,7 +328,7 @@ def total_deadline(
     call keeps). None for every other call: its deadline never moves. The caller waits until
     this bound, not the deadline, so that it never stops waiting before the connection's
     clock says the call has run out (docs/connection.md, "Server-to-client requests";
-    docs/connecting.md, "Progress")."""
+    docs/connecting.md, "Progress that keeps a call alive")."""
     if not reset and req.method not in ROUND_METHODS:
         return None
     runtime = handle.find()

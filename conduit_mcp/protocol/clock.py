@@ -12,7 +12,7 @@ A long tool that reports progress is working, not stuck: with ``reset_timeout_on
 each ``notifications/progress`` for the call gives it its whole ``timeout`` again from when it
 was heard, so it is cut off only by silence, or by ``max_total_timeout``, which no progress
 extends (the MCP spec, Basic, "Timeouts": implementations SHOULD always enforce a maximum
-timeout regardless of progress; docs/connecting.md, "Progress").
+timeout regardless of progress; docs/connecting.md, "Progress that keeps a call alive").
 
 The rules live here once, as plain arithmetic on the times they are given (no clock is read
 here): the caller computes the bound it waits until with :func:`total_bound`, the connection
