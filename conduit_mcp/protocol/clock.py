@@ -138,8 +138,11 @@ class CallClock:
         if self.pauses:
             return True
         reset, heard, total = self.reset, self.heard, self.total
-        return reset is not None and heard is not None and total is not None and (
-            heard + reset > total
+        return (
+            reset is not None
+            and heard is not None
+            and total is not None
+            and (heard + reset > total)
         )
 
     def pause(self, now: float, max_total: float) -> float | None:

@@ -96,9 +96,7 @@ def test_a_call_that_reports_progress_outlives_its_timeout(connect, transport, e
 
 
 @pytest.mark.parametrize(("transport", "era"), COMBOS)
-def test_a_call_that_falls_silent_ends_a_timeout_after_its_last_report(
-    connect, transport, era
-):
+def test_a_call_that_falls_silent_ends_a_timeout_after_its_last_report(connect, transport, era):
     client, server = connect(transport, era)
     heard = Heard()
     with pytest.raises(mcp.Error) as err:
@@ -118,7 +116,10 @@ def test_a_call_that_falls_silent_ends_a_timeout_after_its_last_report(
 
 @pytest.mark.parametrize(
     ("transport", "era"),
-    [pytest.param("stdio", "legacy", id="stdio-legacy"), pytest.param("http", "modern", id="http-modern")],
+    [
+        pytest.param("stdio", "legacy", id="stdio-legacy"),
+        pytest.param("http", "modern", id="http-modern"),
+    ],
 )
 def test_max_total_timeout_ends_a_call_whatever_it_reports(connect, transport, era):
     client, server = connect(transport, era)
