@@ -227,7 +227,9 @@ class ClientOptions(TypedDict, total=False):
     that reports progress is not cut off and one that falls silent still ends a ``timeout``
     after its last report; ``max_total_timeout`` (default 600) still bounds it, whatever
     the server reports. The client asks for progress (a ``progressToken``) whenever it is on,
-    with or without ``on_progress``. Also a per-call keyword. Default False.
+    with or without ``on_progress``. It applies to ``call_tool``, ``get_prompt``,
+    ``read_resource`` and ``request``, each of which also takes it as a keyword. Default
+    False.
 
     >>> mcp.Client.start(server, reset_timeout_on_progress="yes")
     Traceback (most recent call last):

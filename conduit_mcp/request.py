@@ -107,8 +107,10 @@ class Request(Generic[R]):
         self.parse = parse
         # the call's own max_total_timeout (seconds), None: the client's option
         self.total: float | None = None
-        # the call's own reset_timeout_on_progress, None: the client's option
-        self.reset: bool | None = None
+        # the call's own reset_timeout_on_progress, None: the client's option (set so by
+        # with_total: only the calls with the keyword follow the option; a list page, a ping
+        # or a subscription never asks for progress)
+        self.reset: bool | None = False
 
 
 def with_total(
@@ -118,14 +120,13 @@ def with_total(
 ) -> Request[R]:
     """``req`` with the call's ``max_total_timeout`` and ``reset_timeout_on_progress``
     keywords, checked here in the caller."""
-    if reset_timeout_on_progress is not None:
-        if not isinstance(reset_timeout_on_progress, bool):
-            raise Error(
-                "argument",
-                "reset_timeout_on_progress",
-                "reset_timeout_on_progress must be True, False or None (the client's option)",
-            )
-        req.reset = reset_timeout_on_progress
+    if reset_timeout_on_progress is not None and not isinstance(reset_timeout_on_progress, bool):
+        raise Error(
+            "argument",
+            "reset_timeout_on_progress",
+            "reset_timeout_on_progress must be True, False or None (the client's option)",
+        )
+    req.reset = reset_timeout_on_progress
     if max_total_timeout is not None:
         if (
             not isinstance(max_total_timeout, (int, float))
@@ -310,7 +311,8 @@ def begin(
 def resets(handle: Handle, req: Request[Any]) -> bool:
     """Whether each progress report restarts the call's timeout: its
     ``reset_timeout_on_progress`` keyword, else the client's option (off for a supervised
-    client not started yet: its options are not known)."""
+    client not started yet: its options are not known). Only the calls with the keyword
+    (``call_tool``, ``get_prompt``, ``read_resource``, ``request``) follow the option."""
     if req.reset is not None:
         return req.reset
     runtime = handle.find()

@@ -162,6 +162,10 @@ def test_the_client_option_asks_for_progress_without_a_callback(connect):
         client.call_tool("progress", STEADY, timeout=TIMEOUT, reset_timeout_on_progress=False)
     assert (err.value.kind, err.value.reason) == ("timeout", "deadline")
     assert "progressToken" not in server.received("tools/call")[-1]["params"].get("_meta", {})
+    # Only the calls with the keyword follow the option: a list page asks for no progress.
+    client.list_tools()
+    listed = server.received("tools/list")[-1].get("params") or {}
+    assert "progressToken" not in listed.get("_meta", {})
 
 
 def test_a_raw_request_keeps_alive_too(connect):
