@@ -27,9 +27,10 @@ class Call:
     ``total`` the absolute bound on the whole call (None: the client's ``max_total_timeout``
     from when it is first paused) and ``reset`` the timeout each progress report restarts
     (None: ``reset_timeout_on_progress`` is off); they go to its ``clock``
-    (protocol/clock.py), which the connection pauses while the handler works for the call. ``rounds`` counts its modern
-    ``input_required`` rounds and ``base`` keeps the params it was made with, from which each
-    round's retry is built (docs/connection.md, "Server-to-client requests")."""
+    (protocol/clock.py), which the connection pauses while the handler works for the call
+    and asks, when its timer fires, whether progress moved the deadline. ``rounds`` counts
+    its modern ``input_required`` rounds and ``base`` keeps the params it was made with, from
+    which each round's retry is built (docs/connection.md, "Server-to-client requests")."""
 
     __slots__ = (
         "method",
