@@ -100,12 +100,15 @@ class AsyncClient:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``on_progress`` runs on this loop for each progress
-        notification (an exception it raises goes to the loop's exception handler).
+        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
+        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` runs on this loop for each progress notification (an exception it raises
+        goes to the loop's exception handler).
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
@@ -114,7 +117,9 @@ class AsyncClient:
                 server).
         """
         return await self._call(
-            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            rq.with_total(
+                rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
+            ),
             timeout,
             on_progress,
         )
@@ -172,27 +177,16 @@ class AsyncClient:
         return await self._call(rq.list_resource_templates(cursor), timeout)
 
     async def read_resource(
-        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
-    ) -> ReadResourceResult:
-        """``resources/read`` for one URI.
-
-        Raises:
-            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
-                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
-                Cancelling the awaiting task gives the call up (a request is cancelled at the
-                server).
-        """
-        return await self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
-
-    async def get_prompt(
         self,
-        name: str,
-        arguments: Mapping[str, str] | None = None,
+        uri: str,
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
-    ) -> GetPromptResult:
-        """``prompts/get``; prompt arguments are strings (MCP spec, Server Features, "Prompts").
+        reset_timeout_on_progress: bool | None = None,
+    ) -> ReadResourceResult:
+        """``resources/read`` for one URI. ``reset_timeout_on_progress`` (else the client's
+        option): each progress report restarts ``timeout``, ``max_total_timeout`` bounding the
+        whole call.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
@@ -201,7 +195,34 @@ class AsyncClient:
                 server).
         """
         return await self._call(
-            rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout
+            rq.with_total(rq.read_resource(uri), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+        )
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
+    ) -> GetPromptResult:
+        """``prompts/get``; prompt arguments are strings (MCP spec, Server Features, "Prompts").
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                Cancelling the awaiting task gives the call up (a request is cancelled at the
+                server).
+        """
+        return await self._call(
+            rq.with_total(
+                rq.get_prompt(name, arguments), max_total_timeout, reset_timeout_on_progress
+            ),
+            timeout,
         )
 
     async def complete(
@@ -229,11 +250,14 @@ class AsyncClient:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request by method name; its raw result (a dict), for a method this client has no
-        typed call for. ``on_progress`` runs on this loop for each progress notification (an
-        exception it raises goes to the loop's exception handler).
+        typed call for. ``reset_timeout_on_progress`` (else the client's option): each progress
+        report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` runs on this loop for each progress notification (an exception it raises
+        goes to the loop's exception handler).
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
@@ -242,7 +266,9 @@ class AsyncClient:
                 server).
         """
         return await self._call(
-            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+            rq.with_total(rq.raw(method, params), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+            on_progress,
         )
 
     async def ping(self, *, timeout: float | None = None) -> None:
@@ -402,20 +428,23 @@ class AsyncClient:
                 progress(rq.progress_value(params))
 
         reply = AsyncReply(loop, future, callback)
-        wants = callback is not None
         now = time.monotonic()
         deadline = now + seconds
-        # A call the handler may pause waits until its max_total_timeout instead.
-        total = rq.total_deadline(handle, req, seconds, now)
+        # A call the handler may pause, or progress restart, waits until its
+        # max_total_timeout instead: the connection's clock ends it (rq.total_deadline).
+        reset = rq.resets(handle, req)
+        total = rq.total_deadline(handle, req, seconds, now, reset)
         wait = seconds if total is None else total - now
+        wants = callback is not None or reset  # a progressToken is sent
+        again = seconds if reset else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            call = Call(req.method, req.params, deadline, reply, wants, total=total)
+            call = Call(req.method, req.params, deadline, reply, wants, total=total, reset=again)
             # Told at once when the connection is there (no coroutine on the hot path).
             conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
             return req.parse(await self._await(future, reply, conn, wait, req.method))
         raw = None
         try:
-            call = Call(req.method, op.params, deadline, reply, wants, total=total)
+            call = Call(req.method, op.params, deadline, reply, wants, total=total, reset=again)
             conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
             raw = await self._await(future, reply, conn, wait, req.method)
             value = req.parse(raw)

@@ -318,19 +318,24 @@ class Client:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``on_progress`` runs in this thread for each progress
-        notification; if it raises, the request is cancelled and the exception propagates.
+        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
+        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` runs in this thread for each progress notification; if it raises, the
+        request is cancelled and the exception propagates.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(
-            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            rq.with_total(
+                rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
+            ),
             timeout,
             on_progress,
         )
@@ -378,15 +383,25 @@ class Client:
         return self._call(rq.list_resource_templates(cursor), timeout)
 
     def read_resource(
-        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
+        self,
+        uri: str,
+        *,
+        timeout: float | None = None,
+        max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> ReadResourceResult:
-        """``resources/read`` for one URI.
+        """``resources/read`` for one URI. ``reset_timeout_on_progress`` (else the client's
+        option): each progress report restarts ``timeout``, ``max_total_timeout`` bounding the
+        whole call.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
-        return self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
+        return self._call(
+            rq.with_total(rq.read_resource(uri), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+        )
 
     def get_prompt(
         self,
@@ -395,14 +410,22 @@ class Client:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> GetPromptResult:
         """``prompts/get``; prompt arguments are strings (MCP spec, Server Features, "Prompts").
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
-        return self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout)
+        return self._call(
+            rq.with_total(
+                rq.get_prompt(name, arguments), max_total_timeout, reset_timeout_on_progress
+            ),
+            timeout,
+        )
 
     def complete(
         self,
@@ -427,18 +450,23 @@ class Client:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request by method name; its raw result (a dict), for a method this client has no
-        typed call for. ``on_progress`` runs in this thread for each progress notification; if
-        it raises, the request is cancelled and the exception propagates.
+        typed call for. ``reset_timeout_on_progress`` (else the client's option): each progress
+        report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` runs in this thread for each progress notification; if it raises, the
+        request is cancelled and the exception propagates.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(
-            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+            rq.with_total(rq.raw(method, params), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+            on_progress,
         )
 
     def ping(self, *, timeout: float | None = None) -> None:
@@ -740,18 +768,22 @@ class Client:
         seconds, op = rq.begin(handle, req, timeout)
         now = time.monotonic()
         deadline = now + seconds
-        # A call the handler may pause waits until its max_total_timeout instead.
-        total = rq.total_deadline(handle, req, seconds, now)
+        # A call the handler may pause, or progress restart, waits until its
+        # max_total_timeout instead: the connection's clock ends it (rq.total_deadline).
+        reset = rq.resets(handle, req)
+        total = rq.total_deadline(handle, req, seconds, now, reset)
         until = deadline if total is None else total
         wants = on_progress is not None
         reply = SyncReply(wants)
+        asks = wants or reset  # a progressToken is sent
+        again = seconds if reset else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            call = Call(req.method, req.params, deadline, reply, wants, total=total)
+            call = Call(req.method, req.params, deadline, reply, asks, total=total, reset=again)
             conn = handle.tell(call, deadline)
             return req.parse(rq.wait_blocking(reply, until, on_progress, conn, req.method))
         raw = None
         try:
-            call = Call(req.method, op.params, deadline, reply, wants, total=total)
+            call = Call(req.method, op.params, deadline, reply, asks, total=total, reset=again)
             conn = handle.tell(call, deadline)
             raw = rq.wait_blocking(reply, until, on_progress, conn, req.method)
             value = req.parse(raw)

@@ -214,12 +214,26 @@ class ClientOptions(TypedDict, total=False):
     conduit_mcp.errors.Error: config (max_server_requests): option 'max_server_requests' must be an integer >= 1
     """
     max_total_timeout: float
-    """The longest a call may take in all, its deadline paused while a handler works for
-    it (a person answering an elicitation); also a per-call keyword. Default 600.
+    """The longest a call may take in all, however its deadline is extended: paused while a
+    handler works for it (a person answering an elicitation) or restarted by progress
+    (``reset_timeout_on_progress``); also a per-call keyword. Default 600.
 
     >>> mcp.Client.start(server, max_total_timeout=0)
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (max_total_timeout): option 'max_total_timeout' must be a positive number of seconds
+    """
+    reset_timeout_on_progress: bool
+    """Each progress report for a call gives it its whole ``timeout`` again, so a long call
+    that reports progress is not cut off and one that falls silent still ends a ``timeout``
+    after its last report; ``max_total_timeout`` (default 600) still bounds it, whatever
+    the server reports. The client asks for progress (a ``progressToken``) whenever it is on,
+    with or without ``on_progress``. It applies to ``call_tool``, ``get_prompt``,
+    ``read_resource`` and ``request``, each of which also takes it as a keyword. Default
+    False.
+
+    >>> mcp.Client.start(server, reset_timeout_on_progress="yes")
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (reset_timeout_on_progress): option 'reset_timeout_on_progress' must be True or False
     """
     max_input_rounds: int
     """``input_required`` rounds of one modern call; one more fails it with
@@ -328,6 +342,7 @@ class Config:
     handler_timeout: float = 300.0
     max_server_requests: int = 8
     max_total_timeout: float = 600.0
+    reset_timeout_on_progress: bool = False
     max_input_rounds: int = 16
     max_round_inputs: int = 64
     shutdown_timeout: float = 5.0
@@ -427,6 +442,12 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
     for name, (allow_none, minimum) in _INTS.items():
         if name in values:
             values[name] = _int(name, values[name], allow_none, minimum)
+    if not isinstance(values.get("reset_timeout_on_progress", False), bool):
+        raise Error(
+            "config",
+            "reset_timeout_on_progress",
+            "option 'reset_timeout_on_progress' must be True or False",
+        )
     prior = values.get("prior")
     if prior not in (None, "legacy"):
         raise Error("config", "prior", "option 'prior' must be None or 'legacy'")

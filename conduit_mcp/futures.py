@@ -111,11 +111,14 @@ class FutureClient:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``on_progress`` is a ``pykka.ActorRef``, told
+        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
+        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` is a ``pykka.ActorRef``, told
         ``("conduit_mcp.progress", request_id, params)`` for each progress notification.
 
         Raises:
@@ -124,7 +127,9 @@ class FutureClient:
                 ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(
-            rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
+            rq.with_total(
+                rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
+            ),
             timeout,
             on_progress,
         )
@@ -178,16 +183,26 @@ class FutureClient:
         return self._call(rq.list_resource_templates(cursor), timeout)
 
     def read_resource(
-        self, uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None
+        self,
+        uri: str,
+        *,
+        timeout: float | None = None,
+        max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> pykka.Future[ReadResourceResult]:
-        """``resources/read`` for one URI.
+        """``resources/read`` for one URI. ``reset_timeout_on_progress`` (else the client's
+        option): each progress report restarts ``timeout``, ``max_total_timeout`` bounding the
+        whole call.
 
         Raises:
             Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
                 ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
                 ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
-        return self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)
+        return self._call(
+            rq.with_total(rq.read_resource(uri), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+        )
 
     def get_prompt(
         self,
@@ -196,15 +211,23 @@ class FutureClient:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> pykka.Future[GetPromptResult]:
         """``prompts/get``; prompt arguments are strings (MCP spec, Server Features, "Prompts").
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call.
 
         Raises:
             Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
                 ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
                 ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
-        return self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout), timeout)
+        return self._call(
+            rq.with_total(
+                rq.get_prompt(name, arguments), max_total_timeout, reset_timeout_on_progress
+            ),
+            timeout,
+        )
 
     def complete(
         self,
@@ -230,10 +253,13 @@ class FutureClient:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[dict[str, Any]]:
         """Any request by method name; its raw result (a dict), for a method this client has no
-        typed call for. ``on_progress`` is a ``pykka.ActorRef``, told
+        typed call for. ``reset_timeout_on_progress`` (else the client's option): each progress
+        report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
+        ``on_progress`` is a ``pykka.ActorRef``, told
         ``("conduit_mcp.progress", request_id, params)`` for each progress notification.
 
         Raises:
@@ -242,7 +268,9 @@ class FutureClient:
                 ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(
-            rq.with_total(rq.raw(method, params), max_total_timeout), timeout, on_progress
+            rq.with_total(rq.raw(method, params), max_total_timeout, reset_timeout_on_progress),
+            timeout,
+            on_progress,
         )
 
     def ping(self, *, timeout: float | None = None) -> pykka.Future[None]:
@@ -399,18 +427,20 @@ class FutureClient:
             raise Error("argument", "on_progress", "on_progress must be a pykka.ActorRef here")
         seconds, op = rq.begin(self._handle, req, timeout)
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
-        wants = on_progress is not None
         now = time.monotonic()
         deadline = now + seconds
-        total = rq.total_deadline(self._handle, req, seconds, now)
+        reset = rq.resets(self._handle, req)
+        total = rq.total_deadline(self._handle, req, seconds, now, reset)
+        wants = on_progress is not None or reset  # a progressToken is sent
+        again = seconds if reset else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             plain = FutureReply(future, on_progress)
-            call = Call(req.method, req.params, deadline, plain, wants, total=total)
+            call = Call(req.method, req.params, deadline, plain, wants, total=total, reset=again)
             self._send(call, plain, deadline)
             return future.map(req.parse)
         reply = _TimedFutureReply(future, on_progress)
         try:
-            call = Call(req.method, op.params, deadline, reply, wants, total=total)
+            call = Call(req.method, op.params, deadline, reply, wants, total=total, reset=again)
             self._send(call, reply, deadline)
         except BaseException as exc:
             op.finish(None, exc, None)

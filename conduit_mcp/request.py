@@ -82,6 +82,8 @@ STORE_WAIT = 1.0
 #: The deadline of a request made through a handle whose client is not running yet (the
 #: ``request_timeout`` default; the client's own option applies once it runs).
 DEFAULT_TIMEOUT = 30.0
+#: The ``max_total_timeout`` of such a request (the option's default).
+DEFAULT_MAX_TOTAL = 600.0
 
 LIST_METHODS: Mapping[ListKind, str] = {
     "tools": "tools/list",
@@ -95,7 +97,7 @@ class Request(Generic[R]):
     """One request as a front end sends it: ``method``, ``params`` and ``parse``, which turns
     the raw result into the ``R`` the caller receives (run in the caller's thread or loop)."""
 
-    __slots__ = ("method", "params", "parse", "total")
+    __slots__ = ("method", "params", "parse", "total", "reset")
 
     def __init__(
         self, method: str, params: dict[str, Any] | None, parse: Callable[[Any], R]
@@ -105,10 +107,26 @@ class Request(Generic[R]):
         self.parse = parse
         # the call's own max_total_timeout (seconds), None: the client's option
         self.total: float | None = None
+        # the call's own reset_timeout_on_progress, None: the client's option (set so by
+        # with_total: only the calls with the keyword follow the option; a list page, a ping
+        # or a subscription never asks for progress)
+        self.reset: bool | None = False
 
 
-def with_total(req: Request[R], max_total_timeout: float | None) -> Request[R]:
-    """``req`` with the call's ``max_total_timeout`` keyword, checked here in the caller."""
+def with_total(
+    req: Request[R],
+    max_total_timeout: float | None,
+    reset_timeout_on_progress: bool | None = None,
+) -> Request[R]:
+    """``req`` with the call's ``max_total_timeout`` and ``reset_timeout_on_progress``
+    keywords, checked here in the caller."""
+    if reset_timeout_on_progress is not None and not isinstance(reset_timeout_on_progress, bool):
+        raise Error(
+            "argument",
+            "reset_timeout_on_progress",
+            "reset_timeout_on_progress must be True, False or None (the client's option)",
+        )
+    req.reset = reset_timeout_on_progress
     if max_total_timeout is not None:
         if (
             not isinstance(max_total_timeout, (int, float))
@@ -290,20 +308,40 @@ def begin(
     return seconds, runtime.telemetry.start(req.method, req.params)
 
 
-def total_deadline(handle: Handle, req: Request[Any], seconds: float, now: float) -> float | None:
-    """The absolute bound on a call whose deadline the connection may pause while the
+def resets(handle: Handle, req: Request[Any]) -> bool:
+    """Whether each progress report restarts the call's timeout: its
+    ``reset_timeout_on_progress`` keyword, else the client's option (off for a supervised
+    client not started yet: its options are not known). Only the calls with the keyword
+    (``call_tool``, ``get_prompt``, ``read_resource``, ``request``) follow the option."""
+    if req.reset is not None:
+        return req.reset
+    runtime = handle.find()
+    return runtime is not None and runtime.config.reset_timeout_on_progress
+
+
+def total_deadline(
+    handle: Handle, req: Request[Any], seconds: float, now: float, reset: bool = False
+) -> float | None:
+    """The absolute bound on a call whose deadline the connection may move: paused while the
     client's handler works for it (a ``tools/call``, ``prompts/get`` or ``resources/read``
-    of a client with a handler): ``max_total_timeout`` from now (the call's keyword, else
-    the client's option), never less than its timeout (the rule is protocol/clock.py's, the
-    one the connection's clock of the call keeps). None for every other call: its deadline is
-    never paused. The caller waits until this bound, not the deadline (docs/connection.md,
-    "Server-to-client requests")."""
-    if req.method not in ROUND_METHODS:
+    of a client with a handler) or restarted by progress (``reset``):
+    ``max_total_timeout`` from now (the call's keyword, else the client's option), never less
+    than its timeout (the rule is protocol/clock.py's, the one the connection's clock of the
+    call keeps). None for every other call: its deadline never moves. The caller waits until
+    this bound, not the deadline, so that it never stops waiting before the connection's
+    clock says the call has run out (docs/connection.md, "Server-to-client requests";
+    docs/connecting.md, "Progress that keeps a call alive")."""
+    if not reset and req.method not in ROUND_METHODS:
         return None
     runtime = handle.find()
-    if runtime is None or runtime.config.handler is None:
+    if not reset and (runtime is None or runtime.config.handler is None):
         return None
-    total = req.total if req.total is not None else runtime.config.max_total_timeout
+    if req.total is not None:
+        total = req.total
+    elif runtime is not None:
+        total = runtime.config.max_total_timeout
+    else:  # a supervised client not started yet: the option's default
+        total = DEFAULT_MAX_TOTAL
     return total_bound(now + seconds, now, total)
 
 

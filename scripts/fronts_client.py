@@ -19,6 +19,10 @@ WALK_RAISES = (
     REQUEST_RAISES.removesuffix(".") + "; ``protocol``/``too_many_pages`` past 1000 pages."
 )
 
+#: The per-call keywords of a call that may run long (docs/connecting.md, "Progress").
+RESET = """``reset_timeout_on_progress`` (else the client's option): each progress
+        report restarts ``timeout``, ``max_total_timeout`` bounding the whole call."""
+
 PAGE = "cursor: str | None = None, *, timeout: float | None = None"
 WALK = "*, timeout: float | None = None, refresh: bool = False"
 
@@ -65,12 +69,13 @@ METHODS = [
         "call_tool",
         params="""name: str, arguments: Mapping[str, Any] | None = None, *,
         timeout: float | None = None, max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: $progress = None, meta: Mapping[str, Any] | None = None""",
         result="CallToolResult",
         body="""self._call(rq.with_total(rq.call_tool(name, arguments, meta),
-        max_total_timeout), timeout, on_progress)""",
-        doc="""Call a tool; its result. A result with ``is_error`` is a result, not an
-        exception: the tool ran and failed.""",
+        max_total_timeout, reset_timeout_on_progress), timeout, on_progress)""",
+        doc=f"""Call a tool; its result. A result with ``is_error`` is a result, not an
+        exception: the tool ran and failed. {RESET}""",
         raises=REQUEST_RAISES,
     ),
     _page("tools", "Tool", "tools", " (``Page.next_cursor`` is None on the last page)"),
@@ -79,21 +84,24 @@ METHODS = [
     _page("resource_templates", "ResourceTemplate", "resource templates"),
     Method(
         "read_resource",
-        params="uri: str, *, timeout: float | None = None, max_total_timeout: float | None = None",
+        params="""uri: str, *, timeout: float | None = None,
+        max_total_timeout: float | None = None, reset_timeout_on_progress: bool | None = None""",
         result="ReadResourceResult",
-        body="self._call(rq.with_total(rq.read_resource(uri), max_total_timeout), timeout)",
-        doc="``resources/read`` for one URI.",
+        body="""self._call(rq.with_total(rq.read_resource(uri), max_total_timeout,
+        reset_timeout_on_progress), timeout)""",
+        doc=f"``resources/read`` for one URI. {RESET}",
         raises=REQUEST_RAISES,
     ),
     Method(
         "get_prompt",
         params="""name: str, arguments: Mapping[str, str] | None = None, *,
-        timeout: float | None = None, max_total_timeout: float | None = None""",
+        timeout: float | None = None, max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None""",
         result="GetPromptResult",
-        body="""self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout),
-        timeout)""",
-        doc="""``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
-        "Prompts").""",
+        body="""self._call(rq.with_total(rq.get_prompt(name, arguments), max_total_timeout,
+        reset_timeout_on_progress), timeout)""",
+        doc=f"""``prompts/get``; prompt arguments are strings (MCP spec, Server Features,
+        "Prompts"). {RESET}""",
         raises=REQUEST_RAISES,
     ),
     Method(
@@ -109,12 +117,12 @@ METHODS = [
         "request",
         params="""method: str, params: Mapping[str, Any] | None = None, *,
         timeout: float | None = None, max_total_timeout: float | None = None,
-        on_progress: $progress = None""",
+        reset_timeout_on_progress: bool | None = None, on_progress: $progress = None""",
         result="dict[str, Any]",
-        body="""self._call(rq.with_total(rq.raw(method, params), max_total_timeout), timeout,
-        on_progress)""",
-        doc="""Any request by method name; its raw result (a dict), for a method this
-        client has no typed call for.""",
+        body="""self._call(rq.with_total(rq.raw(method, params), max_total_timeout,
+        reset_timeout_on_progress), timeout, on_progress)""",
+        doc=f"""Any request by method name; its raw result (a dict), for a method this
+        client has no typed call for. {RESET}""",
         raises=REQUEST_RAISES,
     ),
     Method(

@@ -671,11 +671,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             self._forget_answered()
         reply = item.reply
         rid = reply.request_id
+        if type(item) is Call and item.clock.reset is not None and not reply.done:
+            # reset_timeout_on_progress: a report since the timer was armed moved the
+            # deadline (the clock's rule, protocol/clock.py): wait on until then.
+            again = item.clock.expire(_monotonic())
+            if again is not None:
+                self.set_timeout(item, again, Deadline(item))
+                return
         if type(item) is Call and rid is not None and self._pending.pop(rid, None) is item:
             self._cancel_at_server(rid, "timeout")
-            paused = item.clock.pauses
+            cut = item.clock.cut_by_total()
             self._work.call_ended(rid)  # its stream is closed: the work it carried stops
-            if paused:  # paused for the handler: what ran out is max_total_timeout
+            if cut:  # paused for the handler or kept alive by progress: max_total_timeout
                 reply.fail(total_timeout_error(item))
                 return
             reply.fail(
@@ -751,6 +758,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         # no request past it is sent (docs/connection.md, "Listens and resource
         # subscriptions").
         remaining = call.deadline - _monotonic()
+        if remaining <= 0 and call.clock.reset is not None:  # progress may have moved it
+            remaining = call.clock.left(_monotonic())
         if remaining <= 0:
             reply.fail(
                 Error(

@@ -25,10 +25,12 @@ from ..replies import Reply
 class Call:
     """One request from the API. ``deadline`` is absolute (``time.monotonic()``) and
     ``total`` the absolute bound on the whole call (None: the client's ``max_total_timeout``
-    from when it is first paused); both go to its ``clock`` (protocol/clock.py), which the
-    connection pauses while the handler works for the call. ``rounds`` counts its modern
-    ``input_required`` rounds and ``base`` keeps the params it was made with, from which each
-    round's retry is built (docs/connection.md, "Server-to-client requests")."""
+    from when it is first paused) and ``reset`` the timeout each progress report restarts
+    (None: ``reset_timeout_on_progress`` is off); they go to its ``clock``
+    (protocol/clock.py), which the connection pauses while the handler works for the call
+    and asks, when its timer fires, whether progress moved the deadline. ``rounds`` counts
+    its modern ``input_required`` rounds and ``base`` keeps the params it was made with, from
+    which each round's retry is built (docs/connection.md, "Server-to-client requests")."""
 
     __slots__ = (
         "method",
@@ -53,10 +55,11 @@ class Call:
         progress: bool = False,
         retried: bool = False,
         total: float | None = None,
+        reset: float | None = None,
     ) -> None:
         self.method = method
         self.params = params
-        self.clock = CallClock(deadline, total)
+        self.clock = CallClock(deadline, total, reset)
         self.reply = reply
         self.progress = progress
         self.retried = retried
@@ -76,8 +79,16 @@ class Call:
         rounds so far are kept."""
         clock = self.clock
         copy = Call(
-            self.method, self.params, clock.deadline, self.reply, self.progress, True, clock.total
+            self.method,
+            self.params,
+            clock.deadline,
+            self.reply,
+            self.progress,
+            True,
+            clock.total,
+            clock.reset,
         )
+        copy.clock.heard = clock.heard  # progress heard before still counts
         copy.rounds = self.rounds
         copy.base = self.base
         copy.auth_tries = self.auth_tries

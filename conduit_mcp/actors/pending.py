@@ -129,6 +129,11 @@ class PendingTable:
                 token = params.get("progressToken") if type(params) is dict else None
                 call = _get(calls, token)
                 if call is not None:
+                    clock = call.clock
+                    if clock.reset is not None:
+                        # reset_timeout_on_progress: only noted; the connection's timer
+                        # reads it when it fires (protocol/clock.py), no wake-up per report
+                        clock.progressed(time.monotonic())
                     call.reply.progress(params)
             else:
                 if t is Notification:

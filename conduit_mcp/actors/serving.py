@@ -517,7 +517,8 @@ class ServerWork:
             return False
         self._drop_round(rnd)
         self._release()
-        call.reply.fail(total_timeout_error(call) if call.clock.pauses else _deadline_error(call))
+        cut = call.clock.cut_by_total()
+        call.reply.fail(total_timeout_error(call) if cut else _deadline_error(call))
         return True
 
     # -- losing the session ---------------------------------------------------------------------
@@ -563,9 +564,10 @@ def total_timeout_error(call: Call) -> Error:
     return Error(
         "timeout",
         "max_total_timeout",
-        f"{call.method} took longer than its max_total_timeout in all (its deadline was paused "
-        "while the handler worked); raise max_total_timeout (an option, and a keyword of the "
-        "call) if people need longer to answer",
+        f"{call.method} took longer than its max_total_timeout in all (the bound on a call's "
+        "whole life, however its deadline was paused while the handler worked or restarted "
+        "by progress); raise max_total_timeout (an option, and a keyword of the call) if the "
+        "work or the people answering need longer",
     )
 
 

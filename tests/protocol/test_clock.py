@@ -127,3 +127,152 @@ def test_the_clock_counts_only_the_time_it_runs(
             assert clock.deadline <= bound  # the caller's wait covers every deadline
     if bound is None:  # never paused: the deadline never moved
         assert clock.deadline == START + seconds
+
+
+# -- reset_timeout_on_progress --------------------------------------------------------------
+
+
+def test_progress_restarts_the_whole_timeout_from_the_report() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=30.0)
+    clock.progressed(START + 25.0)
+    assert clock.left(START + 25.0) == 30.0  # the whole timeout again
+    assert clock.expire(START + 30.0) == 25.0  # the timer re-arms for the rest
+    assert clock.deadline == START + 55.0
+    assert clock.expire(START + 55.0) is None  # silent since: run out
+    assert not clock.cut_by_total()  # by its timeout, not the bound
+
+
+def test_without_reset_progress_moves_nothing() -> None:
+    clock = CallClock(START + 30.0, START + 600.0)
+    clock.progressed(START + 25.0)
+    assert clock.left(START + 25.0) == 5.0
+    assert clock.expire(START + 30.0) is None
+
+
+def test_a_report_older_than_the_deadline_moves_nothing() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=10.0)
+    clock.progressed(START + 5.0)  # 5 + 10 < 30: the first deadline stands
+    assert clock.expire(START + 30.0) is None
+    assert clock.deadline == START + 30.0
+
+
+def test_progress_never_moves_the_deadline_past_the_total_bound() -> None:
+    clock = CallClock(START + 30.0, START + 50.0, reset=30.0)
+    clock.progressed(START + 29.0)
+    assert clock.expire(START + 30.0) == 20.0  # to the bound, not START + 59
+    assert clock.deadline == START + 50.0
+    clock.progressed(START + 49.0)
+    assert clock.expire(START + 50.0) is None
+    assert clock.cut_by_total()  # progress would have kept it: the bound ended it
+
+
+def test_a_timer_that_fires_early_without_progress_is_not_re_armed() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=30.0)
+    assert clock.expire(START + 30.0) is None  # no report at all: the deadline stands
+
+
+def test_a_pause_keeps_what_progress_added() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=30.0)
+    clock.progressed(START + 20.0)  # the deadline is now START + 50
+    assert clock.pause(START + 40.0, 600.0) == 560.0
+    assert clock.resume(START + 100.0) == 10.0  # the 10 s that were left
+    assert clock.expire(START + 110.0) is None
+
+
+def test_progress_heard_during_a_pause_gives_the_whole_timeout_on_resume() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=30.0)
+    clock.pause(START + 28.0, 600.0)  # 2 s left
+    clock.progressed(START + 100.0)  # the server still works while the person answers
+    assert clock.resume(START + 200.0) == 30.0
+    assert clock.deadline == START + 230.0
+
+
+def test_a_paused_clock_whose_timer_fires_has_run_out_by_its_bound() -> None:
+    clock = CallClock(START + 30.0, START + 600.0, reset=30.0)
+    clock.pause(START + 10.0, 600.0)
+    clock.progressed(START + 599.0)
+    assert clock.expire(START + 600.0) is None
+    assert clock.cut_by_total()
+
+
+def test_repr_shows_the_reset_when_on() -> None:
+    assert repr(CallClock(START, START + 600.0, reset=30.0)) == (
+        "<CallClock deadline=1000.000 total=1600.0 pauses=0 reset=30.0>"
+    )
+
+
+events = st.lists(
+    st.tuples(st.floats(min_value=0.0, max_value=100.0), st.sampled_from(["progress", "fire"])),
+    max_size=40,
+)
+
+
+@given(seconds=seconds_, max_total=seconds_, events=events)
+def test_progress_keeps_a_running_call_alive_within_its_bound(
+    seconds: float, max_total: float, events: list[tuple[float, str]]
+) -> None:
+    """Against a model: at any moment the call is alive until ``timeout`` after its last
+    report (or its first deadline), never past its total bound; the timer, when it fires,
+    is re-armed exactly for what is left, and a call that ran out says which bound did it."""
+    bound = total_bound(START + seconds, START, max_total)
+    clock = CallClock(START + seconds, bound, reset=seconds)
+    now, last, ended = START, None, False
+    for dt, op in events:
+        now += dt
+        if ended:
+            break
+        if op == "progress":
+            clock.progressed(now)
+            last = now
+            continue
+        alive_until = START + seconds if last is None else max(START + seconds, last + seconds)
+        want = min(alive_until, bound)
+        armed = clock.expire(now)
+        if now >= want:
+            assert armed is None
+            assert clock.cut_by_total() == (last is not None and last + seconds > bound)
+            ended = True
+        else:
+            assert armed is not None
+            assert abs(armed - (want - now)) <= 1e-6 * max(1.0, want)
+            assert clock.deadline == want
+        assert clock.deadline <= bound  # the caller's wait covers every deadline
+
+
+@given(
+    seconds=seconds_,
+    max_total=seconds_,
+    steps=st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=1e3),
+            st.sampled_from(["pause", "resume", "progress", "fire"]),
+        ),
+        max_size=40,
+    ),
+)
+def test_no_mix_of_pauses_and_progress_passes_the_bound(
+    seconds: float, max_total: float, steps: list[tuple[float, str]]
+) -> None:
+    """Whatever the order of pauses, progress and timer firings: no deadline and no timer
+    is ever past the total bound, and a fired timer is re-armed only for a running clock."""
+    bound = total_bound(START + seconds, START, max_total)
+    clock = CallClock(START + seconds, bound, reset=seconds)
+    now = START
+    for dt, op in steps:
+        now += dt
+        if op == "pause":
+            armed = clock.pause(now, max_total)
+        elif op == "resume":
+            armed = clock.resume(now)
+        elif op == "progress":
+            clock.progressed(now)
+            armed = None
+        else:
+            paused = clock.pauses > 0
+            armed = clock.expire(now)
+            if paused:
+                assert armed is None
+        if armed is not None:
+            assert now + armed <= bound + 1e-6 * max(1.0, bound)
+        assert clock.deadline <= bound
+        assert clock.left(now) <= max(0.0, bound - now) + 1e-9 * max(1.0, bound)

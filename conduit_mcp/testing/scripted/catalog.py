@@ -41,11 +41,13 @@ TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ("echo", "Return the text unchanged.", object_schema({"text": STRING}, ("text",)), None),
     (
         "progress",
-        "Report progress once per step (when the request has _meta.progressToken).",
+        "Report progress once per step (when the request has _meta.progressToken), then "
+        "stay silent for `silence` seconds before answering.",
         object_schema(
             {
                 "steps": {"type": "integer", "minimum": 0, "default": 3},
                 "delay": {"type": "number", "minimum": 0, "default": 0.01},
+                "silence": {"type": "number", "minimum": 0, "default": 0},
             }
         ),
         None,

@@ -67,14 +67,24 @@ class ToolsMixin(ServerState):
     def _t_progress(self, ctx: Ctx, args: dict[str, Any]) -> Any:
         steps = args.get("steps", 3)
         delay = args.get("delay", 0.01)
-        if type(steps) is not int or steps < 0 or not is_number(delay) or delay < 0:
-            return tool_error("progress: steps must be an integer >= 0 and delay a number >= 0")
+        silence = args.get("silence", 0)
+        if (
+            type(steps) is not int
+            or steps < 0
+            or not is_number(delay)
+            or delay < 0
+            or not is_number(silence)
+            or silence < 0
+        ):
+            return tool_error(
+                "progress: steps must be an integer >= 0, delay and silence numbers >= 0"
+            )
         token = ctx.meta.get("progressToken") if ctx.meta else None
-        if delay == 0:
+        if delay == 0 and silence == 0:
             for i in range(1, steps + 1):
                 self._progress(token, i, steps)
             return text_content(f"done {steps} steps")
-        return self._progress_later(token, steps, delay)
+        return self._progress_later(token, steps, delay, silence)
 
     def _progress(self, token: Any, i: int, steps: int) -> None:
         if token is not None:
@@ -83,10 +93,14 @@ class ToolsMixin(ServerState):
                 {"progressToken": token, "progress": i, "total": steps, "message": f"step {i}"},
             )
 
-    async def _progress_later(self, token: Any, steps: int, delay: float) -> dict[str, Any]:
+    async def _progress_later(
+        self, token: Any, steps: int, delay: float, silence: float = 0
+    ) -> dict[str, Any]:
         for i in range(1, steps + 1):
             await asyncio.sleep(delay)
             self._progress(token, i, steps)
+        if silence:
+            await asyncio.sleep(silence)  # working, but no longer saying so
         return text_content(f"done {steps} steps")
 
     def _t_slow(self, ctx: Ctx, args: dict[str, Any]) -> Any:
