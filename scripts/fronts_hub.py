@@ -28,6 +28,7 @@ METHODS = [
         "call_tool",
         params=f"""{NAME}, arguments: Mapping[str, Any] | None = None, *,
         timeout: float | None = None, max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: $progress = None, meta: Mapping[str, Any] | None = None""",
         result="CallToolResult",
         body="""
@@ -37,6 +38,7 @@ METHODS = [
             arguments,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
             meta=meta,
         )
@@ -48,12 +50,17 @@ METHODS = [
     Method(
         "get_prompt",
         params=f"""{NAME}, arguments: Mapping[str, str] | None = None, *,
-        timeout: float | None = None, max_total_timeout: float | None = None""",
+        timeout: float | None = None, max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None""",
         result="GetPromptResult",
         body="""
         client, prompt = routing.prompt(self._board, name)
         client$member.get_prompt(
-            prompt, arguments, timeout=timeout, max_total_timeout=max_total_timeout
+            prompt,
+            arguments,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
         """,
         doc="``prompts/get`` by qualified name or ``(server, name)``.",
@@ -62,12 +69,15 @@ METHODS = [
     Method(
         "read_resource",
         params=f"""{URI}, *, timeout: float | None = None,
-        max_total_timeout: float | None = None""",
+        max_total_timeout: float | None = None, reset_timeout_on_progress: bool | None = None""",
         result="ReadResourceResult",
         body="""
         client, target = routing.resource(self._board, uri)
         client$member.read_resource(
-            target, timeout=timeout, max_total_timeout=max_total_timeout
+            target,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
         """,
         doc="""``resources/read``, sent to the server that listed ``uri`` (the first in config
@@ -91,7 +101,7 @@ METHODS = [
         "request",
         params="""server: str, method: str, params: Mapping[str, Any] | None = None, *,
         timeout: float | None = None, max_total_timeout: float | None = None,
-        on_progress: $progress = None""",
+        reset_timeout_on_progress: bool | None = None, on_progress: $progress = None""",
         result="dict[str, Any]",
         body="""
         client = routing.member(self._board, server)
@@ -100,6 +110,7 @@ METHODS = [
             params,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
         )
         """,

@@ -61,6 +61,7 @@ class AsyncHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
@@ -83,6 +84,7 @@ class AsyncHub:
             arguments,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
             meta=meta,
         )
@@ -94,6 +96,7 @@ class AsyncHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> GetPromptResult:
         """``prompts/get`` by qualified name or ``(server, name)``.
 
@@ -107,7 +110,11 @@ class AsyncHub:
         """
         client, prompt = routing.prompt(self._board, name)
         return await client.aio.get_prompt(
-            prompt, arguments, timeout=timeout, max_total_timeout=max_total_timeout
+            prompt,
+            arguments,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
 
     async def read_resource(
@@ -116,6 +123,7 @@ class AsyncHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> ReadResourceResult:
         """``resources/read``, sent to the server that listed ``uri`` (the first in config order
         when two did), or to the server of ``(server, uri)``.
@@ -130,7 +138,10 @@ class AsyncHub:
         """
         client, target = routing.resource(self._board, uri)
         return await client.aio.read_resource(
-            target, timeout=timeout, max_total_timeout=max_total_timeout
+            target,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
 
     async def complete(
@@ -163,6 +174,7 @@ class AsyncHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request to one server by method name; its raw result (a dict). ``on_progress``
@@ -183,6 +195,7 @@ class AsyncHub:
             params,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
         )
 
@@ -266,6 +279,7 @@ class FutureHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
@@ -288,6 +302,7 @@ class FutureHub:
             arguments,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
             meta=meta,
         )
@@ -299,6 +314,7 @@ class FutureHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> pykka.Future[GetPromptResult]:
         """``prompts/get`` by qualified name or ``(server, name)``.
 
@@ -312,7 +328,11 @@ class FutureHub:
         """
         client, prompt = routing.prompt(self._board, name)
         return client.futures.get_prompt(
-            prompt, arguments, timeout=timeout, max_total_timeout=max_total_timeout
+            prompt,
+            arguments,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
 
     def read_resource(
@@ -321,6 +341,7 @@ class FutureHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> pykka.Future[ReadResourceResult]:
         """``resources/read``, sent to the server that listed ``uri`` (the first in config order
         when two did), or to the server of ``(server, uri)``.
@@ -335,7 +356,10 @@ class FutureHub:
         """
         client, target = routing.resource(self._board, uri)
         return client.futures.read_resource(
-            target, timeout=timeout, max_total_timeout=max_total_timeout
+            target,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
 
     def complete(
@@ -368,6 +392,7 @@ class FutureHub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[dict[str, Any]]:
         """Any request to one server by method name; its raw result (a dict). ``on_progress`` is
@@ -388,6 +413,7 @@ class FutureHub:
             params,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
         )
 

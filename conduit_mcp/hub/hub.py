@@ -306,6 +306,7 @@ class Hub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
@@ -327,6 +328,7 @@ class Hub:
             arguments,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
             meta=meta,
         )
@@ -338,6 +340,7 @@ class Hub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> GetPromptResult:
         """``prompts/get`` by qualified name or ``(server, name)``.
 
@@ -350,7 +353,11 @@ class Hub:
         """
         client, prompt = routing.prompt(self._board, name)
         return client.get_prompt(
-            prompt, arguments, timeout=timeout, max_total_timeout=max_total_timeout
+            prompt,
+            arguments,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
         )
 
     def read_resource(
@@ -359,6 +366,7 @@ class Hub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
     ) -> ReadResourceResult:
         """``resources/read``, sent to the server that listed ``uri`` (the first in config order
         when two did), or to the server of ``(server, uri)``.
@@ -371,7 +379,12 @@ class Hub:
                 then what the member ``Client`` raises (its "Errors").
         """
         client, target = routing.resource(self._board, uri)
-        return client.read_resource(target, timeout=timeout, max_total_timeout=max_total_timeout)
+        return client.read_resource(
+            target,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
+        )
 
     def complete(
         self,
@@ -402,6 +415,7 @@ class Hub:
         *,
         timeout: float | None = None,
         max_total_timeout: float | None = None,
+        reset_timeout_on_progress: bool | None = None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> dict[str, Any]:
         """Any request to one server by method name; its raw result (a dict). ``on_progress``
@@ -421,6 +435,7 @@ class Hub:
             params,
             timeout=timeout,
             max_total_timeout=max_total_timeout,
+            reset_timeout_on_progress=reset_timeout_on_progress,
             on_progress=on_progress,
         )
 

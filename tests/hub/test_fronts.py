@@ -116,3 +116,17 @@ def test_every_member_span_carries_its_server(start_hub: StartHub) -> None:
         assert all(HUB_SERVER in s.attributes for s in spans)
     finally:
         provider.shutdown()
+
+
+def test_a_routed_call_is_kept_alive_by_its_progress(start_hub: StartHub) -> None:
+    """``reset_timeout_on_progress`` goes through to the member: a call that reports every
+    0.15 s outlives its 0.6 s timeout (docs/connecting.md, "Progress that keeps a call
+    alive"); without it the same call is cut off."""
+    hub = start_hub({"mcpServers": {"a": scripted()}})
+    hub.await_ready(timeout=20, servers=["a"])
+    steady = {"steps": 9, "delay": 0.15}
+    done = hub.call_tool("a.progress", steady, timeout=0.6, reset_timeout_on_progress=True)
+    assert done.text == "done 9 steps"
+    with pytest.raises(mcp.Error) as err:
+        hub.call_tool("a.progress", steady, timeout=0.6)
+    assert (err.value.kind, err.value.reason) == ("timeout", "deadline")
