@@ -45,6 +45,7 @@ _LAZY = {
     "Stdio": ".transports.stdio_spec",
     "Http": ".transports.http_spec",
     "Sse": ".transports.sse_spec",
+    "InProcess": ".transports.inprocess_spec",
     "OAuth": ".oauth.config",
     "TokenStore": ".oauth.store",
     "MemoryTokenStore": ".oauth.store",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from .otp.supervisor import ChildSpec, Supervisor
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
+    from .transports.inprocess_spec import InProcess
     from .transports.sse_spec import Sse
     from .transports.stdio_spec import Stdio
     from .types import (
@@ -133,6 +135,7 @@ __all__ = [
     "Handler",
     "HandlerContext",
     "Http",
+    "InProcess",
     "Sse",
     "KINDS",
     "Kind",
