@@ -10,17 +10,16 @@ both hold (mcp, pydantic, anyio) is fastmcp's; the repository is on ``PYTHONPATH
 
 import json
 import os
-import queue
 import site
 import sys
 import threading
 
 site.addsitedir(os.environ["CONDUIT_DEV_SITE"])
 
-import fastmcp  # noqa: E402
-from fastmcp import Context, FastMCP  # noqa: E402
+import fastmcp
+from fastmcp import Context, FastMCP
 
-import conduit_mcp as mcp  # noqa: E402
+import conduit_mcp as mcp
 
 server = FastMCP("fast-demo")
 

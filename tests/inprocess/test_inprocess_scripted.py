@@ -215,7 +215,7 @@ def test_the_asyncio_front_over_inprocess(make_server: Any) -> None:
             )
             return slow.text, ticks, both[0].structured_content, both[1].text
 
-    text, ticks, summed, echoed = asyncio.run(main())
+    _, ticks, summed, echoed = asyncio.run(main())
     assert ticks > 20  # the caller's loop ran while the server worked
     assert (summed, echoed) == ({"sum": 3}, "e")
     wait_no_server_thread()
