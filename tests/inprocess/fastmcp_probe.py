@@ -13,50 +13,48 @@ import os
 import site
 import sys
 import threading
-
-site.addsitedir(os.environ["CONDUIT_DEV_SITE"])
-
-import fastmcp
-from fastmcp import Context, FastMCP
-
-import conduit_mcp as mcp
-
-server = FastMCP("fast-demo")
+from typing import Any
 
 
-@server.tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
+def build() -> Any:
+    from fastmcp import Context, FastMCP
+
+    server = FastMCP("fast-demo")
+
+    @server.tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @server.tool
+    async def where() -> str:
+        """The thread the tool runs on."""
+        return threading.current_thread().name
+
+    async def work(steps: int, ctx: Context) -> str:
+        """Reports progress."""
+        for i in range(1, steps + 1):
+            await ctx.report_progress(i, steps)
+        return f"did {steps}"
+
+    server.tool(work)
+
+    @server.resource("test://hello")
+    def hello() -> str:
+        return "Hello, world!"
+
+    @server.prompt
+    def greet(name: str) -> str:
+        return f"Hello, {name}!"
+
+    return server
 
 
-@server.tool
-async def where() -> str:
-    """The thread the tool runs on."""
-    return threading.current_thread().name
+def run(server: Any, protocol: str) -> dict[str, Any]:
+    import conduit_mcp as mcp
 
-
-@server.tool
-async def work(steps: int, ctx: Context) -> str:
-    """Reports progress."""
-    for i in range(1, steps + 1):
-        await ctx.report_progress(i, steps)
-    return f"did {steps}"
-
-
-@server.resource("test://hello")
-def hello() -> str:
-    return "Hello, world!"
-
-
-@server.prompt
-def greet(name: str) -> str:
-    return f"Hello, {name}!"
-
-
-def run(protocol: str) -> dict:
     with mcp.Client.start(mcp.InProcess(server), protocol=protocol) as client:
-        seen = []
+        seen: list[Any] = []
         out = {
             "spec": repr(mcp.InProcess(server)),
             "add": client.call_tool("add", {"a": 2, "b": 40}).structured_content,
@@ -74,5 +72,15 @@ def run(protocol: str) -> dict:
         return out
 
 
-report = {"fastmcp": fastmcp.__version__, "auto": run("auto"), "legacy": run("legacy")}
-json.dump(report, sys.stdout)
+def main() -> None:
+    site.addsitedir(os.environ["CONDUIT_DEV_SITE"])
+    import fastmcp
+
+    server = build()
+    report = {"fastmcp": fastmcp.__version__, "auto": run(server, "auto")}
+    report["legacy"] = run(server, "legacy")
+    json.dump(report, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
