@@ -198,7 +198,7 @@ class InProcessTransport:
             await session.start(self._on_frame, self._on_server_down)
         except Exception as exc:
             # The class only: the server's exception text is its own and may hold anything.
-            self._report_down("start_failed", type(exc).__name__)
+            self._report_down("session_failed", type(exc).__name__)
             await session.close(0.0)
             return
         with self._lock:

@@ -201,3 +201,31 @@ def test_stop_cancels_a_tool_that_never_returns(start_client: Any) -> None:
     wait_no_server_thread()
     assert time.monotonic() - started < 10
     release.set()
+
+
+def test_a_server_whose_lifespan_raises_is_an_exit_naming_only_the_class(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import contextlib
+
+    from mcp.server.mcpserver import MCPServer
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: Any) -> Any:
+        raise RuntimeError("s3cret-dsn")
+        yield
+
+    client = mcp.Client.start(
+        mcp.InProcess(MCPServer("broken", lifespan=lifespan)),
+        max_reconnects=1,
+        backoff=lambda attempt: 0.01,
+    )
+    try:
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("anything", {}, timeout=10)
+        assert (err.value.kind, err.value.reason) == ("closed", "max_reconnects")
+        assert err.value.data == {"last_reason": "exit", "detail": "RuntimeError"}
+        assert "s3cret" not in caplog.text and "s3cret" not in str(err.value)
+    finally:
+        client.stop()
+    wait_no_server_thread()
