@@ -229,3 +229,68 @@ def test_a_server_whose_lifespan_raises_is_an_exit_naming_only_the_class(
     finally:
         client.stop()
     wait_no_server_thread()
+
+
+def test_a_deadline_cancels_a_call_the_server_never_answers(start_client: Any) -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("stuck")
+    cancelled = threading.Event()
+
+    @server.tool()
+    async def hang() -> str:
+        import anyio
+
+        try:
+            await anyio.sleep(3600)
+        finally:
+            cancelled.set()  # the server heard notifications/cancelled
+        return "never"
+
+    @server.tool()
+    async def ping() -> str:
+        return "pong"
+
+    client = start_client(mcp.InProcess(server))
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("hang", {}, timeout=0.3)
+    assert err.value.kind == "timeout"
+    assert cancelled.wait(5)
+    assert client.call_tool("ping", {}).text == "pong"
+
+
+def test_one_server_object_serves_several_clients_at_once(start_client: Any) -> None:
+    server = demo_server()
+    clients = [start_client(mcp.InProcess(server)) for _ in range(3)]
+    results: list[Any] = [None] * 3
+
+    def work(i: int) -> None:
+        results[i] = [
+            clients[i].call_tool("add", {"a": i, "b": k}).structured_content for k in range(20)
+        ]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == [[{"result": i + k} for k in range(20)] for i in range(3)]
+
+
+def test_what_the_server_changes_never_reaches_the_caller(start_client: Any) -> None:
+    """Bytes cross, not objects: a server that mutates its arguments changes nothing of
+    the caller's."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("mutator")
+
+    @server.tool()
+    async def scribble(items: list[str]) -> list[str]:
+        items.append("server was here")
+        return items
+
+    client = start_client(mcp.InProcess(server))
+    mine = ["a"]
+    result = client.call_tool("scribble", {"items": mine})
+    assert mine == ["a"]
+    assert result.structured_content == {"result": ["a", "server was here"]}
