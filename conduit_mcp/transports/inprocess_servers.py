@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
-
-import orjson
 
 from ..errors import Error
 
@@ -75,110 +71,21 @@ class Session(Protocol):
         ...
 
 
+class Exited(Exception):
+    """Raised by a session's server to unwind when it ends itself (the scripted server's
+    ``exit``, which its stdio front does with ``os._exit``); the transport's loop ignores it
+    in a task, the end being reported already."""
+
+
 def open_session(server: Any) -> Session:
     """A fresh session of ``server`` (one per connection attempt, like a new process)."""
     kind = server_kind(server)
     if kind == "conduit_mcp.testing.ScriptedServer":
-        return ScriptedSession(server)
+        # The scripted server's in-process front is the testing package's (it sits above
+        # the transports): the server object hands out its sessions.
+        session: Session = server.inprocess_session()
+        return session
     return SdkSession(server, kind)
-
-
-# -- conduit_mcp.testing ------------------------------------------------------------------------
-
-
-class Exited(Exception):
-    """Unwinds the scripted server's ``exit`` (its stdio front calls ``os._exit`` there)."""
-
-
-class ScriptedSession:
-    """The scripted server's protocol core, fed lines as its stdio front feeds it.
-
-    The server's files are the spawned process's (script, start counter, log), so
-    ``server.log()``, ``wait_for`` and ``starts()`` read an in-process session the same way.
-    Its ``exit``/``crash`` end the session (``exit`` with the code), ``close_stdout`` is a
-    lost output (``output_closed``), the flood tool's never-read mode stops its input.
-    """
-
-    def __init__(self, spec: Any) -> None:
-        self._spec = spec
-        self._server: Any = None
-        self._log: Any = None
-        self._reading = True
-        self._ended = False
-        self._out: Out = _drop
-        self._down: Down = _drop_down
-
-    async def start(self, out: Out, down: Down) -> None:
-        from ..testing.common.event_log import EventLog, bump_start_counter
-        from ..testing.scripted.options import config_from_args
-        from ..testing.scripted.server import ScriptedMcpServer
-
-        args = self._spec.args()[2:]  # after "-m conduit_mcp.testing"
-        config = config_from_args(args)
-        log = EventLog(config.log_path) if config.log_path else None
-        start = bump_start_counter(config.script_path + ".starts") if config.script_path else 1
-        self._log, self._config = log, config
-        self._out, self._down = out, down
-        self._event("started", start=start, era=config.era, inprocess=True, argv=args)
-        self._server = ScriptedMcpServer(
-            config,
-            self._emit,
-            emit_raw=self._emit_raw,
-            close_output=self._close_output,
-            stop_input=self._stop_input,
-            exit=self._exit,
-            log=log.write if log is not None else None,
-            log_raw=log.write_raw if log is not None else None,
-            start_number=start,
-        )
-        if config.startup_delay > 0:
-            await asyncio.sleep(config.startup_delay)
-
-    def _event(self, name: str, **fields: Any) -> None:
-        if self._log is not None:
-            self._log.write({"t": time.monotonic(), "pid": os.getpid(), "event": name, **fields})
-
-    def _emit(self, msg: dict[str, Any]) -> None:
-        if not self._ended:
-            self._out(orjson.dumps(msg))
-
-    def _emit_raw(self, line: bytes) -> None:
-        if not self._ended:
-            self._out(line.rstrip(b"\n"))
-
-    def _close_output(self) -> None:
-        self._ended = True
-        self._down("output_closed", None)
-
-    def _stop_input(self) -> None:
-        self._reading = False
-
-    def _exit(self, code: int) -> None:
-        self._ended = True
-        self._reading = False
-        self._down("exit", str(code))
-        raise Exited
-
-    def receive(self, frame: bytes) -> bool:
-        if not self._reading:
-            return False
-        try:
-            self._server.receive_line(frame)
-        except Exited:
-            pass
-        return True
-
-    async def close(self, grace: float) -> None:
-        server, self._ended, self._reading = self._server, True, False
-        if server is not None:
-            self._event("eof", ignored=False)
-            server.cancel_all()
-            self._event("exit", code=0, reason="eof")
-        log, self._log = self._log, None
-        fd = getattr(log, "_fd", None)
-        if isinstance(fd, int):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 # -- the official SDK 2.x and fastmcp -----------------------------------------------------------
@@ -317,8 +224,4 @@ class _Writer:
 
 
 def _drop(frame: bytes) -> None:
-    pass
-
-
-def _drop_down(reason: str, detail: str | None) -> None:
     pass

@@ -40,7 +40,7 @@ def test_both_eras_over_a_server_in_this_process(
     make_server: Any, start_client: Any, protocol: str, era: str
 ) -> None:
     server = make_server()
-    client = start_client(mcp.InProcess(server), protocol=protocol)
+    client = start_client(server.inprocess(), protocol=protocol)
     result = client.call_tool("add", {"a": 2, "b": 3})
     assert result.structured_content == {"sum": 5}
     assert client.status().era == era
