@@ -294,3 +294,28 @@ def test_what_the_server_changes_never_reaches_the_caller(start_client: Any) -> 
     result = client.call_tool("scribble", {"items": mine})
     assert mine == ["a"]
     assert result.structured_content == {"result": ["a", "server was here"]}
+
+
+def test_a_tool_that_blocks_its_loop_never_blocks_the_caller(start_client: Any) -> None:
+    """The server's loop is its own thread's: a tool that blocks it holds up that server
+    only, and the caller's deadline still ends the call on time."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("blocking")
+    release = threading.Event()
+
+    @server.tool()
+    async def block() -> str:
+        release.wait(10)  # blocks the server's event loop, deliberately
+        return "released"
+
+    client = start_client(mcp.InProcess(server))
+    client.await_ready(timeout=10)
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("block", {}, timeout=0.3)
+    assert err.value.kind == "timeout"
+    assert time.monotonic() - started < 3
+    assert client.status().state == "ready"
+    release.set()
+    assert client.call_tool("block", {}, timeout=10).text == "released"
