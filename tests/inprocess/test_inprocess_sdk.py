@@ -20,7 +20,9 @@ pytestmark = pytest.mark.timeout(60)
 sdk = pytest.importorskip("mcp.server.mcpserver")
 lowlevel = pytest.importorskip("mcp.server")
 mcp_types = pytest.importorskip("mcp.types")
-Context = sdk.Context  # module level: the SDK evaluates tool annotations in these globals
+# Module level: the SDK evaluates tool annotations in this module's globals.
+Context = sdk.Context
+InputRequiredResult = mcp_types.InputRequiredResult
 
 
 def demo_server() -> Any:
@@ -319,3 +321,27 @@ def test_a_tool_that_blocks_its_loop_never_blocks_the_caller(start_client: Any) 
     assert client.status().state == "ready"
     release.set()
     assert client.call_tool("block", {}, timeout=10).text == "released"
+
+
+def test_the_handler_answers_a_modern_input_round(start_client: Any) -> None:
+    """Modern era: the tool returns ``input_required`` and the client's handler answers the
+    round; the retry carries the answer and the echoed request state."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ElicitRequest, ElicitRequestFormParams
+
+    server = MCPServer("rounds")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+    async def login(ctx: Context) -> InputRequiredResult | str:
+        if not ctx.input_responses:
+            params = ElicitRequestFormParams(message="login?", requested_schema=schema)
+            return InputRequiredResult(
+                input_requests={"who": ElicitRequest(params=params)}, request_state="s1"
+            )
+        answer: Any = ctx.input_responses["who"]
+        return f"{answer.action} {answer.content['name']} {ctx.request_state}"
+
+    server.add_tool(login)
+    client = start_client(mcp.InProcess(server), handler=Answers())
+    assert client.call_tool("login", {}).text == "accept octocat s1"
+    assert client.status().era == "modern"
