@@ -100,9 +100,10 @@ class SdkSession:
     writer does.
 
     The streams are the SDK's stream protocols (``ReadStream``/``WriteStream``), not its
-    memory-stream pair with a pump task each way: measured, each task hop was a loop turn
-    per message, a third of a sequential call. A frame goes into the read stream as it
-    arrives (``send_nowait``), and the server's write calls ``out`` directly.
+    memory-stream pair with a pump task each way: each pump was a loop turn per message,
+    and leaving them out made sequential calls about 8% faster (best of three runs each,
+    both eras). A frame goes into the read stream as it arrives (``send_nowait``), and the
+    server's write calls ``out`` directly.
     """
 
     def __init__(self, server: Any, kind: str) -> None:
