@@ -125,6 +125,8 @@ def test_a_server_that_exits_is_a_lost_connection_and_a_fresh_session(
     assert "3" in err.value.message
     assert client.call_tool("add", {"a": 1, "b": 1}).structured_content == {"sum": 2}
     assert server.starts() == 2
+    # the log tells the first session's end as the crash, once (as a process's would)
+    assert [e["code"] for e in server.events("exit")] == [3]
     assert len(server_threads()) >= 1
 
 

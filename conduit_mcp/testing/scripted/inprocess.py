@@ -10,7 +10,6 @@ transport's server thread, inside its event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from typing import Any
@@ -37,6 +36,7 @@ class ScriptedSession:
         self._log: Any = None
         self._reading = True
         self._ended = False
+        self._exited = False
         self._out: Out = _drop
         self._down: Down = _drop_down
 
@@ -86,6 +86,7 @@ class ScriptedSession:
         self._reading = False
 
     def _exit(self, code: int) -> None:
+        self._exited = True
         self._ended = True
         self._reading = False
         self._down("exit", str(code))
@@ -103,14 +104,14 @@ class ScriptedSession:
     async def close(self, grace: float) -> None:
         server, self._ended, self._reading = self._server, True, False
         if server is not None:
-            self._event("eof", ignored=False)
+            if not self._exited:  # an exit logged its own end
+                self._event("eof", ignored=False)
             server.cancel_all()
-            self._event("exit", code=0, reason="eof")
+            if not self._exited:
+                self._event("exit", code=0, reason="eof")
         log, self._log = self._log, None
-        fd = getattr(log, "_fd", None)
-        if isinstance(fd, int):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        if log is not None:
+            log.close()
 
 
 def _drop(frame: bytes) -> None:
