@@ -51,6 +51,7 @@ _LAZY = {
     "load_config": ".hub",
     "Http": ".transports.http_spec",
     "Sse": ".transports.sse_spec",
+    "InProcess": ".transports.inprocess_spec",
     "OAuth": ".oauth.config",
     "TokenStore": ".oauth.store",
     "MemoryTokenStore": ".oauth.store",
@@ -96,6 +97,7 @@ if TYPE_CHECKING:
     from .otp.supervisor import ChildSpec, Supervisor
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
+    from .transports.inprocess_spec import InProcess
     from .transports.sse_spec import Sse
     from .transports.stdio_spec import Stdio
     from .types import (
@@ -152,6 +154,7 @@ __all__ = [
     "Hub",
     "HubConfig",
     "HubNotification",
+    "InProcess",
     "Sse",
     "KINDS",
     "Kind",

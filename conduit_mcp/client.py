@@ -37,6 +37,7 @@ from .replies import SyncReply
 from .request import Handle, ListKind, Request
 from .status import State, Status
 from .transports.http_spec import Http
+from .transports.inprocess_spec import InProcess
 from .transports.stdio_spec import Stdio
 from .types import (
     CallToolResult,
@@ -116,12 +117,16 @@ class Client:
 
     @classmethod
     def start(
-        cls, transport: Stdio | Http, *, name: str | None = None, **options: Unpack[ClientOptions]
+        cls,
+        transport: Stdio | Http | InProcess,
+        *,
+        name: str | None = None,
+        **options: Unpack[ClientOptions],
     ) -> Client:
         """Start a client; it returns at once (connecting runs in the connection actor).
 
         Args:
-            transport: ``Stdio(...)`` or ``Http(...)``.
+            transport: ``Stdio(...)``, ``Http(...)``, ``Sse(...)`` or ``InProcess(...)``.
             name: the registry name (``Client.whereis(name)``); a unique one by default.
             **options: see :class:`~conduit_mcp.config.ClientOptions` (docs/limits.md).
 
@@ -146,7 +151,7 @@ class Client:
     @classmethod
     def child_spec(
         cls,
-        transport: Stdio | Http,
+        transport: Stdio | Http | InProcess,
         *,
         name: str,
         restart: RestartType = "permanent",

@@ -44,6 +44,8 @@ from .telemetry.attributes import PIPE, TCP
 from .transports.http import HttpTransport
 from .transports.http_spec import Http, is_oauth
 from .transports.http_token import TokenCell
+from .transports.inprocess import InProcessTransport
+from .transports.inprocess_spec import InProcess
 from .transports.sse import SseTransport
 from .transports.sse_spec import Sse
 from .transports.stdio import StdioTransport
@@ -80,6 +82,15 @@ def make_transport(
             pending=pending,
             max_answer_backlog=cfg.max_answer_backlog,
         )
+    if isinstance(spec, InProcess):
+        return InProcessTransport(
+            spec,
+            owner,
+            gen,
+            max_frame=cfg.max_frame,
+            pending=pending,
+            max_answer_backlog=cfg.max_answer_backlog,
+        )
     if isinstance(spec, Http):
         # Sse, or Http(sse_fallback=True): streamable HTTP first, then SSE (docs/sse.md).
         make = SseTransport if isinstance(spec, Sse) or spec.sse_fallback else HttpTransport
@@ -99,12 +110,12 @@ def make_transport(
 
 
 def check_transport(spec: Any) -> None:
-    if not isinstance(spec, (Stdio, Http)):
+    if not isinstance(spec, (Stdio, Http, InProcess)):
         raise Error(
             "config",
             "transport",
-            "transport must be conduit_mcp.Stdio(...), conduit_mcp.Http(...) or "
-            "conduit_mcp.Sse(...)",
+            "transport must be conduit_mcp.Stdio(...), conduit_mcp.Http(...), "
+            "conduit_mcp.Sse(...) or conduit_mcp.InProcess(...)",
         )
 
 
@@ -136,7 +147,7 @@ class ClientTree:
         self.telemetry = Telemetry(
             config.tracer_provider,
             config.meter_provider,
-            network_transport=PIPE if isinstance(spec, Stdio) else TCP,
+            network_transport=TCP if isinstance(spec, Http) else PIPE,
             shared=self.shared,
             server=(spec.host, spec.port) if isinstance(spec, Http) else None,
         )

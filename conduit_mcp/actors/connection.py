@@ -793,14 +793,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             capabilities=self._capabilities,
             progress_token=rid if call.progress else None,
         )
+        # In the table before it is sent: a server on another thread (InProcess, or a fast
+        # stdio one) can answer, and report progress, before send returns; progress for an
+        # id the reader does not know yet would be lost.
+        reply.request_id = rid
+        pending[rid] = call
         try:
             # ready always has a transport: no None check on the hot path
             self._transport.send(message)  # type: ignore[union-attr]
         except Error as exc:
+            pending.pop(rid, None)
             reply.fail(exc)
             return
-        reply.request_id = rid
-        pending[rid] = call
         self.set_timeout(call, remaining, Deadline(call))
 
     def _route(self, m: Any) -> Any:

@@ -27,7 +27,8 @@ Example (runs as a doctest)::
     >>> server.starts()
     1
 
-With the conduit client, give it ``server.stdio()`` (a ``conduit_mcp.Stdio``), or
+With the conduit client, give it ``server.stdio()`` (a ``conduit_mcp.Stdio``),
+``server.inprocess()`` (a ``conduit_mcp.InProcess``: the same server in this process), or
 ``server.http_server()`` and its ``spec()`` over HTTP, and assert on ``server.log()`` /
 ``server.wait_for(...)`` afterwards.
 """
@@ -50,9 +51,11 @@ from .common.process_handle import pythonpath_env
 from .scripted.rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
+    from ..transports.inprocess_spec import InProcess
     from ..transports.stdio_spec import Stdio
     from .http.process import HttpServerProcess
     from .raw.stdio import RawPeer
+    from .scripted.inprocess import ScriptedSession
 
 __all__ = ["AuthServerProcess", "ConfigError", "ScriptedServer"]
 
@@ -136,6 +139,20 @@ class ScriptedServer:
 
         env = {**self.env(), **dict(kw.pop("env", None) or {})}
         return Stdio(sys.executable, self.args(), env=env, **kw)
+
+    def inprocess(self, **kw: Any) -> InProcess:
+        """A :class:`~conduit_mcp.InProcess` spec for this server: the same server in this
+        process, no subprocess (keyword arguments go to ``InProcess``)."""
+        from ..transports.inprocess_spec import InProcess
+
+        return InProcess(self, **kw)
+
+    def inprocess_session(self) -> ScriptedSession:
+        """A fresh session of this server for ``InProcess`` (it opens one per connection, as
+        a reconnect over stdio spawns a new process): same script, start counter and log."""
+        from .scripted.inprocess import ScriptedSession
+
+        return ScriptedSession(self)
 
     def spawn_raw(
         self,

@@ -76,7 +76,7 @@ def test_every_client_option_has_a_row_in_the_limits_table() -> None:
     assert not missing, f"add rows to docs/limits.md for {missing}"
 
 
-@pytest.mark.parametrize("spec", ["Stdio", "Http"])
+@pytest.mark.parametrize("spec", ["Stdio", "Http", "InProcess"])
 def test_every_transport_argument_has_a_row_in_the_limits_tables(spec: str) -> None:
     import inspect
 

@@ -26,6 +26,16 @@ class EventLog:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
+    def close(self) -> None:
+        """Close the file; later writes are dropped. For a log that outlives its writer's
+        last task (an in-process session); call it on the thread that writes."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def write_raw(self, line: bytes) -> None:
         try:
             os.write(self._fd, line)
