@@ -23,6 +23,7 @@ from ..errors import Error
 from ..otp.base import PING
 from ..status import Status
 from ..transports.http_spec import Http
+from ..transports.inprocess_spec import InProcess
 from ..transports.stdio_spec import Stdio
 from ..types import (
     CallToolResult,
@@ -510,18 +511,19 @@ class Hub:
     def add_server(
         self,
         name: str,
-        entry: Mapping[str, Any] | Stdio | Http,
+        entry: Mapping[str, Any] | Stdio | Http | InProcess,
         timeout: float = 10.0,
         **options: Unpack[ClientOptions],
     ) -> None:
-        """Start another server (a config entry, or ``Stdio``/``Http`` with ``options``);
+        """Start another server (a config entry, or ``Stdio``/``Http``/``Sse``/``InProcess``
+        with ``options``);
         one already running under ``name`` is replaced (and stopped). Returns at once.
 
         Raises:
             Error: ``config``/``servers.<name>.<key>``.
         """
         check_name(name, self._defaults.separator)
-        if isinstance(entry, (Stdio, Http)):
+        if isinstance(entry, (Stdio, Http, InProcess)):
             found = self._defaults.member_of(name, entry, dict(options))
         elif isinstance(entry, Mapping):
             if options:
@@ -533,7 +535,9 @@ class Hub:
             found = self._defaults.member(parse_entry(name, entry, os.environ))
         else:
             raise Error(
-                "config", f"servers.{name}", "an entry is a config mapping, Stdio(...) or Http(...)"
+                "config",
+                f"servers.{name}",
+                "an entry is a config mapping, Stdio(...), Http(...), Sse(...) or InProcess(...)",
             )
         old = self._ask(AddMember(found), timeout)
         if old is not None:

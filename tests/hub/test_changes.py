@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import conduit_mcp as mcp
+import conduit_mcp.testing
 
 from .conftest import scripted
 
@@ -79,3 +81,13 @@ def test_reload_restarts_only_what_changed(start_hub: StartHub) -> None:
         hub.reload({"mcpServers": {"keep": {"command": ""}}})
     assert info.value.reason == "servers.keep.command"
     assert hub.servers() == ("keep", "change", "new")
+
+
+def test_an_in_process_server_is_a_member_too(start_hub: StartHub, tmp_path: Path) -> None:
+    hub = start_hub({"mcpServers": {"a": scripted()}})
+    hub.add_server("mem", mcp.testing.ScriptedServer(tmp_path).inprocess())
+    hub.await_ready(timeout=20, servers="all")
+    assert hub.tool("mem.add") is not None
+    assert hub.call_tool(("mem", "add"), {"a": 2, "b": 3}).text == "5"
+    hub.remove_server("mem")
+    assert hub.tool("mem.add") is None
