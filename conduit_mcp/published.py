@@ -41,6 +41,7 @@ class Published:
         "deliveries",
         "token",
         "last_id",
+        "log_level",
     )
 
     def __init__(self) -> None:
@@ -83,6 +84,9 @@ class Published:
         # connection goes on from it (the counter is never reset, docs/connection.md,
         # "Requests"; an id never names two requests of one client).
         self.last_id = 0
+        # The server log level the caller set (set_logging_level; None: never set): sent in
+        # every modern request's _meta, and again to every new legacy session.
+        self.log_level: str | None = None
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

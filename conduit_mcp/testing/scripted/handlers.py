@@ -180,6 +180,7 @@ class HandlersMixin(ServerState):
                 "prompts": {"listChanged": True},
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
+                "logging": {},
             },
             "_meta": self._result_meta,
             "instructions": self.config.instructions,
