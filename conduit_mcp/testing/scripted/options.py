@@ -52,6 +52,7 @@ class Config:
     fork_child: bool = False
     header_tools: bool = False
     flood_tools: bool = False
+    no_logging: bool = False
     ask_roots: bool = False
     on_initialized: list[dict[str, Any]] = field(default_factory=list)
     http: bool = False
@@ -163,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--flood-tools",
         action="store_true",
         help="add the tool flood (server requests, notifications or progress without waiting)",
+    )
+    p.add_argument(
+        "--no-logging",
+        action="store_true",
+        help="declare no logging capability (logging/setLevel is then -32601)",
     )
     p.add_argument(
         "--ask-roots",
@@ -304,6 +310,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         fork_child=ns.fork_child,
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
+        no_logging=ns.no_logging,
         ask_roots=ns.ask_roots,
         on_initialized=on_initialized,
         http=ns.http,
