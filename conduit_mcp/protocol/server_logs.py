@@ -146,24 +146,24 @@ def python_level(level: Any) -> int:
 
 def escape(text: str, limit: int) -> str:
     """``text`` on one line, its unsafe characters escaped, cut at ``limit`` characters
-    (saying how many more there were).
+    (saying how long it was).
 
     >>> escape("ok\\n2026-12-01 CRITICAL root: forged", 100)
     'ok\\\\n2026-12-01 CRITICAL root: forged'
     >>> escape("\\x1b[31mred\\u202e", 100)
     '\\\\x1b[31mred\\\\u202e'
     >>> escape("x" * 10, 4)
-    'xxxx... (6 more characters)'
+    'xxxx... (cut: 10 characters in all)'
     """
-    more = len(text) - limit
-    head = text[:limit] if more > 0 else text
+    cut = len(text) > limit
+    head = text[:limit] if cut else text
     if _UNSAFE.search(head) is not None:
         head = _UNSAFE.sub(_escaped, head)
-        if len(head) > limit:  # escapes lengthen it: cut again, counting what is left out
-            more = max(more, 0) + len(head) - limit
+        if len(head) > limit:  # escapes lengthen it: cut again
+            cut = True
             head = head[:limit]
-    if more > 0:
-        return f"{head}... ({more} more characters)"
+    if cut:
+        return f"{head}... (cut: {len(text)} characters in all)"
     return head
 
 
