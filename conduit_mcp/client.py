@@ -482,7 +482,7 @@ class Client:
 
         Raises:
             Error: ``argument``/``level`` for a level not in that list;
-                ``unavailable``/``not_supported`` when the server declares no ``logging``
+                ``unavailable``/``not_supported`` when a legacy server declares no ``logging``
                 capability; otherwise as any request: ``argument``, ``timeout``, ``overloaded``,
                 ``closed``, ``transport``, ``unavailable``, ``auth``, ``server`` or ``protocol``
                 (``Client``'s "Errors").

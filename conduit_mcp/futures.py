@@ -291,10 +291,10 @@ class FutureClient:
 
         Raises:
             Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``/``level``
-                for a level not in that list; ``unavailable``/``not_supported`` when the server
-                declares no ``logging`` capability; otherwise as any request: ``argument``,
-                ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
-                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                for a level not in that list; ``unavailable``/``not_supported`` when a legacy
+                server declares no ``logging`` capability; otherwise as any request:
+                ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(rq.set_logging_level(level), timeout)
 

@@ -156,7 +156,7 @@ METHODS = [
         every new session; modern: ``_meta["io.modelcontextprotocol/logLevel"]`` on every
         request from now on (a call's own ``_meta`` one wins).""",
         raises="""``argument``/``level`` for a level not in that list;
-        ``unavailable``/``not_supported`` when the server declares no ``logging``
+        ``unavailable``/``not_supported`` when a legacy server declares no ``logging``
         capability; otherwise as any request: """
         + REQUEST_RAISES,
     ),

@@ -802,10 +802,10 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
 
     def _set_log_level(self, call: Call) -> bool:
         """``logging/setLevel`` from the API (docs/telemetry.md, "Server logs"): refused here
-        when the server declares no ``logging``; else the level is kept (sent again to every
-        new legacy session, and in every modern request's ``_meta``). Modern: answered here,
-        as the era has no setLevel. Legacy: False, the call is sent as it is."""
-        level, refusal = set_level(call.params, self._shared.capabilities)
+        (legacy) when the server declares no ``logging``; else the level is kept (sent again
+        to every new legacy session, and in every modern request's ``_meta``). Modern:
+        answered here, as the era has no setLevel. Legacy: False, the call is sent as it is."""
+        level, refusal = set_level(call.params, self._shared.capabilities, self._era)
         if refusal is not None:
             call.reply.fail(refusal)
             return True

@@ -107,26 +107,34 @@ def declared(capabilities: Mapping[str, Any] | None) -> bool:
     return isinstance(capabilities, Mapping) and isinstance(capabilities.get("logging"), dict)
 
 
-def set_level(params: Any, capabilities: Mapping[str, Any] | None) -> tuple[str, Error | None]:
+def set_level(
+    params: Any, capabilities: Mapping[str, Any] | None, era: str | None
+) -> tuple[str, Error | None]:
     """What the connection does with a ``logging/setLevel`` call: the level to keep, or the
-    error it fails with (a level that is not one of :data:`LEVELS`, or a server that
-    declares no ``logging``, which would send no log message whatever the level).
+    error it fails with: a level that is not one of :data:`LEVELS`, or, legacy, a server
+    that declares no ``logging`` (it has no ``logging/setLevel`` to call). Modern, the level
+    is only a ``_meta`` field of each request, which a server without logging ignores; and
+    servers that log without declaring it are common (the official SDK's ``MCPServer``
+    does, in both eras), so it is never refused there.
 
-    >>> set_level({"level": "info"}, {"logging": {}})
+    >>> set_level({"level": "info"}, {"logging": {}}, "legacy")
     ('info', None)
-    >>> set_level({"level": "info"}, {"tools": {}})[1]
+    >>> set_level({"level": "info"}, {"tools": {}}, "legacy")[1]
     Error(kind='unavailable', reason='not_supported')
+    >>> set_level({"level": "info"}, {"tools": {}}, "modern")
+    ('info', None)
     """
     try:
         level = check_level(params.get("level") if isinstance(params, Mapping) else None)
     except Error as exc:
         return "", exc
-    if not declared(capabilities):
+    if era != "modern" and not declared(capabilities):
         return level, Error(
             "unavailable",
             "not_supported",
-            "the server declares no logging capability, so it sends no log messages at "
-            "any level (MCP spec, Server, Logging)",
+            "the server declares no logging capability, so it has no logging/setLevel "
+            "(MCP spec 2025-11-25, Server, Logging); whatever log messages it sends still "
+            "reach conduit_mcp.server.<client name> and handle_log",
         )
     return level, None
 

@@ -118,13 +118,12 @@ def test_an_unknown_level_is_an_argument_error_and_nothing_is_sent(
     assert server.received("logging/setLevel") == []
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
-def test_a_server_without_the_logging_capability_is_refused(
-    make_server: Callable[..., Any], start_client: Callable[..., mcp.Client], era: str
+def test_a_legacy_server_without_the_logging_capability_is_refused(
+    make_server: Callable[..., Any], start_client: Callable[..., mcp.Client]
 ) -> None:
     server = make_server(extra_args=["--no-logging"])
-    client = start_client(server.stdio(), protocol=era)
-    assert client.await_ready(10).era == era
+    client = start_client(server.stdio(), protocol="legacy")
+    assert client.await_ready(10).era == "legacy"
     with pytest.raises(mcp.Error) as info:
         client.set_logging_level("info")
     assert (info.value.kind, info.value.reason) == ("unavailable", "not_supported")
@@ -133,6 +132,19 @@ def test_a_server_without_the_logging_capability_is_refused(
     assert server.received("logging/setLevel") == []
     [call] = server.received("tools/call")
     assert META_LEVEL not in ((call["params"] or {}).get("_meta") or {})
+
+
+def test_a_modern_server_without_the_capability_still_gets_the_level(
+    make_server: Callable[..., Any], start_client: Callable[..., mcp.Client]
+) -> None:
+    """Modern, the level is only a ``_meta`` field, and servers that log without declaring
+    ``logging`` are common (the official SDK's): it is never refused there."""
+    server = make_server(era="modern", extra_args=["--no-logging"])
+    client = start_client(server.stdio(), protocol="modern")
+    client.set_logging_level("info")
+    client.call_tool("add", {"a": 1, "b": 2})
+    [call] = server.received("tools/call")
+    assert call["params"]["_meta"][META_LEVEL] == "info"
 
 
 def test_modern_requests_carry_the_level_once_set_and_a_calls_own_wins(
