@@ -270,3 +270,32 @@ def test_raw_requests_of_setlevel_are_kept_too(
     client.call_tool("add", {"a": 1, "b": 2})
     [call] = server.received("tools/call")
     assert call["params"]["_meta"][META_LEVEL] == "warning"
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_over_streamable_http(
+    make_server: Callable[..., Any],
+    start_client: Callable[..., mcp.Client],
+    capture: Callable[[str], Any],
+    era: str,
+) -> None:
+    """Over HTTP a log message arrives on the call's own response stream (modern) or the
+    session's (legacy): the same record, the same handler call."""
+    records = capture(f"conduit_mcp.server.http-{era}")
+    handler = Logs()
+    proc = make_server(era=era).http_server()
+    try:
+        client = start_client(proc.spec(), protocol=era, name=f"http-{era}", handler=handler)
+        assert client.await_ready(10).era == era
+        client.set_logging_level("debug")
+        assert client.call_tool("log", {"level": "critical", "data": {"n": 1}}).text == "logged"
+        record = records.next()
+        assert (record.levelno, record.getMessage()) == (
+            logging.CRITICAL,
+            'scripted: {"n":1}',
+        )
+        level, data, logger, _ = handler.seen.get(timeout=10)
+        assert (level, data, logger) == ("critical", {"n": 1}, "scripted")
+        client.stop()
+    finally:
+        proc.kill()
