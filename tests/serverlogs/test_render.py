@@ -21,7 +21,9 @@ from conduit_mcp.protocol.server_logs import (
     render,
 )
 
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufeff]"
+)
 # The longest suffix a cut adds: "... (cut: N characters in all)".
 SUFFIX = 60
 
@@ -50,6 +52,7 @@ def test_any_message_renders_to_one_safe_bounded_line(value: Any) -> None:
         UNSAFE.search(line.logger) is None and len(line.logger) <= MAX_LOGGER + SUFFIX
     )
     assert line.levelno in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, 50)
+    line.text.encode("utf-8")  # any encoder takes it (no lone surrogate)
 
 
 @settings(max_examples=300, deadline=None)
@@ -61,6 +64,11 @@ def test_escape_is_bounded_and_keeps_safe_text(text: str, limit: int) -> None:
         assert out == text
     else:
         assert out.endswith(f"(cut: {len(text)} characters in all)") or len(out) <= limit
+
+
+def test_data_orjson_refuses_is_still_rendered() -> None:
+    assert render({"level": "info", "data": 2**70}).text == str(2**70)
+    assert render({"level": "info", "data": ["\ud800"]}).text == '["\\ud800"]'
 
 
 def test_the_levels_map_as_the_issue_says() -> None:
