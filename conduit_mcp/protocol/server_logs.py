@@ -55,6 +55,10 @@ LOG_METHOD: Final = "notifications/message"
 LoggingLevel = Literal[
     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
 ]
+"""The protocol's log levels, least severe first (RFC 5424's severities): what
+``Client.set_logging_level`` takes. In Python logging: ``debug`` DEBUG, ``info`` and
+``notice`` INFO, ``warning`` WARNING, ``error`` ERROR, ``critical``, ``alert`` and
+``emergency`` CRITICAL (docs/telemetry.md, "Server logs")."""
 
 #: The protocol's levels, least severe first (RFC 5424's severities, reversed).
 LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
