@@ -58,7 +58,13 @@ LoggingLevel = Literal[
 """The protocol's log levels, least severe first (RFC 5424's severities): what
 ``Client.set_logging_level`` takes. In Python logging: ``debug`` DEBUG, ``info`` and
 ``notice`` INFO, ``warning`` WARNING, ``error`` ERROR, ``critical``, ``alert`` and
-``emergency`` CRITICAL (docs/telemetry.md, "Server logs")."""
+``emergency`` CRITICAL (docs/telemetry.md, "Server logs").
+
+>>> import typing
+>>> import conduit_mcp as mcp
+>>> typing.get_args(mcp.LoggingLevel)[:3]
+('debug', 'info', 'notice')
+"""
 
 #: The protocol's levels, least severe first (RFC 5424's severities, reversed).
 LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

@@ -299,3 +299,44 @@ def test_over_streamable_http(
         client.stop()
     finally:
         proc.kill()
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_log_level_option_asks_from_the_start(
+    make_server: Callable[..., Any],
+    start_client: Callable[..., mcp.Client],
+    capture: Callable[[str], Any],
+    era: str,
+) -> None:
+    records = capture(f"conduit_mcp.server.option-{era}")
+    server = make_server(era=era)
+    client = start_client(server.stdio(), protocol=era, name=f"option-{era}", log_level="error")
+    assert client.call_tool("log", {"level": "warning"}).text == "suppressed"
+    assert client.call_tool("log", {"level": "error", "data": "first"}).text == "logged"
+    assert records.next().getMessage() == "scripted: first"
+    if era == "legacy":
+        [sent] = server.received("logging/setLevel")
+        assert sent["params"] == {"level": "error"}
+    else:
+        calls = server.received("tools/call")
+        assert [c["params"]["_meta"][META_LEVEL] for c in calls] == ["error", "error"]
+    client.set_logging_level("debug")  # replaces it
+    assert client.call_tool("log", {"level": "debug", "data": "d"}).text == "logged"
+
+
+def test_the_log_level_option_is_checked(
+    make_server: Callable[..., Any], start_client: Callable[..., mcp.Client]
+) -> None:
+    for bad in ("WARN", 10, ""):
+        with pytest.raises(mcp.Error) as info:
+            start_client(make_server().stdio(), log_level=bad)
+        assert (info.value.kind, info.value.reason) == ("config", "log_level")
+
+
+def test_the_log_level_option_skips_a_legacy_server_without_logging(
+    make_server: Callable[..., Any], start_client: Callable[..., mcp.Client]
+) -> None:
+    server = make_server(extra_args=["--no-logging"])
+    client = start_client(server.stdio(), protocol="legacy", log_level="info")
+    assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"sum": 3}
+    assert server.received("logging/setLevel") == []
