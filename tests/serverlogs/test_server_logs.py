@@ -252,10 +252,15 @@ def test_nothing_is_logged_when_the_logger_is_off(
         client = start_client(make_server().stdio(), protocol="legacy", name="off")
         client.set_logging_level("debug")
         client.call_tool("log", {"level": "error", "data": "dropped"})
-        lg.setLevel(logging.DEBUG)
-        client.call_tool("log", {"level": "debug", "data": "kept"})
+        client.call_tool("log", {"level": "critical", "data": "kept"})
+        # Messages are logged in arrival order: had the first been, it would be first.
         assert got.wait(10)
         assert [r.getMessage() for r in records] == ["scripted: kept"]
+        got.clear()
+        lg.setLevel(logging.DEBUG)
+        client.call_tool("log", {"level": "debug", "data": "later"})
+        assert got.wait(10)
+        assert [r.getMessage() for r in records] == ["scripted: kept", "scripted: later"]
     finally:
         lg.removeHandler(keep)
         lg.setLevel(logging.NOTSET)
