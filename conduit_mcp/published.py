@@ -38,10 +38,10 @@ class Published:
         "resource_uris",
         "once_modern",
         "last_failure",
+        "log_level",
         "deliveries",
         "token",
         "last_id",
-        "log_level",
     )
 
     def __init__(self) -> None:
@@ -73,6 +73,9 @@ class Published:
         self.once_modern = False
         # The connection's last failed attempt to connect (None once ready): what errors say.
         self.last_failure: Failure | None = None
+        # The server log level the caller set (set_logging_level; None: never set): sent in
+        # every modern request's _meta, and again to every new legacy session.
+        self.log_level: str | None = None
         # Notifications told to the notifier and not yet taken from its mailbox: the
         # connection drops (and counts) one more past max_subscriber_backlog
         # (docs/connection.md, "Floods").
@@ -84,9 +87,6 @@ class Published:
         # connection goes on from it (the counter is never reset, docs/connection.md,
         # "Requests"; an id never names two requests of one client).
         self.last_id = 0
-        # The server log level the caller set (set_logging_level; None: never set): sent in
-        # every modern request's _meta, and again to every new legacy session.
-        self.log_level: str | None = None
 
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions

@@ -52,8 +52,8 @@ class Config:
     fork_child: bool = False
     header_tools: bool = False
     flood_tools: bool = False
-    no_logging: bool = False
     ask_roots: bool = False
+    no_logging: bool = False
     on_initialized: list[dict[str, Any]] = field(default_factory=list)
     http: bool = False
     port: int = 0
@@ -166,15 +166,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the tool flood (server requests, notifications or progress without waiting)",
     )
     p.add_argument(
-        "--no-logging",
-        action="store_true",
-        help="declare no logging capability (logging/setLevel is then -32601)",
-    )
-    p.add_argument(
         "--ask-roots",
         action="store_true",
         help="legacy: send roots/list after notifications/initialized and after each "
         "notifications/roots/list_changed, when the client declared roots",
+    )
+    p.add_argument(
+        "--no-logging",
+        action="store_true",
+        help="declare no logging capability (logging/setLevel is then -32601)",
     )
     p.add_argument(
         "--on-initialized",
@@ -310,8 +310,8 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         fork_child=ns.fork_child,
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
-        no_logging=ns.no_logging,
         ask_roots=ns.ask_roots,
+        no_logging=ns.no_logging,
         on_initialized=on_initialized,
         http=ns.http,
         port=ns.port,
