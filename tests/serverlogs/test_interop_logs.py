@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,43 @@ def test_server_everything_sets_the_level_and_its_logs_map_to_python_levels(
     assert record.levelno == PY_LEVELS[record.mcp_level]  # type: ignore[attr-defined]
     assert "message" in record.getMessage()
     client.call_tool("toggle-simulated-logging", {})
+
+
+def _http_peer_module() -> Any:
+    """tests/interop/http_peer.py (a sibling test folder's helper, loaded by path)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "interop" / "http_peer.py"
+    spec = importlib.util.spec_from_file_location("serverlogs_http_peer", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_official_sse_server_logs_over_the_http_sse_transport(
+    modern_peer_cmd: list[str],
+    start_client: Callable[..., mcp.Client],
+    capture: Callable[[str], Any],
+) -> None:
+    """The 2024-11-05 HTTP+SSE transport (``mcp.Sse``) against the official SDK's SSE app:
+    its log messages arrive on the one event stream."""
+    hp = _http_peer_module()
+    sse_peers = Path(__file__).resolve().parent.parent / "sse" / "sse_peers.py"
+    port = hp.free_port()
+    peer = hp.HttpPeer(
+        [sys.executable, "-W", "ignore", str(sse_peers), "modern", "--port", str(port)],
+        port,
+        ready=[],
+        path="/sse",
+    )
+    try:
+        records = capture("conduit_mcp.server.official-sse")
+        client = start_client(mcp.Sse(peer.url), name="official-sse")
+        assert client.await_ready(READY).era == "legacy"
+        client.call_tool("log_something", {"level": "critical", "text": "over sse"})
+        record = records.next()
+        assert (record.levelno, record.getMessage()) == (logging.CRITICAL, "peer: over sse")
+        client.stop()
+    finally:
+        peer.kill()
