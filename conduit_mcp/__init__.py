@@ -39,6 +39,7 @@ _LAZY = {
     "State": ".status",
     "Era": ".status",
     "Origin": ".status",
+    "LoggingLevel": ".protocol.server_logs",
     "ServerNotification": ".notifications",
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from .oauth.records import TokenSet
     from .oauth.store import FileTokenStore, MemoryTokenStore, TokenStore
     from .otp.supervisor import ChildSpec, Supervisor
+    from .protocol.server_logs import LoggingLevel
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
     from .transports.inprocess_spec import InProcess
@@ -159,6 +161,7 @@ __all__ = [
     "KINDS",
     "Kind",
     "LIST_REFRESHED",
+    "LoggingLevel",
     "MemoryTokenStore",
     "FileTokenStore",
     "OAuth",

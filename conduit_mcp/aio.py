@@ -24,6 +24,7 @@ import pykka
 from . import request as rq
 from .actors.events import AwaitReady, Call
 from .errors import Error
+from .protocol.server_logs import LoggingLevel
 from .replies import AsyncReply, Reply
 from .request import Handle, ListKind, Request
 from .status import Status
@@ -306,6 +307,24 @@ class AsyncClient:
                 server).
         """
         await self._call(rq.resource_subscription(uri, False), timeout)
+
+    async def set_logging_level(self, level: LoggingLevel, *, timeout: float | None = None) -> None:
+        """Receive the server's log messages at ``level`` and above (``debug``, ``info``,
+        ``notice``, ``warning``, ``error``, ``critical``, ``alert``, ``emergency``). They go to
+        Python logging on ``conduit_mcp.server.<client name>`` and to the handler's
+        ``handle_log``. Kept across reconnects: legacy ``logging/setLevel``, sent again to every
+        new session; modern: ``_meta["io.modelcontextprotocol/logLevel"]`` on every request from
+        now on (a call's own ``_meta`` one wins).
+
+        Raises:
+            Error: ``argument``/``level`` for a level not in that list;
+                ``unavailable``/``not_supported`` when a legacy server declares no ``logging``
+                capability; otherwise as any request: ``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server`` or ``protocol``
+                (``Client``'s "Errors"). Cancelling the awaiting task gives the call up (a
+                request is cancelled at the server).
+        """
+        await self._call(rq.set_logging_level(level), timeout)
 
     async def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False

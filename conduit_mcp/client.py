@@ -33,6 +33,7 @@ from .config import ClientOptions, build_config
 from .errors import Error
 from .futures import FutureClient
 from .protocol.results import parse_server_info
+from .protocol.server_logs import LoggingLevel
 from .replies import SyncReply
 from .request import Handle, ListKind, Request
 from .status import State, Status
@@ -503,6 +504,23 @@ class Client:
                 ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         self._call(rq.resource_subscription(uri, False), timeout)
+
+    def set_logging_level(self, level: LoggingLevel, *, timeout: float | None = None) -> None:
+        """Receive the server's log messages at ``level`` and above (``debug``, ``info``,
+        ``notice``, ``warning``, ``error``, ``critical``, ``alert``, ``emergency``). They go to
+        Python logging on ``conduit_mcp.server.<client name>`` and to the handler's
+        ``handle_log``. Kept across reconnects: legacy ``logging/setLevel``, sent again to every
+        new session; modern: ``_meta["io.modelcontextprotocol/logLevel"]`` on every request from
+        now on (a call's own ``_meta`` one wins).
+
+        Raises:
+            Error: ``argument``/``level`` for a level not in that list;
+                ``unavailable``/``not_supported`` when a legacy server declares no ``logging``
+                capability; otherwise as any request: ``argument``, ``timeout``, ``overloaded``,
+                ``closed``, ``transport``, ``unavailable``, ``auth``, ``server`` or ``protocol``
+                (``Client``'s "Errors").
+        """
+        self._call(rq.set_logging_level(level), timeout)
 
     def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False

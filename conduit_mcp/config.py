@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 from .errors import Error
 from .protocol.client_caps import for_handler
 from .protocol.messages import client_info
+from .protocol.server_logs import LEVELS, LoggingLevel
 from .protocol.versions import ProtocolChoice, parse_protocol_option
 
 DEFAULT_CLIENT_INFO: Mapping[str, str] = client_info()
@@ -297,6 +298,17 @@ class ClientOptions(TypedDict, total=False):
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (max_cache_ttl): option 'max_cache_ttl' must be a number of seconds >= 0 or None
     """
+    log_level: LoggingLevel | None
+    """The least severe server log message to receive from the start, as if
+    ``client.set_logging_level(log_level)`` were called before the first request: modern,
+    every request carries it; legacy, ``logging/setLevel`` follows every ``initialize`` of a
+    server that declares ``logging`` (docs/telemetry.md, "Server logs"). Default None: the
+    server's own default (legacy), no log messages (modern).
+
+    >>> mcp.Client.start(server, log_level="verbose")
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (log_level): option 'log_level' must be None or one of debug, info, notice, warning, error, critical, alert, emergency
+    """
     tracer_provider: Any
     """An OpenTelemetry ``TracerProvider`` (None, the default: the global one).
 
@@ -352,6 +364,8 @@ class Config:
     max_subscriber_backlog: int = 1000
     # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
     max_cache_ttl: float | None = 300.0
+    # The server log level to ask for from the start (docs/telemetry.md, "Server logs").
+    log_level: LoggingLevel | None = None
     # OpenTelemetry providers (docs/telemetry.md, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
@@ -470,6 +484,13 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
         # Derived once, here: the connection never looks at the handler's methods
         # (docs/connection.md, "Server-to-client requests").
         values["capabilities"] = for_handler(values.get("handler"), declared)
+    level = values.get("log_level")
+    if level is not None and (type(level) is not str or level not in LEVELS):
+        raise Error(
+            "config",
+            "log_level",
+            f"option 'log_level' must be None or one of {', '.join(LEVELS)}",
+        )
     for name, method in (("tracer_provider", "get_tracer"), ("meter_provider", "get_meter")):
         provider = values.get(name)
         if provider is not None and not callable(getattr(provider, method, None)):

@@ -21,6 +21,7 @@ from .actors.events import AwaitReady, Call
 from .caller_watch import WATCH
 from .errors import Error
 from .otp._pykka import calling_actor_stopped
+from .protocol.server_logs import LoggingLevel
 from .replies import FutureReply
 from .request import Handle, ListKind, Request
 from .status import Status
@@ -305,6 +306,25 @@ class FutureClient:
                 ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
         """
         return self._call(rq.resource_subscription(uri, False), timeout)
+
+    def set_logging_level(
+        self, level: LoggingLevel, *, timeout: float | None = None
+    ) -> pykka.Future[None]:
+        """Receive the server's log messages at ``level`` and above (``debug``, ``info``,
+        ``notice``, ``warning``, ``error``, ``critical``, ``alert``, ``emergency``). They go to
+        Python logging on ``conduit_mcp.server.<client name>`` and to the handler's
+        ``handle_log``. Kept across reconnects: legacy ``logging/setLevel``, sent again to every
+        new session; modern: ``_meta["io.modelcontextprotocol/logLevel"]`` on every request from
+        now on (a call's own ``_meta`` one wins).
+
+        Raises:
+            Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``/``level``
+                for a level not in that list; ``unavailable``/``not_supported`` when a legacy
+                server declares no ``logging`` capability; otherwise as any request:
+                ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+        """
+        return self._call(rq.set_logging_level(level), timeout)
 
     def list_all_tools(
         self, *, timeout: float | None = None, refresh: bool = False

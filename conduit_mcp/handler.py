@@ -216,7 +216,9 @@ class Handler:
         self, level: str, data: Any, logger: str | None, ctx: HandlerContext
     ) -> Awaitable[None] | None:
         """A server log message (``notifications/message``): its ``level``, ``data`` and
-        optional ``logger`` name, in arrival order. The default ignores it.
+        optional ``logger`` name, as the server sent them (untrusted: the Python logging
+        copy on ``conduit_mcp.server.<client name>`` is the escaped, bounded one), in
+        arrival order. The default ignores it. ``client.set_logging_level`` asks for them:
 
         >>> import sys
         >>> import conduit_mcp as mcp
@@ -229,7 +231,7 @@ class Handler:
         ...         self.seen.put((level, data))
         >>> logs = Logs()
         >>> with mcp.Client.start(server, protocol="legacy", handler=logs) as client:
-        ...     _ = client.request("logging/setLevel", {"level": "info"})
+        ...     client.set_logging_level("info")
         ...     _ = client.call_tool("log", {"level": "info", "data": "hello"})
         ...     logs.seen.get(timeout=10)
         ('info', 'hello')

@@ -38,6 +38,7 @@ class Published:
         "resource_uris",
         "once_modern",
         "last_failure",
+        "log_level",
         "deliveries",
         "token",
         "last_id",
@@ -73,6 +74,9 @@ class Published:
         self.once_modern = False
         # The connection's last failed attempt to connect (None once ready): what errors say.
         self.last_failure: Failure | None = None
+        # The server log level the caller set (set_logging_level; None: never set): sent in
+        # every modern request's _meta, and again to every new legacy session.
+        self.log_level: str | None = None
         # Notifications told to the notifier and not yet taken from its mailbox: the
         # connection drops (and counts) one more past max_subscriber_backlog
         # (docs/connection.md, "Floods").

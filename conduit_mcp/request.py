@@ -46,6 +46,7 @@ from .protocol.results import (
     parse_progress,
     parse_read_resource,
 )
+from .protocol.server_logs import check_level
 from .protocol.server_requests import ROUND_METHODS
 from .replies import FAIL, OK, Reply, SyncReply
 from .status import Status
@@ -293,6 +294,12 @@ def resource_subscription(uri: Any, subscribe: bool) -> Request[None]:
         raise Error("argument", "uri", "uri must be a non-empty string")
     method = "resources/subscribe" if subscribe else "resources/unsubscribe"
     return Request(method, {"uri": uri}, _none)
+
+
+def set_logging_level(level: Any) -> Request[None]:
+    """``logging/setLevel``: the least severe server log level to receive, checked here (the
+    connection keeps it, and answers it itself in the modern era)."""
+    return Request("logging/setLevel", {"level": check_level(level)}, _none)
 
 
 def begin(

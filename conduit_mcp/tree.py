@@ -144,6 +144,7 @@ class ClientTree:
         self.spec = spec
         self.config = config
         self.shared = Published()
+        self.shared.log_level = config.log_level  # set_logging_level replaces it
         self.telemetry = Telemetry(
             config.tracer_provider,
             config.meter_provider,

@@ -152,6 +152,22 @@ METHODS = [
         doc="Undo :meth:`subscribe`.",
         raises=REQUEST_RAISES,
     ),
+    Method(
+        "set_logging_level",
+        params="level: LoggingLevel, *, timeout: float | None = None",
+        result="None",
+        body="self._call(rq.set_logging_level(level), timeout)",
+        doc="""Receive the server's log messages at ``level`` and above (``debug``, ``info``,
+        ``notice``, ``warning``, ``error``, ``critical``, ``alert``, ``emergency``). They go
+        to Python logging on ``conduit_mcp.server.<client name>`` and to the handler's
+        ``handle_log``. Kept across reconnects: legacy ``logging/setLevel``, sent again to
+        every new session; modern: ``_meta["io.modelcontextprotocol/logLevel"]`` on every
+        request from now on (a call's own ``_meta`` one wins).""",
+        raises="""``argument``/``level`` for a level not in that list;
+        ``unavailable``/``not_supported`` when a legacy server declares no ``logging``
+        capability; otherwise as any request: """
+        + REQUEST_RAISES,
+    ),
     _walk(
         "tools",
         "Tool",

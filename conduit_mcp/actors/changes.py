@@ -48,7 +48,9 @@ from ..protocol import listen as lsn
 from ..protocol.cache_rules import Kind, ttl_ms
 from ..protocol.cache_rules import scope as page_scope
 from ..protocol.coalesce import Coalescer, RefreshGate
+from ..protocol.server_logs import LOG_METHOD, declared
 from ..published import Published
+from ..server_logs import ServerLog
 from ..status import Era
 from ..telemetry import ConnectionTelemetry
 from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
@@ -161,6 +163,8 @@ class ChangeTracker:
         # A handler taking notifications: told each one delivered, and a listen consumer of
         # every kind (docs/connection.md, "Server-to-client requests").
         self._handler_notes = handler_notes
+        # Server log messages also go to Python logging, from the notifier's thread.
+        self._server_log = ServerLog(client_name)
 
     def replay_consumers(self, connection: pykka.ActorRef[Any]) -> None:
         """A restarted connection starts with no consumers, but the notifier kept its
@@ -298,7 +302,13 @@ class ChangeTracker:
         # Nobody subscribed, and no notifier: nothing to tell (the notifier is started by the
         # first subscription; checked too, as a restarted connection learns its consumers
         # from it a moment after it starts).
-        if not self._consumers and self._siblings.get("notifier") is None:
+        # A server log message is also wanted by Python logging when its level is enabled
+        # (the notifier logs it: docs/telemetry.md, "Server logs").
+        if (
+            not self._consumers
+            and self._siblings.get("notifier") is None
+            and not (method == LOG_METHOD and self._server_log.wants(params))
+        ):
             return
         # Bounded: while the notifier is max_subscriber_backlog behind, dropped and counted
         # (docs/connection.md, "Floods").
@@ -383,6 +393,19 @@ class ChangeTracker:
         if self._conn.era == "modern":
             self._update_listen()
             return
+        level = self._published.log_level
+        if level is not None and declared(self._published.capabilities):
+            # A new session starts at the server's default level: the caller's is set again.
+            rid = self._conn.new_id()
+            self._quiet.add(rid)
+            self._conn.send_raw(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "logging/setLevel",
+                    "params": {"level": level},
+                }
+            )
         for uri in sorted(self._resource_uris):
             rid = self._conn.new_id()
             self._quiet.add(rid)

@@ -77,6 +77,7 @@ from ..protocol.jsonrpc import (
     Response,
     server_error,
 )
+from ..protocol.server_logs import set_level
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
 from ..telemetry import NO_CONNECTION_TELEMETRY, ConnectionTelemetry
@@ -129,6 +130,8 @@ log = logging.getLogger("conduit_mcp.connection")
 _monotonic = time.monotonic
 
 _RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
+#: Handled by the connection in both eras (``_set_log_level``).
+SET_LEVEL = "logging/setLevel"
 
 # The messages the ChangeTracker handles, in any state (the listen actor's included).
 _CHANGE_EVENTS = (
@@ -771,6 +774,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             return
         if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
+        if call.method == SET_LEVEL and self._set_log_level(call):
+            return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:
             reply.fail(
@@ -792,6 +797,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             client_info=self._client_info,
             capabilities=self._capabilities,
             progress_token=rid if call.progress else None,
+            log_level=self._shared.log_level,
         )
         # In the table before it is sent: a server on another thread (InProcess, or a fast
         # stdio one) can answer, and report progress, before send returns; progress for an
@@ -806,6 +812,21 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             reply.fail(exc)
             return
         self.set_timeout(call, remaining, Deadline(call))
+
+    def _set_log_level(self, call: Call) -> bool:
+        """``logging/setLevel`` from the API (docs/telemetry.md, "Server logs"): refused here
+        (legacy) when the server declares no ``logging``; else the level is kept (sent again
+        to every new legacy session, and in every modern request's ``_meta``). Modern:
+        answered here, as the era has no setLevel. Legacy: False, the call is sent as it is."""
+        level, refusal = set_level(call.params, self._shared.capabilities, self._era)
+        if refusal is not None:
+            call.reply.fail(refusal)
+            return True
+        self._shared.log_level = level
+        if self._era == "modern":
+            call.reply.ok({})
+            return True
+        return False
 
     def _route(self, m: Any) -> Any:
         t = type(m)

@@ -59,7 +59,9 @@ from conduit_mcp.actors.events import Consumers
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
 from conduit_mcp.otp.base import Link, SafeActor
 from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
+from conduit_mcp.protocol.server_logs import LOG_METHOD
 from conduit_mcp.published import Deliveries
+from conduit_mcp.server_logs import ServerLog
 
 if TYPE_CHECKING:
     from conduit_mcp.replies import Reply
@@ -235,6 +237,8 @@ class Notifier(SafeActor):
         # asyncio subscribers: what is scheduled on their loop and not yet put.
         self._transit: dict[Hashable, _Transit] = {}
         self.client_name = client_name
+        # Server log messages go to Python logging from here, never from the connection.
+        self._server_log = ServerLog(client_name)
         # Each callable subscriber's notifications not yet handed to it (bounded by
         # max_backlog), drained a slice at a time by _Drain.
         self._waiting: dict[Hashable, deque[ServerNotification]] = {}
@@ -267,6 +271,7 @@ class Notifier(SafeActor):
     def receive(self, message: Any) -> Any:
         if isinstance(message, Deliver):
             self._deliveries.handled += len(message.notifications)
+            self._log(message.notifications)
             self._deliver(message.notifications)
             return None
         if message is _DRAIN:
@@ -314,6 +319,20 @@ class Notifier(SafeActor):
             logger.info(
                 "client %s: notification subscriber %s removed: %s", self.client_name, sub.name, why
             )
+
+    def _log(self, batch: Sequence[ServerNotification]) -> None:
+        if self._halt.is_set():
+            return
+        for note in batch:
+            if note.method == LOG_METHOD:
+                try:
+                    self._server_log.emit(note.params)
+                except Exception as exc:  # a logging handler's own failure
+                    logger.warning(
+                        "client %s: logging a server log message raised %s",
+                        self.client_name,
+                        type(exc).__name__,
+                    )
 
     def _deliver(self, batch: Sequence[ServerNotification]) -> None:
         subs = self._subs

@@ -11,7 +11,13 @@ from typing import Any, Final, Literal
 
 from .._version import __version__
 from ..errors import Error
-from .meta import META_CLIENT_CAPS, META_CLIENT_INFO, META_PROGRESS_TOKEN, META_VERSION
+from .meta import (
+    META_CLIENT_CAPS,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROGRESS_TOKEN,
+    META_VERSION,
+)
 
 #: The modern probe and capability query; servers MUST implement it (MCP spec 2026-07-28,
 #: Server, "Discover").
@@ -63,6 +69,7 @@ def request(
     client_info: Mapping[str, Any],
     capabilities: Mapping[str, Any],
     progress_token: int | str | None = None,
+    log_level: str | None = None,
 ) -> dict[str, Any]:
     """A JSON-RPC request for ``era``; the caller's ``params`` and ``_meta`` are not mutated.
 
@@ -72,6 +79,10 @@ def request(
     Those three keys overwrite any the caller put in ``_meta`` (the connection, not the
     caller, knows the negotiated version; on HTTP a disagreeing version header would be
     -32020); other caller keys (``traceparent``, a log level, custom ones) are kept.
+    ``log_level`` (modern only; the client's ``set_logging_level``) is written as
+    ``_meta["io.modelcontextprotocol/logLevel"]`` unless the caller's ``_meta`` has one: a
+    server sends log messages only for a request that carries it (MCP spec 2026-07-28,
+    Logging).
     Legacy (MCP spec 2025-11-25): ``_meta`` is optional and only written for a progress token;
     ``params`` is omitted when there are none.
 
@@ -97,6 +108,8 @@ def request(
             p["_meta"] = meta
         if progress_token is not None:
             meta[META_PROGRESS_TOKEN] = progress_token
+        if log_level is not None and META_LOG_LEVEL not in meta:
+            meta[META_LOG_LEVEL] = log_level
         return {"jsonrpc": "2.0", "id": id, "method": method, "params": p}
     if era != "legacy":
         raise Error("argument", "era", "era must be 'modern' or 'legacy'")

@@ -23,6 +23,7 @@ def test_modern_discover_result(spawn):
             "prompts": {"listChanged": True},
             "resources": {"subscribe": True, "listChanged": True},
             "completions": {},
+            "logging": {},
         },
         "_meta": {SERVER_INFO: {"name": "disco", "version": "1.0.0"}},
         "instructions": result["instructions"],

@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 
 from ..scripted.options import Config
-from ..scripted.protocol import INVALID_REQUEST, METHOD_NOT_FOUND, dict_at
+from ..scripted.protocol import INVALID_REQUEST, LOG_LEVEL_KEY, METHOD_NOT_FOUND, dict_at
 from .streams import Exchange, Router, Session, Stream, current_exchange
 
 __all__ = ["MISSING_SESSION", "SESSION_HEADER", "SESSION_NOT_FOUND", "ExchangeMixin"]
@@ -92,8 +92,8 @@ class ExchangeMixin:
         token = meta.get("progressToken")
         option = self.config.http_response
         sse = method == "subscriptions/listen" or option == "sse"
-        if option == "auto" and token is not None:
-            sse = True
+        if option == "auto" and (token is not None or LOG_LEVEL_KEY in meta):
+            sse = True  # it may send progress, or (modern) log messages for this request
         exchange = Exchange(
             router, msg["id"], method, "sse" if sse else "json", router.new_stream(), token
         )

@@ -177,6 +177,7 @@ class HandlersMixin(ServerState):
                 "prompts": {"listChanged": True},
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
+                **self._logging_capability(),
             },
             "_meta": self._result_meta,
             "instructions": self.config.instructions,
@@ -207,7 +208,7 @@ class HandlersMixin(ServerState):
                 "prompts": {"listChanged": True},
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
-                "logging": {},
+                **self._logging_capability(),
             },
             "serverInfo": dict(self._server_info),
             "instructions": self.config.instructions,
@@ -358,7 +359,12 @@ class HandlersMixin(ServerState):
         self._legacy_subscriptions.discard(uri)
         return {}
 
+    def _logging_capability(self) -> dict[str, Any]:
+        return {} if self.config.no_logging else {"logging": {}}
+
     def _h_set_level(self, ctx: Ctx) -> dict[str, Any]:
+        if self.config.no_logging:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": "logging/setLevel"})
         level = ctx.params.get("level") if isinstance(ctx.params, dict) else None
         if level not in LOG_RANK:
             raise RpcError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")

@@ -54,6 +54,7 @@ class Config:
     flood_tools: bool = False
     metadata: bool = False
     ask_roots: bool = False
+    no_logging: bool = False
     on_initialized: list[dict[str, Any]] = field(default_factory=list)
     http: bool = False
     port: int = 0
@@ -176,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="legacy: send roots/list after notifications/initialized and after each "
         "notifications/roots/list_changed, when the client declared roots",
+    )
+    p.add_argument(
+        "--no-logging",
+        action="store_true",
+        help="declare no logging capability (logging/setLevel is then -32601)",
     )
     p.add_argument(
         "--on-initialized",
@@ -313,6 +319,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         flood_tools=ns.flood_tools,
         metadata=ns.metadata,
         ask_roots=ns.ask_roots,
+        no_logging=ns.no_logging,
         on_initialized=on_initialized,
         http=ns.http,
         port=ns.port,
