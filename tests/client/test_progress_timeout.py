@@ -1,4 +1,4 @@
-"""Progress that keeps a call alive (docs/connecting.md, "Progress"), through the public API
+"""Progress that keeps a call alive (docs/connecting.md, "Progress that keeps a call alive"), through the public API
 against the scripted server over stdio and Streamable HTTP, in both eras.
 
 ``reset_timeout_on_progress=True`` restarts a call's ``timeout`` on each progress report:
