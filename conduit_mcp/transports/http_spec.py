@@ -101,7 +101,8 @@ class Http:
 
     def __repr__(self) -> str:
         # The URL's password and query may be credentials (``?api_key=``): origin and path only.
-        return f"Http(url={describe(self)!r}, credential_id={self.credential_id!r})"
+        fallback = ", sse_fallback=True" if self.sse_fallback is True else ""
+        return f"Http(url={describe(self)!r}, credential_id={self.credential_id!r}{fallback})"
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str):

@@ -25,6 +25,10 @@ def with_secrets(url: str) -> str:
 def test_the_repr_of_http_shows_origin_and_path_only() -> None:
     spec = mcp.Http("https://user:" + PASSWORD + "@mcp.example.com:8443/mcp?api_key=" + QUERY_KEY)
     assert repr(spec) == "Http(url='https://mcp.example.com:8443/mcp', credential_id=None)"
+    fallback = mcp.Http("https://mcp.example.com:8443/mcp?key=s3cret", sse_fallback=True)
+    assert repr(fallback) == (
+        "Http(url='https://mcp.example.com:8443/mcp', credential_id=None, sse_fallback=True)"
+    )
 
 
 @pytest.mark.parametrize(
