@@ -26,6 +26,7 @@ import pykka
 
 from . import request as rq
 from . import subscriptions, tree
+from . import validation as vd
 from .actors.events import Call, ReconnectNow, RootsChanged
 from .actors.oauth import Authorize
 from .aio import AsyncClient
@@ -322,14 +323,20 @@ class Client:
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``on_progress`` runs in this thread for each progress
-        notification; if it raises, the request is cancelled and the exception propagates.
+        the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent). ``on_progress``
+        runs in this thread for each progress notification; if it raises, the request is
+        cancelled and the exception propagates.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
-                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``invalid_structured_content`` for a result that does not match the
+                tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+                ``validate_arguments``).
         """
-        return self._call(
+        return self._call_tool(
             rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
             timeout,
             on_progress,
@@ -727,6 +734,21 @@ class Client:
             walk.add(self._call(request, remaining))
         rq.store_walk_and_wait(self._handle, walk)
         return tuple(walk.items)
+
+    def _call_tool(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None = None,
+    ) -> CallToolResult:
+        # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
+        checks = vd.find_tool(self._handle, req)
+        if isinstance(checks, vd.ListFirst):
+            started = time.monotonic()
+            tools = self._list_all("tools", timeout, True)
+            checks = vd.from_listing(self._handle, req, tools)
+            timeout = vd.time_left(self._handle, timeout, started)
+        return self._call(vd.checked(req, checks), timeout, on_progress)
 
     def _call(
         self,

@@ -283,6 +283,26 @@ class ClientOptions(TypedDict, total=False):
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (max_cache_ttl): option 'max_cache_ttl' must be a number of seconds >= 0 or None
     """
+    validate_output: bool
+    """Check the ``structuredContent`` of a tool that declares an ``outputSchema`` against
+    it (the schema from the cached tool list, fetched first for a tool never listed); a
+    mismatch is ``protocol``/``invalid_structured_content``, naming the first failing path.
+    False accepts whatever the server sends. Default True.
+
+    >>> mcp.Client.start(server, validate_output='no')
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (validate_output): option 'validate_output' must be True or False
+    """
+    validate_arguments: bool
+    """Check a call's arguments against the tool's cached ``inputSchema`` before anything is
+    sent: a mismatch is ``argument``/``invalid_arguments``, naming the first failing path,
+    without a round trip to a server that would refuse it. Default False.
+
+    >>> with mcp.Client.start(server, validate_arguments=True) as client:
+    ...     client.call_tool("add", {"a": 1, "b": "two"})
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: argument (invalid_arguments): the arguments of tool 'add' do not match its inputSchema at /b (keyword 'type'); fix the arguments, or start the client with validate_arguments=False
+    """
     tracer_provider: Any
     """An OpenTelemetry ``TracerProvider`` (None, the default: the global one).
 
@@ -337,6 +357,9 @@ class Config:
     max_subscriber_backlog: int = 1000
     # The longest a cached list stays fresh, whatever the server's ttlMs says (None: no cap).
     max_cache_ttl: float | None = 300.0
+    # Tool schema checks (docs/validation.md).
+    validate_output: bool = True
+    validate_arguments: bool = False
     # OpenTelemetry providers (docs/telemetry.md, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
@@ -370,6 +393,7 @@ _INTS = {
     "max_input_rounds": (False, 1),
     "max_round_inputs": (False, 1),
 }
+_BOOLS = ("validate_output", "validate_arguments")
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 
 
@@ -427,6 +451,9 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
     for name, (allow_none, minimum) in _INTS.items():
         if name in values:
             values[name] = _int(name, values[name], allow_none, minimum)
+    for name in _BOOLS:
+        if name in values and type(values[name]) is not bool:
+            raise Error("config", name, f"option {name!r} must be True or False")
     prior = values.get("prior")
     if prior not in (None, "legacy"):
         raise Error("config", "prior", "option 'prior' must be None or 'legacy'")

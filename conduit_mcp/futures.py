@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .caller_watch import WATCH
 from .errors import Error
@@ -115,15 +116,21 @@ class FutureClient:
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``on_progress`` is a ``pykka.ActorRef``, told
-        ``("conduit_mcp.progress", request_id, params)`` for each progress notification.
+        the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent). ``on_progress`` is
+        a ``pykka.ActorRef``, told ``("conduit_mcp.progress", request_id, params)`` for each
+        progress notification.
 
         Raises:
             Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
                 ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
-                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``invalid_structured_content`` for a result that does not match the
+                tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+                ``validate_arguments``).
         """
-        return self._call(
+        return self._call_tool(
             rq.with_total(rq.call_tool(name, arguments, meta), max_total_timeout),
             timeout,
             on_progress,
@@ -385,6 +392,51 @@ class FutureClient:
                 out.set_exception((type(exc), exc, exc.__traceback__))
                 return
             out.set(tuple(page_walk.items))
+
+        _submit(run)
+        return out
+
+    def _call_tool(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None = None,
+    ) -> pykka.Future[CallToolResult]:
+        # The tool's schemas, from the cache or (never listed) fetched first, in a worker so
+        # the calling actor never blocks: docs/validation.md.
+        found = vd.find_tool(self._handle, req)
+        if isinstance(found, vd.ListFirst):
+            return self._call_tool_listing(req, timeout, on_progress)
+        return self._call(vd.checked(req, found), timeout, on_progress)
+
+    def _call_tool_listing(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None,
+    ) -> pykka.Future[CallToolResult]:
+        out: pykka.ThreadingFuture[CallToolResult] = pykka.ThreadingFuture()
+        started = time.monotonic()
+        handle = self._handle
+
+        def run() -> None:
+            try:
+                seconds = vd.time_left(handle, timeout, started)
+                tools = self._list_all("tools", seconds, True).get(timeout=seconds + rq.GRACE)
+                checks = vd.from_listing(handle, req, tools)
+                left = vd.time_left(handle, timeout, started)
+                runtime = handle.find()
+                total = runtime.config.max_total_timeout if runtime is not None else left
+                call = self._call(vd.checked(req, checks), left, on_progress)
+                value = call.get(timeout=max(left, total) + rq.GRACE)
+            except pykka.Timeout:
+                error = Error("timeout", "deadline", "tools/call got no answer in time")
+                out.set_exception((Error, error, None))
+                return
+            except BaseException as exc:
+                out.set_exception((type(exc), exc, exc.__traceback__))
+                return
+            out.set(value)
 
         _submit(run)
         return out
