@@ -142,9 +142,11 @@ def _wanted(config: Config) -> tuple[bool, bool]:
 
 def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | ListFirst | None:
     """The checks of a ``tools/call`` from the cached tool list: None when there is nothing
-    to check (both options off, no client yet, a tool missing from a list that is current),
+    to check (both options off, no client yet, a tool missing from a fresh list),
     :data:`LIST` when the list must be fetched first (never listed, or the tool is missing
-    from a list a ``list_changed`` made stale: it may be new)."""
+    from a list that is not fresh: it may be new). A tool found in a list that is not fresh
+    is checked against that definition; a ``list_changed`` refreshes the list in the
+    background (docs/cache.md)."""
     runtime = handle.find()
     if runtime is None or req.params is None:
         return None
@@ -161,7 +163,14 @@ def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | List
     except Error:  # the cache went with its connection: the call fails or succeeds alone
         return None
     if tool is None:
-        return LIST if entry is None or entry.stale else None
+        # Missing from a list that may be out of date (never fresh without the server's
+        # ttlMs, stale after list_changed, or a list_changed already heard): it may be new.
+        # A name missing from a fresh list is not the list's to know: sent unchecked.
+        try:
+            fresh = cache.fresh("tools", time.monotonic()) is not None
+        except Error:
+            return None
+        return None if fresh else LIST
     return ToolChecks(tool, arguments, output)
 
 

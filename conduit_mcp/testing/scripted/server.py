@@ -153,6 +153,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             )
             self._tool_fns[name] = self._t_dynamic
         self._dynamic_tools: dict[str, dict[str, Any]] = {}
+        self._dynamic_results: dict[str, dict[str, Any]] = {}
         self._tools_list = list(self._static_tools)
         common = {
             "tools/list": self._h_tools_list,
