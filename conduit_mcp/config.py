@@ -298,10 +298,9 @@ class ClientOptions(TypedDict, total=False):
     sent: a mismatch is ``argument``/``invalid_arguments``, naming the first failing path,
     without a round trip to a server that would refuse it. Default False.
 
-    >>> with mcp.Client.start(server, validate_arguments=True) as client:
-    ...     client.call_tool("add", {"a": 1, "b": "two"})
+    >>> mcp.Client.start(server, validate_arguments=1)
     Traceback (most recent call last):
-    conduit_mcp.errors.Error: argument (invalid_arguments): the arguments of tool 'add' do not match its inputSchema at /b (keyword 'type'); fix the arguments, or start the client with validate_arguments=False
+    conduit_mcp.errors.Error: config (validate_arguments): option 'validate_arguments' must be True or False
     """
     tracer_provider: Any
     """An OpenTelemetry ``TracerProvider`` (None, the default: the global one).
