@@ -394,11 +394,17 @@ class AsyncClient:
         timeout: float | None,
         on_progress: Callable[[Progress], object] | None = None,
     ) -> CallToolResult:
+        if on_progress is not None and not callable(on_progress):
+            raise Error("argument", "on_progress", "on_progress must be callable")
         # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
         checks = vd.find_tool(self._handle, req)
         if isinstance(checks, vd.ListFirst):
             started = time.monotonic()
-            tools = await self._list_all("tools", timeout, True)
+            tools: tuple[Any, ...] = ()
+            try:
+                tools = await self._list_all("tools", timeout, True)
+            except Error as exc:
+                vd.listing_failed(self._handle, exc)  # raises unless the call may go unchecked
             checks = vd.from_listing(self._handle, req, tools)
             timeout = vd.time_left(self._handle, timeout, started)
         return await self._call(vd.checked(req, checks), timeout, on_progress)

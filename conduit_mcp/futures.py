@@ -402,6 +402,8 @@ class FutureClient:
         timeout: float | None,
         on_progress: pykka.ActorRef[Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
+        if on_progress is not None and not isinstance(on_progress, pykka.ActorRef):
+            raise Error("argument", "on_progress", "on_progress must be a pykka.ActorRef here")
         # The tool's schemas, from the cache or (never listed) fetched first, in a worker so
         # the calling actor never blocks: docs/validation.md.
         found = vd.find_tool(self._handle, req)
@@ -418,11 +420,22 @@ class FutureClient:
         out: pykka.ThreadingFuture[CallToolResult] = pykka.ThreadingFuture()
         started = time.monotonic()
         handle = self._handle
+        # The calling actor, watched from the worker as if the worker were it (its request
+        # is cancelled when it dies, as for a call sent from its own thread).
+        caller = _calling_actor_stopped()
 
         def run() -> None:
+            _callers.stopped = caller
             try:
                 seconds = vd.time_left(handle, timeout, started)
-                tools = self._list_all("tools", seconds, True).get(timeout=seconds + rq.GRACE)
+                tools: tuple[Any, ...] = ()
+                try:
+                    walk = self._list_all("tools", seconds, True)
+                    tools = walk.get(timeout=seconds + rq.GRACE)
+                except Error as exc:
+                    vd.listing_failed(handle, exc)  # raises unless the call may go unchecked
+                if caller is not None and caller.is_set():
+                    return  # the calling actor died: nobody waits, nothing is sent
                 checks = vd.from_listing(handle, req, tools)
                 left = vd.time_left(handle, timeout, started)
                 runtime = handle.find()
@@ -436,6 +449,8 @@ class FutureClient:
             except BaseException as exc:
                 out.set_exception((type(exc), exc, exc.__traceback__))
                 return
+            finally:
+                _callers.stopped = None  # the pool's thread belongs to no actor
             out.set(value)
 
         _submit(run)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -136,17 +137,38 @@ class ListFirst:
 LIST: Final = ListFirst()
 
 
+#: client tree -> the cache whose tool list could not be fetched for the checks: its calls
+#: go unchecked rather than fetching again (a new connection has a new cache: tried again).
+_UNLISTABLE: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_unlistable_lock = threading.Lock()
+
+
+def listing_failed(handle: Handle, error: Error) -> None:
+    """After the tool list could not be fetched for a call's checks: re-raise ``error``
+    unless the call may go on unchecked. A list the server cannot give within the client's
+    limits (``protocol``: ``list_too_large``, ``response_too_large``, a malformed page) or
+    will not (``server``: no ``tools/list``) does not make the call fail; it goes unchecked,
+    and so do the next calls of this connection. Anything else (the deadline, the
+    connection, credentials) would fail the call too: raised."""
+    if error.kind not in ("protocol", "server"):
+        raise error
+    runtime = handle.find()
+    if runtime is not None and runtime.shared.cache is not None:
+        with _unlistable_lock:
+            _UNLISTABLE[runtime] = runtime.shared.cache
+
+
 def _wanted(config: Config) -> tuple[bool, bool]:
     return config.validate_arguments, config.validate_output
 
 
 def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | ListFirst | None:
     """The checks of a ``tools/call`` from the cached tool list: None when there is nothing
-    to check (both options off, no client yet, a tool missing from a fresh list),
-    :data:`LIST` when the list must be fetched first (never listed, or the tool is missing
-    from a list that is not fresh: it may be new). A tool found in a list that is not fresh
-    is checked against that definition; a ``list_changed`` refreshes the list in the
-    background (docs/cache.md)."""
+    to check (both options off, no client yet, a tool missing from a current list, a list
+    this connection could not fetch), :data:`LIST` when the list must be fetched first
+    (never listed, or the tool is missing from a list a ``list_changed`` made out of date).
+    A tool found in the cached list is checked against that definition, fresh or not; a
+    ``list_changed`` refreshes the list in the background (docs/cache.md)."""
     runtime = handle.find()
     if runtime is None or req.params is None:
         return None
@@ -163,14 +185,15 @@ def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | List
     except Error:  # the cache went with its connection: the call fails or succeeds alone
         return None
     if tool is None:
-        # Missing from a list that may be out of date (never fresh without the server's
-        # ttlMs, stale after list_changed, or a list_changed already heard): it may be new.
-        # A name missing from a fresh list is not the list's to know: sent unchecked.
+        # Never listed, or missing from a list a list_changed made out of date: it may be
+        # new. A name missing from a current list is sent unchecked (the server answers it).
         try:
-            fresh = cache.fresh("tools", time.monotonic()) is not None
+            changed = cache.changed("tools")
         except Error:
             return None
-        return None if fresh else LIST
+        if not changed or _UNLISTABLE.get(runtime) is cache:
+            return None
+        return LIST
     return ToolChecks(tool, arguments, output)
 
 
