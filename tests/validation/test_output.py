@@ -196,3 +196,23 @@ def test_futures_front_end_checks_the_same_and_lists_first_off_the_caller(script
         client.futures.call_tool(bad).get(timeout=20)
     assert (caught.value.reason, caught.value.data["path"]) == ("invalid_structured_content", "/count")
     assert SECRET not in str(caught.value)
+
+
+def test_a_tool_list_the_client_cannot_take_leaves_calls_unchecked(scripted, start_client):
+    # the tool list's response is over max_frame: the calls go on unchecked, listed once
+    client = start_client(scripted.stdio(), max_frame=4096)
+    for _ in range(3):
+        assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
+    assert len(scripted.received("tools/list")) == 1
+    with pytest.raises(mcp.Error) as caught:
+        client.list_all_tools()
+    assert caught.value.reason == "response_too_large"
+
+
+def test_a_listing_that_times_out_fails_the_call(scripted, start_client):
+    scripted.set_rules([{"match": {"method": "tools/list"}, "action": {"drop": True}}])
+    client = start_client(scripted.stdio())
+    with pytest.raises(mcp.Error) as caught:
+        client.call_tool("add", {"a": 1, "b": 2}, timeout=0.5)
+    assert caught.value.kind == "timeout"
+    assert tool_calls(scripted, "add") == []  # its whole timeout went on the listing
