@@ -21,13 +21,14 @@ did not change compiles nothing (docs/validation.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import jsonschema_rs
 import orjson
@@ -47,14 +48,42 @@ from .types import CallToolResult, Tool
 
 #: How many compiled schemas the process keeps (each table); the oldest goes first.
 MAX_COMPILED: Final = 512
+#: The most schema JSON the tables keep alive, in bytes (each table): 512 schemas at the
+#: 1 MiB bound would otherwise be half a gigabyte, held past the tool lists they came from.
+MAX_COMPILED_BYTES: Final = 64 * 1024 * 1024
 
 Compiled = jsonschema_rs.Validator | SchemaProblem
 
 
+class _Table:
+    """An insertion-ordered table bounded by entries and by the bytes of their schemas; the
+    oldest go first. Writers hold the owner's lock; readers ``get`` without one."""
+
+    __slots__ = ("entries", "size", "most", "most_bytes")
+
+    def __init__(self, most: int, most_bytes: int) -> None:
+        self.entries: dict[Any, tuple[Any, int]] = {}  # key -> (value, bytes)
+        self.size = 0
+        self.most = most
+        self.most_bytes = most_bytes
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.size -= old[1]
+        while self.entries and (
+            len(self.entries) >= self.most or self.size + size > self.most_bytes
+        ):
+            self.size -= self.entries.pop(next(iter(self.entries)))[1]
+        self.entries[key] = (value, size)
+        self.size += size
+
+
 class Validators:
     """Compiled validators (or the :class:`SchemaProblem` of a schema that does not compile),
-    bounded at ``size`` per table. Readers take no lock (one ``dict.get``, atomic under the
-    GIL); a miss compiles outside the lock, then stores under it.
+    bounded at ``size`` entries and ``most_bytes`` of schema per table. Readers take no lock
+    (one ``dict.get``, atomic under the GIL); a miss compiles outside the lock, then stores
+    under it.
 
     >>> table = Validators(size=2)
     >>> schema = {"type": "integer"}
@@ -64,46 +93,42 @@ class Validators:
     1
     """
 
-    __slots__ = ("_size", "_by_id", "_by_content", "_lock", "compiled")
+    __slots__ = ("_by_id", "_by_content", "_lock", "compiled")
 
-    def __init__(self, size: int = MAX_COMPILED) -> None:
-        self._size = size
-        # id(schema) -> (schema, compiled): the schema is held, so its id is not reused while
-        # the entry lives.
-        self._by_id: dict[int, tuple[Any, Compiled]] = {}
-        self._by_content: dict[bytes, Compiled] = {}
+    def __init__(self, size: int = MAX_COMPILED, most_bytes: int = MAX_COMPILED_BYTES) -> None:
+        # id(schema) -> ((schema, compiled), bytes): the schema is held, so its id is not
+        # reused while the entry lives.
+        self._by_id = _Table(size, most_bytes)
+        # digest of the schema's canonical JSON -> (compiled, bytes)
+        self._by_content = _Table(size, most_bytes)
         self._lock = threading.Lock()
         #: How many schemas were compiled (a measure for tests and benchmarks).
         self.compiled = 0
 
     def get(self, schema: Any) -> Compiled:
         """The compiled ``schema``: a validator, or the problem that stops it compiling."""
-        hit = self._by_id.get(id(schema))
-        if hit is not None and hit[0] is schema:
-            return hit[1]
-        key = _content_key(schema)
-        compiled = self._by_content.get(key)
-        if compiled is None:
+        hit = self._by_id.entries.get(id(schema))
+        if hit is not None and hit[0][0] is schema:
+            return cast(Compiled, hit[0][1])
+        text = _canonical(schema)
+        key = hashlib.blake2b(text, digest_size=32).digest()
+        found = self._by_content.entries.get(key)
+        if found is not None:
+            compiled: Compiled = found[0]
+        else:
             try:
                 compiled = compile_schema(schema)
             except SchemaProblem as problem:
                 compiled = problem
             with self._lock:
                 self.compiled += 1
-                _put(self._by_content, key, compiled, self._size)
+                self._by_content.put(key, compiled, len(text))
         with self._lock:
-            _put(self._by_id, id(schema), (schema, compiled), self._size)
+            self._by_id.put(id(schema), (schema, compiled), len(text))
         return compiled
 
 
-def _put(table: dict[Any, Any], key: Any, value: Any, size: int) -> None:
-    table.pop(key, None)
-    while len(table) >= size:
-        del table[next(iter(table))]
-    table[key] = value
-
-
-def _content_key(schema: Any) -> bytes:
+def _canonical(schema: Any) -> bytes:
     try:
         return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # an integer over 64 bits (decoded by the fallback decoder)
