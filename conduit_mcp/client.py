@@ -746,14 +746,13 @@ class Client:
         # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
         checks = vd.find_tool(self._handle, req)
         if isinstance(checks, vd.ListFirst):
-            started = time.monotonic()
+            # The listing is a request of its own, with the call's timeout; so is the call.
             tools: tuple[Any, ...] = ()
             try:
                 tools = self._list_all("tools", timeout, True)
             except Error as exc:
-                vd.listing_failed(self._handle, exc)  # raises unless the call may go unchecked
+                vd.listing_failed(self._handle, exc)  # the call goes on unchecked
             checks = vd.from_listing(self._handle, req, tools)
-            timeout = vd.time_left(self._handle, timeout, started)
         return self._call(vd.checked(req, checks), timeout, on_progress)
 
     def _call(

@@ -418,7 +418,6 @@ class FutureClient:
         on_progress: pykka.ActorRef[Any] | None,
     ) -> pykka.Future[CallToolResult]:
         out: pykka.ThreadingFuture[CallToolResult] = pykka.ThreadingFuture()
-        started = time.monotonic()
         handle = self._handle
         # The calling actor, watched from the worker as if the worker were it (its request
         # is cancelled when it dies, as for a call sent from its own thread).
@@ -427,21 +426,24 @@ class FutureClient:
         def run() -> None:
             _callers.stopped = caller
             try:
-                seconds = vd.time_left(handle, timeout, started)
+                runtime = handle.find()
+                cfg = runtime.config if runtime is not None else None
+                seconds = rq.check_timeout(timeout, cfg.request_timeout if cfg else 30.0)
+                # The listing is a request of its own, with the call's timeout; so is the call.
                 tools: tuple[Any, ...] = ()
                 try:
                     walk = self._list_all("tools", seconds, True)
                     tools = walk.get(timeout=seconds + rq.GRACE)
+                except pykka.Timeout:
+                    vd.listing_failed(handle, Error("timeout", "deadline"))
                 except Error as exc:
-                    vd.listing_failed(handle, exc)  # raises unless the call may go unchecked
+                    vd.listing_failed(handle, exc)  # the call goes on unchecked
                 if caller is not None and caller.is_set():
                     return  # the calling actor died: nobody waits, nothing is sent
                 checks = vd.from_listing(handle, req, tools)
-                left = vd.time_left(handle, timeout, started)
-                runtime = handle.find()
-                total = runtime.config.max_total_timeout if runtime is not None else left
-                call = self._call(vd.checked(req, checks), left, on_progress)
-                value = call.get(timeout=max(left, total) + rq.GRACE)
+                total = cfg.max_total_timeout if cfg is not None else seconds
+                call = self._call(vd.checked(req, checks), seconds, on_progress)
+                value = call.get(timeout=max(seconds, total) + rq.GRACE)
             except pykka.Timeout:
                 error = Error("timeout", "deadline", "tools/call got no answer in time")
                 out.set_exception((Error, error, None))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from .protocol.schema import (
     error_for,
     first_failure,
 )
-from .request import Handle, Request, check_timeout
+from .request import Handle, Request
 from .types import CallToolResult, Tool
 
 #: How many compiled schemas the process keeps (each table); the oldest goes first.
@@ -162,25 +161,30 @@ class ListFirst:
 LIST: Final = ListFirst()
 
 
-#: client tree -> the cache whose tool list could not be fetched for the checks: its calls
-#: go unchecked rather than fetching again (a new connection has a new cache: tried again).
+#: client tree -> (the cache, its version) when a tool list could not be fetched for the
+#: checks: its calls go unchecked rather than fetching again, until the cache changes (a
+#: new connection has a new cache; a list stored meanwhile, a new version: tried again).
 _UNLISTABLE: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _unlistable_lock = threading.Lock()
 
 
 def listing_failed(handle: Handle, error: Error) -> None:
-    """After the tool list could not be fetched for a call's checks: re-raise ``error``
-    unless the call may go on unchecked. A list the server cannot give within the client's
-    limits (``protocol``: ``list_too_large``, ``response_too_large``, a malformed page) or
-    will not (``server``: no ``tools/list``) does not make the call fail; it goes unchecked,
-    and so do the next calls of this connection. Anything else (the deadline, the
-    connection, credentials) would fail the call too: raised."""
-    if error.kind not in ("protocol", "server"):
-        raise error
+    """After the tool list could not be fetched for a call's checks (``error``: over the
+    client's limits, refused, timed out, the connection lost): the call goes on unchecked,
+    and so do the next calls of this connection until a tool list is cached (a
+    ``list_all_tools``, a refresh), rather than each waiting on a listing that fails. The
+    call then succeeds or fails on its own (a closed client still fails it ``closed``). A
+    new connection (a new cache) tries again. A schema check is a check of a consistent
+    server, not a defence against a hostile one (which can declare no schema at all)."""
     runtime = handle.find()
-    if runtime is not None and runtime.shared.cache is not None:
+    cache = runtime.shared.cache if runtime is not None else None
+    if cache is not None:
+        try:
+            version = cache.version
+        except Error:  # gone with its connection: the next one tries again
+            return
         with _unlistable_lock:
-            _UNLISTABLE[runtime] = runtime.shared.cache
+            _UNLISTABLE[runtime] = (cache, version)
 
 
 def _wanted(config: Config) -> tuple[bool, bool]:
@@ -214,11 +218,11 @@ def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | List
         # new. A name missing from a current list is sent unchecked (the server answers it).
         try:
             changed = cache.changed("tools")
+            failed = _UNLISTABLE.get(runtime) == (cache, cache.version)
         except Error:
             return None
-        if not changed or _UNLISTABLE.get(runtime) is cache:
-            return None
-        return LIST
+        # (a list stored since a failed listing changes the version: listed again)
+        return LIST if changed and not failed else None
     return ToolChecks(tool, arguments, output)
 
 
@@ -236,21 +240,6 @@ def from_listing(
         return None
     arguments, output = _wanted(runtime.config)
     return ToolChecks(tool, arguments, output)
-
-
-def time_left(handle: Handle, timeout: float | None, started: float) -> float:
-    """The call's timeout less what fetching the tool list took; ``timeout``/``deadline`` if
-    nothing is left."""
-    runtime = handle.find()
-    default = runtime.config.request_timeout if runtime is not None else 30.0
-    left = check_timeout(timeout, default) - (time.monotonic() - started)
-    if left <= 0:
-        raise Error(
-            "timeout",
-            "deadline",
-            "tools/call: fetching the tool list (for its schemas) took the call's whole timeout",
-        )
-    return left
 
 
 def checked(req: Request[CallToolResult], checks: ToolChecks | None) -> Request[CallToolResult]:

@@ -70,7 +70,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
 
     hits: list[str]
 
-    def do_GET(self) -> None:  # noqa: N802 (the http.server hook's name)
+    def do_GET(self) -> None:
         self.hits.append(self.path)
         body = b'{"type": "string"}'
         self.send_response(200)

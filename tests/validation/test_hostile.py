@@ -93,7 +93,9 @@ def test_pattern_length_at_the_bound_compiles_one_longer_is_refused(scripted, st
     client = start_client(scripted.stdio())
     size = rules.MAX_PATTERN_CHARS
     ok = add_tool(
-        client, output_schema={"type": "string", "pattern": "a" * size}, result=structured("a" * size)
+        client,
+        output_schema={"type": "string", "pattern": "a" * size},
+        result=structured("a" * size),
     )
     assert client.call_tool(ok).structured_content == "a" * size
     long = add_tool(
@@ -163,7 +165,9 @@ def test_a_catastrophic_pattern_ends_quickly(scripted, start_client, pattern):
 def test_a_pattern_over_the_compiled_size_bound_is_refused(scripted, start_client):
     client = start_client(scripted.stdio())
     name = add_tool(
-        client, output_schema={"type": "string", "pattern": "(a{1000}){1000}"}, result=structured("")
+        client,
+        output_schema={"type": "string", "pattern": "(a{1000}){1000}"},
+        result=structured(""),
     )
     refused(client, name)
 

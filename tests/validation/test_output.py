@@ -194,7 +194,10 @@ def test_futures_front_end_checks_the_same_and_lists_first_off_the_caller(script
     bad = add_tool(client, output_schema=count_schema(), result=structured({"count": SECRET}))
     with pytest.raises(mcp.Error) as caught:
         client.futures.call_tool(bad).get(timeout=20)
-    assert (caught.value.reason, caught.value.data["path"]) == ("invalid_structured_content", "/count")
+    assert (caught.value.reason, caught.value.data["path"]) == (
+        "invalid_structured_content",
+        "/count",
+    )
     assert SECRET not in str(caught.value)
 
 
@@ -209,10 +212,17 @@ def test_a_tool_list_the_client_cannot_take_leaves_calls_unchecked(scripted, sta
     assert caught.value.reason == "response_too_large"
 
 
-def test_a_listing_that_times_out_fails_the_call(scripted, start_client):
-    scripted.set_rules([{"match": {"method": "tools/list"}, "action": {"drop": True}}])
+def test_a_listing_that_times_out_leaves_the_call_unchecked(scripted, start_client):
+    scripted.set_rules([{"match": {"method": "tools/list"}, "action": {"drop": True}, "times": 1}])
     client = start_client(scripted.stdio())
+    # the listing gets the call's timeout, then the call its own: it goes on unchecked
+    assert client.call_tool("add", {"a": 1, "b": 2}, timeout=0.5).text == "3"
+    # and the connection's next calls do not wait on a listing again
+    assert client.call_tool("add", {"a": 1, "b": 2}, timeout=0.5).text == "3"
+    assert len(scripted.received("tools/list")) == 1
+    # a list cached meanwhile is used: the user lists (answered now), the checks apply
+    client.list_all_tools()
+    name = add_tool(client, output_schema={"type": "integer"}, result=structured("x"))
     with pytest.raises(mcp.Error) as caught:
-        client.call_tool("add", {"a": 1, "b": 2}, timeout=0.5)
-    assert caught.value.kind == "timeout"
-    assert tool_calls(scripted, "add") == []  # its whole timeout went on the listing
+        client.call_tool(name)
+    assert caught.value.reason == "invalid_structured_content"
