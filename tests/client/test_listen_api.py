@@ -371,7 +371,9 @@ def test_resource_subscriptions_survive_a_connection_crash(
     crashable, make_server, start_client, protocol
 ):
     server = make_server()
-    client = ready(start_client, server, protocol)
+    # validate_output=False: the call below would list the tools first, and the listen that
+    # then adds toolsListChanged may overlap the old one (each sends the update once)
+    client = ready(start_client, server, protocol, validate_output=False)
     notes: queue.Queue[Any] = queue.Queue()
     client.subscribe_notifications(notes, methods=[UPDATED, BARRIER])
     client.subscribe(HELLO)
