@@ -130,10 +130,10 @@ def libraries(calls: int, repeat: int) -> None:
     for label, (schema, value) in VALUES.items():
         got: dict[str, tuple[float, float]] = {}
         for name, (compile_, check) in libs.items():
-            c = per_op(lambda compile_=compile_: compile_(schema), max(20, calls // 50), repeat)
+            c = per_op(lambda f=compile_, s=schema: f(s), max(20, calls // 50), repeat)
             v_ = compile_(schema)
             check(v_, value)
-            v = per_op(lambda check=check, v_=v_: check(v_, value), calls, repeat)
+            v = per_op(lambda f=check, v_=v_, x=value: f(v_, x), calls, repeat)
             got[name] = (c, v)
         rs_c, rs_v = got["jsonschema-rs"]
         for name, (c, v) in got.items():
@@ -151,7 +151,9 @@ def libraries(calls: int, repeat: int) -> None:
 # --------------------------------------------------------------------------- (b) per call
 
 
-def official_per_call(server_args: list[str], env: dict[str, str], calls: int, repeat: int) -> float:
+def official_per_call(
+    server_args: list[str], env: dict[str, str], calls: int, repeat: int
+) -> float:
     import anyio
     from mcp import Client, StdioServerParameters
 
