@@ -207,10 +207,9 @@ def find_tool(handle: Handle, req: Request[CallToolResult]) -> ToolChecks | List
     cache = runtime.shared.cache
     if cache is None:
         return None
-    name = req.params["name"]
     try:
-        entry = cache.entry("tools")
-        tool = cache.lookup("tools", name) if entry is not None else None
+        # The hot path: one point lookup (a listed tool); the list's state only on a miss.
+        tool = cache.lookup("tools", req.params["name"])
     except Error:  # the cache went with its connection: the call fails or succeeds alone
         return None
     if tool is None:
