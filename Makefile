@@ -160,6 +160,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
+	$(BIN)/python benchmarks/validation_bench.py
 
 # Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
 SOAK_ARGS ?=
