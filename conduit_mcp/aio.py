@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .errors import Error
 from .protocol.server_logs import LoggingLevel
@@ -106,18 +107,23 @@ class AsyncClient:
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
-        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
-        ``on_progress`` runs on this loop for each progress notification (an exception it raises
-        goes to the loop's exception handler).
+        the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent).
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call. ``on_progress`` runs on this
+        loop for each progress notification (an exception it raises goes to the loop's exception
+        handler).
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
-                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
-                Cancelling the awaiting task gives the call up (a request is cancelled at the
-                server).
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``invalid_structured_content`` for a result that does not match the
+                tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+                ``validate_arguments``). Cancelling the awaiting task gives the call up (a
+                request is cancelled at the server).
         """
-        return await self._call(
+        return await self._call_tool(
             rq.with_total(
                 rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
             ),
@@ -426,6 +432,26 @@ class AsyncClient:
             with contextlib.suppress(TimeoutError, Error):
                 await asyncio.wait_for(future, wait)
         return tuple(walk.items)
+
+    async def _call_tool(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None = None,
+    ) -> CallToolResult:
+        if on_progress is not None and not callable(on_progress):
+            raise Error("argument", "on_progress", "on_progress must be callable")
+        # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
+        checks = vd.find_tool(self._handle, req)
+        if isinstance(checks, vd.ListFirst):
+            # The listing is a request of its own, with the call's timeout; so is the call.
+            tools: tuple[Any, ...] = ()
+            try:
+                tools = await self._list_all("tools", timeout, True)
+            except Error as exc:
+                vd.listing_failed(self._handle, exc)  # the call goes on unchecked
+            checks = vd.from_listing(self._handle, req, tools)
+        return await self._call(vd.checked(req, checks), timeout, on_progress)
 
     async def _call(
         self,

@@ -232,6 +232,14 @@ class Cache:
             return None
         return entry
 
+    def changed(self, kind: Kind) -> bool:
+        """Whether the cached ``kind`` list may be missing a new item: there is none, it is
+        marked stale, or a ``list_changed`` for it was heard (by the transport's reader,
+        which may be ahead of the connection) since it was fetched. Expiry alone does not
+        count: a list past its ``ttlMs`` was still the whole list when fetched."""
+        entry = self.entry(kind)
+        return entry is None or entry.stale or self._heard.get(kind, -math.inf) >= entry.fetched_at
+
     def items(self, kind: Kind) -> tuple[Any, ...] | None:
         """The cached ``kind`` items whatever their freshness, if visible; None if there is
         no such list. Never fetches (``cached_tools``)."""

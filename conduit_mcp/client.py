@@ -26,6 +26,7 @@ import pykka
 
 from . import request as rq
 from . import subscriptions, tree
+from . import validation as vd
 from .actors.events import Call, ReconnectNow, RootsChanged
 from .actors.oauth import Authorize
 from .aio import AsyncClient
@@ -329,16 +330,22 @@ class Client:
         meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
-        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
-        ``on_progress`` runs in this thread for each progress notification; if it raises, the
-        request is cancelled and the exception propagates.
+        the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent).
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call. ``on_progress`` runs in this
+        thread for each progress notification; if it raises, the request is cancelled and the
+        exception propagates.
 
         Raises:
             Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
-                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``invalid_structured_content`` for a result that does not match the
+                tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+                ``validate_arguments``).
         """
-        return self._call(
+        return self._call_tool(
             rq.with_total(
                 rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
             ),
@@ -778,6 +785,26 @@ class Client:
             walk.add(self._call(request, remaining))
         rq.store_walk_and_wait(self._handle, walk)
         return tuple(walk.items)
+
+    def _call_tool(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None = None,
+    ) -> CallToolResult:
+        if on_progress is not None and not callable(on_progress):
+            raise Error("argument", "on_progress", "on_progress must be callable")
+        # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
+        checks = vd.find_tool(self._handle, req)
+        if isinstance(checks, vd.ListFirst):
+            # The listing is a request of its own, with the call's timeout; so is the call.
+            tools: tuple[Any, ...] = ()
+            try:
+                tools = self._list_all("tools", timeout, True)
+            except Error as exc:
+                vd.listing_failed(self._handle, exc)  # the call goes on unchecked
+            checks = vd.from_listing(self._handle, req, tools)
+        return self._call(vd.checked(req, checks), timeout, on_progress)
 
     def _call(
         self,

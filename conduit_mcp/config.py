@@ -308,6 +308,24 @@ class ClientOptions(TypedDict, total=False):
     >>> mcp.Client.start(server, log_level="verbose")
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (log_level): option 'log_level' must be None or one of debug, info, notice, warning, error, critical, alert, emergency
+    validate_output: bool
+    """Check the ``structuredContent`` of a tool that declares an ``outputSchema`` against
+    it (the schema from the cached tool list, fetched first for a tool never listed); a
+    mismatch is ``protocol``/``invalid_structured_content``, naming the first failing path.
+    False accepts whatever the server sends. Default True.
+
+    >>> mcp.Client.start(server, validate_output='no')
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (validate_output): option 'validate_output' must be True or False
+    """
+    validate_arguments: bool
+    """Check a call's arguments against the tool's cached ``inputSchema`` before anything is
+    sent: a mismatch is ``argument``/``invalid_arguments``, naming the first failing path,
+    without a round trip to a server that would refuse it. Default False.
+
+    >>> mcp.Client.start(server, validate_arguments=1)
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (validate_arguments): option 'validate_arguments' must be True or False
     """
     tracer_provider: Any
     """An OpenTelemetry ``TracerProvider`` (None, the default: the global one).
@@ -366,6 +384,9 @@ class Config:
     max_cache_ttl: float | None = 300.0
     # The server log level to ask for from the start (docs/telemetry.md, "Server logs").
     log_level: LoggingLevel | None = None
+    # Tool schema checks (docs/validation.md).
+    validate_output: bool = True
+    validate_arguments: bool = False
     # OpenTelemetry providers (docs/telemetry.md, "Telemetry"); None: the global ones, resolved lazily.
     tracer_provider: Any = field(default=None, repr=False, compare=False)
     meter_provider: Any = field(default=None, repr=False, compare=False)
@@ -399,6 +420,7 @@ _INTS = {
     "max_input_rounds": (False, 1),
     "max_round_inputs": (False, 1),
 }
+_BOOLS = ("validate_output", "validate_arguments")
 OPTION_NAMES = frozenset(Config.__dataclass_fields__)
 
 
@@ -462,6 +484,9 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
             "reset_timeout_on_progress",
             "option 'reset_timeout_on_progress' must be True or False",
         )
+    for name in _BOOLS:
+        if name in values and type(values[name]) is not bool:
+            raise Error("config", name, f"option {name!r} must be True or False")
     prior = values.get("prior")
     if prior not in (None, "legacy"):
         raise Error("config", "prior", "option 'prior' must be None or 'legacy'")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .caller_watch import WATCH
 from .errors import Error
@@ -117,17 +118,23 @@ class FutureClient:
         meta: Mapping[str, Any] | None = None,
     ) -> pykka.Future[CallToolResult]:
         """Call a tool; its result. A result with ``is_error`` is a result, not an exception:
-        the tool ran and failed. ``reset_timeout_on_progress`` (else the client's option): each
-        progress report restarts ``timeout``, ``max_total_timeout`` bounding the whole call.
-        ``on_progress`` is a ``pykka.ActorRef``, told
-        ``("conduit_mcp.progress", request_id, params)`` for each progress notification.
+        the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent).
+        ``reset_timeout_on_progress`` (else the client's option): each progress report restarts
+        ``timeout``, ``max_total_timeout`` bounding the whole call. ``on_progress`` is a
+        ``pykka.ActorRef``, told ``("conduit_mcp.progress", request_id, params)`` for each
+        progress notification.
 
         Raises:
             Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
                 ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
-                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors").
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``invalid_structured_content`` for a result that does not match the
+                tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+                ``validate_arguments``).
         """
-        return self._call(
+        return self._call_tool(
             rq.with_total(
                 rq.call_tool(name, arguments, meta), max_total_timeout, reset_timeout_on_progress
             ),
@@ -433,6 +440,68 @@ class FutureClient:
                 out.set_exception((type(exc), exc, exc.__traceback__))
                 return
             out.set(tuple(page_walk.items))
+
+        _submit(run)
+        return out
+
+    def _call_tool(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None = None,
+    ) -> pykka.Future[CallToolResult]:
+        if on_progress is not None and not isinstance(on_progress, pykka.ActorRef):
+            raise Error("argument", "on_progress", "on_progress must be a pykka.ActorRef here")
+        # The tool's schemas, from the cache or (never listed) fetched first, in a worker so
+        # the calling actor never blocks: docs/validation.md.
+        found = vd.find_tool(self._handle, req)
+        if isinstance(found, vd.ListFirst):
+            return self._call_tool_listing(req, timeout, on_progress)
+        return self._call(vd.checked(req, found), timeout, on_progress)
+
+    def _call_tool_listing(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None,
+    ) -> pykka.Future[CallToolResult]:
+        out: pykka.ThreadingFuture[CallToolResult] = pykka.ThreadingFuture()
+        handle = self._handle
+        # The calling actor, watched from the worker as if the worker were it (its request
+        # is cancelled when it dies, as for a call sent from its own thread).
+        caller = _calling_actor_stopped()
+
+        def run() -> None:
+            _callers.stopped = caller
+            try:
+                runtime = handle.find()
+                cfg = runtime.config if runtime is not None else None
+                seconds = rq.check_timeout(timeout, cfg.request_timeout if cfg else 30.0)
+                # The listing is a request of its own, with the call's timeout; so is the call.
+                tools: tuple[Any, ...] = ()
+                try:
+                    walk = self._list_all("tools", seconds, True)
+                    tools = walk.get(timeout=seconds + rq.GRACE)
+                except pykka.Timeout:
+                    vd.listing_failed(handle, Error("timeout", "deadline"))
+                except Error as exc:
+                    vd.listing_failed(handle, exc)  # the call goes on unchecked
+                if caller is not None and caller.is_set():
+                    return  # the calling actor died: nobody waits, nothing is sent
+                checks = vd.from_listing(handle, req, tools)
+                total = cfg.max_total_timeout if cfg is not None else seconds
+                call = self._call(vd.checked(req, checks), seconds, on_progress)
+                value = call.get(timeout=max(seconds, total) + rq.GRACE)
+            except pykka.Timeout:
+                error = Error("timeout", "deadline", "tools/call got no answer in time")
+                out.set_exception((Error, error, None))
+                return
+            except BaseException as exc:
+                out.set_exception((type(exc), exc, exc.__traceback__))
+                return
+            finally:
+                _callers.stopped = None  # the pool's thread belongs to no actor
+            out.set(value)
 
         _submit(run)
         return out

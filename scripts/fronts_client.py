@@ -72,11 +72,16 @@ METHODS = [
         reset_timeout_on_progress: bool | None = None,
         on_progress: $progress = None, meta: Mapping[str, Any] | None = None""",
         result="CallToolResult",
-        body="""self._call(rq.with_total(rq.call_tool(name, arguments, meta),
+        body="""self._call_tool(rq.with_total(rq.call_tool(name, arguments, meta),
         max_total_timeout, reset_timeout_on_progress), timeout, on_progress)""",
         doc=f"""Call a tool; its result. A result with ``is_error`` is a result, not an
-        exception: the tool ran and failed. {RESET}""",
-        raises=REQUEST_RAISES,
+        exception: the tool ran and failed. A tool that declares an ``outputSchema`` has its
+        ``structuredContent`` checked against it (``validate_output``; with
+        ``validate_arguments``, the arguments too, before anything is sent). {RESET}""",
+        raises=REQUEST_RAISES.removesuffix(".")
+        + """; ``protocol``/``invalid_structured_content`` for a result that does not match
+        the tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
+        ``validate_arguments``).""",
     ),
     _page("tools", "Tool", "tools", " (``Page.next_cursor`` is None on the last page)"),
     _page("prompts", "Prompt", "prompts"),

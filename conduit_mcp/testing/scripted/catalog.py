@@ -137,8 +137,17 @@ TOOL_SPECS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = [
     ),
     (
         "add_tool",
-        "Add a dynamic tool and announce tools/list_changed.",
-        object_schema({"name": STRING}, ("name",)),
+        "Add a dynamic tool (its inputSchema and outputSchema, and the result it answers, "
+        "when given) and announce tools/list_changed.",
+        object_schema(
+            {
+                "name": STRING,
+                "input_schema": {"type": "object"},
+                "output_schema": {"type": "object"},
+                "result": {"type": "object"},
+            },
+            ("name",),
+        ),
         None,
     ),
     (

@@ -176,6 +176,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             self._prompts = with_metadata(PROMPTS, METADATA_PROMPTS)
             self._resources = with_metadata(RESOURCES, METADATA_RESOURCES)
             self._templates = with_metadata(RESOURCE_TEMPLATES, METADATA_TEMPLATES)
+        self._dynamic_results: dict[str, dict[str, Any]] = {}
         self._tools_list = list(self._static_tools)
         common = {
             "tools/list": self._h_tools_list,

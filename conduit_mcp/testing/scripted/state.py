@@ -44,6 +44,7 @@ class ServerState:
     _tool_fns: dict[str, Callable[[Ctx, dict[str, Any]], Any]]  # tool name -> implementation
     _static_tools: list[dict[str, Any]]  # the built-in and generated tools
     _dynamic_tools: dict[str, dict[str, Any]]  # tools added by the add_tool tool
+    _dynamic_results: dict[str, dict[str, Any]]  # what a dynamic tool answers, if scripted
     _tools_list: list[dict[str, Any]]  # what tools/list pages through: static + dynamic
     _prompts: list[dict[str, Any]]  # what prompts/list pages through (PROMPTS, or --metadata's)
     _resources: list[dict[str, Any]]

@@ -319,11 +319,20 @@ class ToolsMixin(ServerState):
         name = args.get("name")
         if not isinstance(name, str) or not name or name in self._tool_fns:
             return tool_error("add_tool: name must be a new, non-empty string")
+        input_schema = args.get("input_schema", object_schema({"text": STRING}))
+        output_schema = args.get("output_schema")
+        result = args.get("result")
+        if not all(x is None or type(x) is dict for x in (input_schema, output_schema, result)):
+            return tool_error("add_tool: input_schema, output_schema and result must be objects")
         tool = {
             "name": name,
             "description": "A tool added at run time.",
-            "inputSchema": object_schema({"text": STRING}),
+            "inputSchema": input_schema,
         }
+        if output_schema is not None:
+            tool["outputSchema"] = output_schema
+        if result is not None:
+            self._dynamic_results[name] = result
         self._dynamic_tools[name] = tool
         self._tool_fns[name] = self._t_dynamic
         self._tools_list = self._static_tools + list(self._dynamic_tools.values())
@@ -335,6 +344,7 @@ class ToolsMixin(ServerState):
         if name not in self._dynamic_tools:
             return tool_error(f"remove_tool: no dynamic tool {name!r}")
         del self._dynamic_tools[name]
+        self._dynamic_results.pop(name, None)
         del self._tool_fns[name]
         self._tools_list = self._static_tools + list(self._dynamic_tools.values())
         self._announce("tools", ctx.era)
@@ -342,6 +352,9 @@ class ToolsMixin(ServerState):
 
     def _t_dynamic(self, ctx: Ctx, args: dict[str, Any]) -> dict[str, Any]:
         name = ctx.params["name"]
+        scripted = self._dynamic_results.get(name)
+        if scripted is not None:
+            return dict(scripted)
         return {
             "content": [{"type": "text", "text": f"{name} called"}],
             "structuredContent": {"arguments": args},
