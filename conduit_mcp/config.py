@@ -308,6 +308,7 @@ class ClientOptions(TypedDict, total=False):
     >>> mcp.Client.start(server, log_level="verbose")
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (log_level): option 'log_level' must be None or one of debug, info, notice, warning, error, critical, alert, emergency
+    """
     validate_output: bool
     """Check the ``structuredContent`` of a tool that declares an ``outputSchema`` against
     it (the schema from the cached tool list, fetched first for a tool never listed); a
