@@ -197,6 +197,9 @@ bench: venv compare-peers
 	$(BIN)/python benchmarks/hub_bench.py
 	$(BIN)/python benchmarks/hub_compare.py --compare-python $(COMPARE_VENV)/bin/python
 	$(BIN)/python benchmarks/validation_bench.py
+	$(BIN)/python benchmarks/sse_bench.py
+	$(BIN)/python benchmarks/inprocess_bench.py
+	$(BIN)/python benchmarks/bench_metadata.py
 
 # Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
 SOAK_ARGS ?=
