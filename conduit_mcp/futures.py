@@ -48,12 +48,27 @@ _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
+_listing_pool: ThreadPoolExecutor | None = None
+
+
 def _submit(job: Callable[[], None]) -> None:
     global _pool
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(4, thread_name_prefix="conduit-mcp-futures")
         pool = _pool
+    pool.submit(job)
+
+
+def _submit_listing(job: Callable[[], None]) -> None:
+    """A ``call_tool`` that must list the tools first waits in a pool of its own: its job
+    sends requests whose own waits (a call made while a supervised client restarts) may need
+    the first pool, so sharing one would let four such calls wait on each other."""
+    global _listing_pool
+    with _pool_lock:
+        if _listing_pool is None:
+            _listing_pool = ThreadPoolExecutor(4, thread_name_prefix="conduit-mcp-listing")
+        pool = _listing_pool
     pool.submit(job)
 
 
@@ -427,22 +442,30 @@ class FutureClient:
 
         def run() -> None:
             try:
-                while not page_walk.done:
-                    if caller is not None and caller.is_set():
-                        return  # the calling actor died: nobody waits for the rest
-                    request, remaining = page_walk.next()
-                    page_walk.add(self._call(request, remaining).get(timeout=remaining + rq.GRACE))
-                rq.store_walk_and_wait(self._handle, page_walk)
+                items = self._walk(page_walk, caller)
             except pykka.Timeout:
                 out.set_exception(_timeout_info(kind))
                 return
             except BaseException as exc:
                 out.set_exception((type(exc), exc, exc.__traceback__))
                 return
-            out.set(tuple(page_walk.items))
+            if items is not None:  # None: the calling actor died, nobody waits for the rest
+                out.set(items)
 
         _submit(run)
         return out
+
+    def _walk(
+        self, page_walk: rq.PageWalk, caller: threading.Event | None
+    ) -> tuple[Any, ...] | None:
+        """One page after another, in this (worker) thread; None once the calling actor died."""
+        while not page_walk.done:
+            if caller is not None and caller.is_set():
+                return None
+            request, remaining = page_walk.next()
+            page_walk.add(self._call(request, remaining).get(timeout=remaining + rq.GRACE))
+        rq.store_walk_and_wait(self._handle, page_walk)
+        return tuple(page_walk.items)
 
     def _call_tool(
         self,
@@ -480,8 +503,10 @@ class FutureClient:
                 # The listing is a request of its own, with the call's timeout; so is the call.
                 tools: tuple[Any, ...] = ()
                 try:
-                    walk = self._list_all("tools", seconds, True)
-                    tools = walk.get(timeout=seconds + rq.GRACE)
+                    # Walked here, in this worker: a second job would wait for a worker of
+                    # the pool this one may be the last free one of.
+                    walk = rq.begin_listing(handle, "tools", seconds, True)
+                    tools = walk if isinstance(walk, tuple) else (self._walk(walk, caller) or ())
                 except pykka.Timeout:
                     vd.listing_failed(handle, Error("timeout", "deadline"))
                 except Error as exc:
@@ -503,7 +528,7 @@ class FutureClient:
                 _callers.stopped = None  # the pool's thread belongs to no actor
             out.set(value)
 
-        _submit(run)
+        _submit_listing(run)
         return out
 
     def _call(

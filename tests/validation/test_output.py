@@ -15,6 +15,7 @@ import pykka
 import pytest
 
 import conduit_mcp as mcp
+import conduit_mcp.testing
 from conduit_mcp.validation import VALIDATORS
 
 from .conftest import add_tool, structured
@@ -226,3 +227,27 @@ def test_a_listing_that_times_out_leaves_the_call_unchecked(scripted, start_clie
     with pytest.raises(mcp.Error) as caught:
         client.call_tool(name)
     assert caught.value.reason == "invalid_structured_content"
+
+
+def test_many_first_calls_from_an_actor_each_list_first_without_waiting_on_each_other(
+    tmp_path, start_client
+):
+    # Eight futures calls from one actor on a client that never listed: each lists the tools
+    # first in a worker. The listing is slow, so all eight wait for one at once; before, the
+    # walk was a second job on the same four-worker pool and they waited on each other until
+    # their deadline.
+    server = mcp.testing.ScriptedServer(
+        tmp_path, rules=[{"match": {"method": "tools/list"}, "action": {"delay": 0.3}}]
+    )
+    client = start_client(server.stdio())
+
+    class Caller(pykka.ThreadingActor):
+        def on_receive(self, message: Any) -> Any:
+            futures = [client.futures.call_tool("add", {"a": n, "b": 1}) for n in range(8)]
+            return [f.text for f in pykka.get_all(futures, timeout=15)]
+
+    caller = Caller.start()
+    try:
+        assert caller.ask("go", timeout=20) == [str(n + 1) for n in range(8)]
+    finally:
+        caller.stop()
