@@ -105,6 +105,7 @@ from .http_wire import (
     connect_failure,
     feed,
     http_error,
+    not_connected,
     read_body,
     same_origin_only,
     status_error,
@@ -531,17 +532,7 @@ class HttpTransport:
                 self._sent.pop(rid, None)
                 self.report_down(*connect_failure(exc))
             except aiohttp.ConnectionTimeoutError:
-                # No connection within connect_timeout (connecting, or waiting for a pooled
-                # one): never sent, so not a broken stream (which "may have run").
-                self.fail(
-                    rid,
-                    Error(
-                        "transport",
-                        "connect_timeout",
-                        f"{sent.method}: no connection to the server within "
-                        "connect_timeout; the request was not sent",
-                    ),
-                )
+                self.fail(rid, not_connected(sent.method))
             except Error as exc:
                 self.fail(rid, exc)
             except aiohttp.TooManyRedirects:

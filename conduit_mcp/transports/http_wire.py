@@ -155,6 +155,16 @@ def too_many_redirects(method: str) -> Error:
     )
 
 
+def not_connected(method: str) -> Error:
+    """No connection within ``connect_timeout`` (connecting, or waiting for a pooled one):
+    the request was never sent, so not a broken stream (which "may have run")."""
+    return Error(
+        "transport",
+        "connect_timeout",
+        f"{method}: no connection to the server within connect_timeout; the request was not sent",
+    )
+
+
 def client_failure(method: str, exc: BaseException) -> Error:
     """An exception inside the HTTP client itself (aiohttp refusing a header value, a bug):
     the transport's own failure, never evidence about the server (it may not have sent a

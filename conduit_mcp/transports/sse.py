@@ -54,6 +54,7 @@ from .http_wire import (
     connect_failure,
     feed,
     http_error,
+    not_connected,
     read_body,
     status_error,
     too_many_redirects,
@@ -196,15 +197,7 @@ class SseTransport(HttpTransport):
             self._sent.pop(rid, None)
             self.report_down(*connect_failure(exc))
         except aiohttp.ConnectionTimeoutError:
-            self.fail(
-                rid,
-                Error(
-                    "transport",
-                    "connect_timeout",
-                    f"{sent.method}: no connection to the server within connect_timeout; "
-                    "the request was not sent",
-                ),
-            )
+            self.fail(rid, not_connected(sent.method))
         except Error as exc:
             self.fail(rid, exc)
         except aiohttp.TooManyRedirects:
