@@ -76,8 +76,11 @@ class StdioTransport:
         # The connection's PendingTable: answers to pending calls go straight to their
         # callers from here (actors/pending.py); the rest is told to the connection.
         self._pending = pending
+        # Written on the I/O loop, read by any caller's thread: the lock keeps a reader from
+        # joining the deque while the loop trims it (deque mutated during iteration).
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
+        self._stderr_lock = threading.Lock()
         self._proc: ChildProcess | None = None
         self._wlock = threading.Lock()
         # What the pipe could not take yet, as one buffer (under _wlock): a list of small
@@ -194,7 +197,8 @@ class StdioTransport:
         io_loop.submit(self._close())
 
     def stderr(self) -> bytes:
-        return b"".join(self._stderr)
+        with self._stderr_lock:
+            return b"".join(self._stderr)
 
     def negotiated(self, era: str, version: str) -> None:
         """Nothing to do: over stdio the version travels only in the messages."""
@@ -330,17 +334,18 @@ class StdioTransport:
             return
         if len(data) > limit:
             data = data[-limit:]
-        self._stderr.append(data)
-        self._stderr_size += len(data)
-        while self._stderr_size > limit and self._stderr:
-            head = self._stderr[0]
-            excess = self._stderr_size - limit
-            if len(head) <= excess:
-                self._stderr.popleft()
-                self._stderr_size -= len(head)
-            else:
-                self._stderr[0] = head[excess:]
-                self._stderr_size -= excess
+        with self._stderr_lock:
+            self._stderr.append(data)
+            self._stderr_size += len(data)
+            while self._stderr_size > limit and self._stderr:
+                head = self._stderr[0]
+                excess = self._stderr_size - limit
+                if len(head) <= excess:
+                    self._stderr.popleft()
+                    self._stderr_size -= len(head)
+                else:
+                    self._stderr[0] = head[excess:]
+                    self._stderr_size -= excess
 
     def _on_stdout_closed(self) -> None:
         self._stdout_closed = True
