@@ -562,7 +562,8 @@ class TasksMixin(ServerState):
             now = time.time()
             found = self._task_table.find(task_id, "legacy", now)
             if not isinstance(found, ServedTask):
-                raise RpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+                why = "Task has expired" if found == "expired" else "Task not found"
+                raise RpcError(INVALID_PARAMS, f"Failed to retrieve task: {why}")
             task = found
             if task.status in TERMINAL:
                 return self._legacy_outcome(task)
