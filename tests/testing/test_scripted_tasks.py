@@ -167,6 +167,18 @@ def test_no_tasks_serves_none(spawn):
     assert legacy.request("tasks/list")["error"]["code"] == -32601
 
 
+def test_a_server_holds_10000_live_tasks_and_refuses_one_more(spawn):
+    _, peer = spawn(era="modern")
+    params = envelope({"name": "task_job", "arguments": {"seconds": 60}}, capabilities=CAPS)
+    ids = [peer.send_request("tools/call", params) for _ in range(10_001)]  # pipelined
+    answers = [peer.response(i, timeout=20) for i in ids]
+    assert all(a["result"]["resultType"] == "task" for a in answers[:10_000])
+    assert answers[-1]["error"] == {
+        "code": -32603,
+        "message": "Internal error: the server holds 10000 tasks already",
+    }
+
+
 # ---- durable restart (stdio) ------------------------------------------------------------------
 
 

@@ -293,7 +293,8 @@ class TaskTable:
 
     def add(self, task: ServedTask, now: float) -> None:
         """Hold a new task; :class:`TaskTableError` when ``max_tasks`` live tasks are held."""
-        self.purge(now)
+        if len(self.tasks) >= self.max_tasks:
+            self.purge(now)  # only when full: a purge walks every task
         if len(self.tasks) >= self.max_tasks:
             raise TaskTableError(f"the server holds {self.max_tasks} tasks already")
         self.tasks[task.task_id] = task
