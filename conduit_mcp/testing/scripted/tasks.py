@@ -426,8 +426,7 @@ class TasksMixin(ServerState):
 
     def _h_tasks_get(self, ctx: Ctx) -> dict[str, Any]:
         task = self._modern_task(ctx)
-        task.gets += 1
-        self._task_table.save()
+        task.gets += 1  # saved with the next change: a durable file is not rewritten per poll
         return {"resultType": "complete", **modern_view(task, detailed=True)}
 
     def _h_tasks_update(self, ctx: Ctx) -> dict[str, Any]:
@@ -528,7 +527,6 @@ class TasksMixin(ServerState):
     def _h_legacy_tasks_get(self, ctx: Ctx) -> dict[str, Any]:
         task = self._legacy_task(ctx)
         task.gets += 1
-        self._task_table.save()
         return legacy_view(task)
 
     def _h_legacy_tasks_cancel(self, ctx: Ctx) -> dict[str, Any]:
@@ -550,7 +548,6 @@ class TasksMixin(ServerState):
     def _h_legacy_tasks_result(self, ctx: Ctx) -> Any:
         task = self._legacy_task(ctx)
         task.gets += 1
-        self._task_table.save()
         if task.status in TERMINAL:
             return self._legacy_outcome(task)
         self._open_stream()  # over HTTP: the input requests ride on this POST's stream
