@@ -143,7 +143,7 @@ class HttpFront(ExchangeMixin):
             verb=request.method,
             path=request.path,
             status=status,
-            headers={k.lower(): v for k, v in request.headers.items()},
+            headers=_logged_headers(request.headers),
             session=request.get("session", request.headers.get(SESSION_HEADER)),
             **{k: request[k] for k in ("oauth", "oauth_refused") if k in request},
         )
@@ -325,6 +325,15 @@ class HttpFront(ExchangeMixin):
         assert session.core is not None
         session.core.cancel_all()
         return web.Response(status=200)
+
+
+def _logged_headers(headers: Any) -> dict[str, str]:
+    """The request's headers for the log, but a task's ``Mcp-Name`` (its id: a bearer-like
+    secret, ext-tasks) is replaced by ``<task id>``."""
+    out = {k.lower(): v for k, v in headers.items()}
+    if "mcp-name" in out and out.get("mcp-method", "").startswith("tasks/"):
+        out["mcp-name"] = "<task id>"
+    return out
 
 
 async def serve_http(config: Config) -> int:
