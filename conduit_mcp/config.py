@@ -188,6 +188,16 @@ class ClientOptions(TypedDict, total=False):
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (capabilities): option 'capabilities' must be a mapping with string keys
     """
+    tasks: bool | None
+    """Whether modern requests declare the Tasks extension (``io.modelcontextprotocol/tasks``)
+    in their client capabilities, so that a long ``tools/call`` may be answered with a task
+    that ``call_tool`` polls to its end (docs/tasks.md). None (the default): declared when
+    the server advertises the extension in ``server/discover``; False: never.
+
+    >>> mcp.Client.start(server, tasks="yes")
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (tasks): option 'tasks' must be True, False or None
+    """
     handler: Any
     """A ``conduit_mcp.Handler``: what the client answers when the server asks (sampling,
     elicitation, roots) and where notifications and logs go. Default None (no handler
@@ -369,6 +379,8 @@ class Config:
     max_list_bytes: int = DEFAULT_MAX_LIST_BYTES
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    # The Tasks extension (docs/tasks.md): None, declared when the server offers it.
+    tasks: bool | None = None
     handler: Any = field(default=None, repr=False, compare=False)
     handler_timeout: float = 300.0
     max_server_requests: int = 8
@@ -488,6 +500,8 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
     for name in _BOOLS:
         if name in values and type(values[name]) is not bool:
             raise Error("config", name, f"option {name!r} must be True or False")
+    if values.get("tasks") not in (None, True, False):
+        raise Error("config", "tasks", "option 'tasks' must be True, False or None")
     prior = values.get("prior")
     if prior not in (None, "legacy"):
         raise Error("config", "prior", "option 'prior' must be None or 'legacy'")

@@ -78,6 +78,7 @@ from ..protocol.jsonrpc import (
     server_error,
 )
 from ..protocol.server_logs import set_level
+from ..protocol.tasks import task_refusal
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
 from ..telemetry import NO_CONNECTION_TELEMETRY, ConnectionTelemetry
@@ -238,6 +239,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         # The request hot path reads these on every call: keep them flat.
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
+        # What each request declares: the capabilities, plus the Tasks extension in the
+        # modern era when the tasks option says so (set at discovery; docs/tasks.md).
+        self._request_caps: dict[str, Any] = self._capabilities
         self._siblings = siblings or _NoSiblings()
         handler = config.handler
         notes = handler is not None and wants_notifications(handler)
@@ -795,7 +799,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             era=self._era or "legacy",
             version=self._version or LATEST_LEGACY,
             client_info=self._client_info,
-            capabilities=self._capabilities,
+            capabilities=self._request_caps,
             progress_token=rid if call.progress else None,
             log_level=self._shared.log_level,
         )
@@ -840,12 +844,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             result = m.result
             # A modern result that is not complete (input_required, or unknown): the reader
             # left it here (pending.py); serving.py runs the round or fails the call.
-            if (
-                type(result) is dict
-                and "resultType" in result
-                and self._work.on_result(call, m.id, result)
-            ):
-                return None
+            if type(result) is dict and "resultType" in result:
+                if result["resultType"] == "task":
+                    # A task (docs/tasks.md): the caller polls it; only a tools/call that
+                    # declared the extension may get one (ext-tasks, "Supported Methods").
+                    refusal = task_refusal(call.method, self._request_caps)
+                    if refusal is not None:
+                        call.reply.fail(refusal)
+                    else:
+                        call.reply.ok(result)
+                    return None
+                if self._work.on_result(call, m.id, result):
+                    return None
             call.reply.ok(result)
             return None
         if t is ErrorResponse:
