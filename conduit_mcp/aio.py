@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .errors import Error
@@ -451,7 +452,16 @@ class AsyncClient:
             except Error as exc:
                 vd.listing_failed(self._handle, exc)  # the call goes on unchecked
             checks = vd.from_listing(self._handle, req, tools)
-        return await self._call(vd.checked(req, checks), timeout, on_progress)
+        # A tool call may be answered with a task: polled to its end (docs/tasks.md).
+        deadline = tk.deadline_of(self._handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, checks.tool if checks else None)
+        out = await self._call(tk.keep_task(checked), timeout, on_progress)
+        if isinstance(out, tk.TaskAnswer):
+            return await tk.drive_async(
+                self._handle, out, deadline, checked.parse, tk.tool_name(req)
+            )
+        return out
 
     async def _call(
         self,

@@ -26,6 +26,7 @@ import pykka
 
 from . import request as rq
 from . import subscriptions, tree
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import Call, ReconnectNow, RootsChanged
 from .actors.oauth import Authorize
@@ -804,7 +805,14 @@ class Client:
             except Error as exc:
                 vd.listing_failed(self._handle, exc)  # the call goes on unchecked
             checks = vd.from_listing(self._handle, req, tools)
-        return self._call(vd.checked(req, checks), timeout, on_progress)
+        # A tool call may be answered with a task: polled to its end (docs/tasks.md).
+        deadline = tk.deadline_of(self._handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, checks.tool if checks else None)
+        out = self._call(tk.keep_task(checked), timeout, on_progress)
+        if isinstance(out, tk.TaskAnswer):
+            return tk.drive_blocking(self._handle, out, deadline, checked.parse, tk.tool_name(req))
+        return out
 
     def _call(
         self,

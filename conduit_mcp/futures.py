@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .caller_watch import WATCH
@@ -480,7 +481,29 @@ class FutureClient:
         found = vd.find_tool(self._handle, req)
         if isinstance(found, vd.ListFirst):
             return self._call_tool_listing(req, timeout, on_progress)
-        return self._call(vd.checked(req, found), timeout, on_progress)
+        return self._call_tool_checked(req, found, timeout, on_progress)
+
+    def _call_tool_checked(
+        self,
+        req: Request[CallToolResult],
+        checks: vd.ToolChecks | None,
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None,
+    ) -> pykka.Future[CallToolResult]:
+        """The call, whose answer may be a task: then the future's ``get`` polls it to its
+        end (in the thread that gets it; docs/tasks.md)."""
+        handle = self._handle
+        deadline = tk.deadline_of(handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(handle, checked, checks.tool if checks else None)
+        name = tk.tool_name(req)
+
+        def settle(out: CallToolResult | tk.TaskAnswer) -> CallToolResult:
+            if isinstance(out, tk.TaskAnswer):
+                return tk.drive_blocking(handle, out, deadline, checked.parse, name)
+            return out
+
+        return self._call(tk.keep_task(checked), timeout, on_progress).map(settle)
 
     def _call_tool_listing(
         self,
@@ -515,7 +538,7 @@ class FutureClient:
                     return  # the calling actor died: nobody waits, nothing is sent
                 checks = vd.from_listing(handle, req, tools)
                 total = cfg.max_total_timeout if cfg is not None else seconds
-                call = self._call(vd.checked(req, checks), seconds, on_progress)
+                call = self._call_tool_checked(req, checks, seconds, on_progress)
                 value = call.get(timeout=max(seconds, total) + rq.GRACE)
             except pykka.Timeout:
                 error = Error("timeout", "deadline", "tools/call got no answer in time")

@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, NamedTuple
 
 from ..errors import Error
@@ -126,9 +126,7 @@ def parse_iso(value: Any) -> float | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        from datetime import timezone
-
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
 
 
