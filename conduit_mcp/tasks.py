@@ -28,17 +28,27 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
+from urllib.parse import urlsplit
 
 from .actors.events import Call
 from .errors import Error
 from .protocol import tasks as rules
 from .protocol.results import parse_call_tool
 from .replies import AsyncReply
-from .request import GRACE, Handle, Request, abandon, check_timeout
+from .request import (
+    GRACE,
+    Handle,
+    Request,
+    abandon,
+    check_timeout,
+    fresh_items,
+    walk_credential,
+)
+from .task_store import TaskStore
 from .transports import loop as io
 from .types import CallToolResult, Tool
 
@@ -52,6 +62,11 @@ _CANCEL_WAIT = 5.0
 #: Errors of one poll that the next poll may not have: the connection broke or is being
 #: replaced, the client had no room for the request, the server was slow to answer.
 _RETRY_KINDS = frozenset({"transport", "overloaded", "timeout", "unavailable"})
+#: The ends after which a task's record is dropped from the store: the server's own end, or
+#: the client gave it up (a client that stopped keeps it, to resume).
+_FORGET_REASONS = frozenset(
+    {"task_lost", "task_expired", "task_cancelled", "deadline", "bad_task", "handler_timeout"}
+)
 
 
 def task_era(raw: Any) -> rules.Era | None:
@@ -84,6 +99,9 @@ class TaskRun:
         "_cancel",
         "_wake",
         "polls",
+        "book",
+        "store",
+        "record",
     )
 
     def __init__(
@@ -93,6 +111,8 @@ class TaskRun:
         info: rules.TaskInfo,
         deadline: float | None,
         tool: str = "",
+        store: TaskStore | None = None,
+        record: dict[str, Any] | None = None,
     ) -> None:
         self._handle = handle
         self.era = era
@@ -103,6 +123,9 @@ class TaskRun:
         self._cancel: Error | None = None
         self._wake: asyncio.Event | None = None
         self.polls = 0
+        self.store = store
+        self.record: dict[str, Any] = record or {}
+        self.book = rules.InputBook(self.record.get("answered") or ())
 
     def __repr__(self) -> str:
         # The task id is a bearer-like secret (ext-tasks, "Security Considerations").
@@ -114,14 +137,41 @@ class TaskRun:
 
     @classmethod
     def begin(
-        cls, handle: Handle, raw: dict[str, Any], deadline: float | None, tool: str = ""
+        cls,
+        handle: Handle,
+        raw: dict[str, Any],
+        deadline: float | None,
+        tool: str = "",
+        arguments: Any = None,
     ) -> TaskRun:
         """Start driving the task of a ``CreateTaskResult``; ``protocol``/``bad_task`` if it
         is not a usable one."""
         era = task_era(raw)
         if era is None:
             raise Error("protocol", "bad_task", "the answer is not a CreateTaskResult")
-        run = cls(handle, era, rules.parse_created(raw, era), deadline, tool)
+        info = rules.parse_created(raw, era)
+        runtime = handle.find()
+        store = runtime.config.task_store if runtime is not None else None
+        record = new_record(handle, era, info, tool, arguments)
+        run = cls(handle, era, info, deadline, tool, store, record)
+        io.submit(run._drive())
+        return run
+
+    @classmethod
+    def resume(cls, handle: Handle, record: dict[str, Any], store: TaskStore | None) -> TaskRun:
+        """Drive a task again from its record (after a restart of the process)."""
+        era = record.get("era")
+        if era not in ("modern", "legacy"):
+            raise Error("argument", "record", "the record's era is not 'modern' or 'legacy'")
+        info = rules.TaskInfo(
+            record["task_id"],
+            "working",
+            None,
+            record.get("created"),
+            record.get("ttl"),
+            record.get("poll"),
+        )
+        run = cls(handle, era, info, None, str(record.get("tool") or ""), store, dict(record))
         io.submit(run._drive())
         return run
 
@@ -162,16 +212,47 @@ class TaskRun:
 
     async def _drive(self) -> None:
         self._wake = asyncio.Event()
+        await self._save()
         try:
             result = await self._poll_to_end()
         except Error as exc:
+            if exc.reason in _FORGET_REASONS or exc.kind == "server":
+                await self._forget()  # the task is over for the server too
             self._finish_error(exc)
         except Exception as exc:  # never leave a caller waiting on a bug
             log.error("task poll failed: %s", type(exc).__name__)
             self._finish_error(Error("protocol", "bad_task", "the task's poll loop failed"))
         else:
+            await self._forget()
             if not self.future.done():
                 self.future.set_result(result)
+
+    # -- the store (its writes may block: never on the loop itself) ---------------------------
+
+    async def _save(self) -> None:
+        store = self.store
+        if store is None or not self.record.get("task_id"):
+            return
+        info = self.info
+        self.record.update(
+            status=info.status,
+            ttl=info.ttl if info.ttl is not None else self.record.get("ttl"),
+            poll=info.poll if info.poll is not None else self.record.get("poll"),
+            answered=sorted(self.book.answered),
+        )
+        await self._in_worker(store.put, dict(self.record))
+
+    async def _forget(self) -> None:
+        store = self.store
+        if store is not None and self.record.get("task_id"):
+            await self._in_worker(store.delete, self.record["task_id"])
+
+    @staticmethod
+    async def _in_worker(fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        except Exception as exc:  # a failing store never fails the task
+            log.warning("the task store failed: %s", type(exc).__name__)
 
     def _finish_error(self, exc: Error) -> None:
         if not self.future.done():
@@ -221,8 +302,38 @@ class TaskRun:
                     continue  # an idempotent read: the next poll tries again
                 raise
             self.polls += 1
+            before = info.status
             info = rules.parse_status(raw, self.era)
             self.info = info
+            if info.status != before and info.status not in rules.TERMINAL:
+                await self._save()
+            if info.status == "input_required" and self.era == "modern":
+                await self._answer(info)
+
+    async def _answer(self, info: rules.TaskInfo) -> None:
+        """Answer the input requests not answered yet (ext-tasks, "Task Update Requests"):
+        the connection hands them to the client's handler, as it does an ``input_required``
+        round, and sends ``tasks/update`` with the answers; each key is answered once."""
+        fresh = self.book.fresh(info.input_requests)
+        if not fresh:
+            return
+        try:
+            await self._request("tasks/update", {"taskId": info.task_id}, long=True, inputs=fresh)
+        except Error as exc:
+            if exc.code == -32602:
+                raise rules.lost_error("tasks/update") from None
+            if exc.kind in ("handler", "timeout") or exc.reason in (
+                "too_many_inputs",
+                "bad_input_required",
+            ):
+                # Nothing can answer it: the task cannot go on.
+                await self._send_cancel()
+                raise
+            if exc.kind in _RETRY_KINDS:
+                return  # not sent, or its ack lost: asked again after the next poll
+            raise
+        self.book.mark(fresh)
+        await self._save()
 
     async def _ended(self, out: rules.Completed | rules.Failed | rules.Cancelled) -> dict[str, Any]:
         if isinstance(out, rules.Completed):
@@ -251,7 +362,12 @@ class TaskRun:
         self.info = self.info._replace(status="cancelled")
 
     async def _request(
-        self, method: str, params: dict[str, Any], long: bool = False, cap: float | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        long: bool = False,
+        cap: float | None = None,
+        inputs: dict[str, Any] | None = None,
     ) -> Any:
         """One request through the client's handle, awaited on this loop."""
         handle = self._handle
@@ -259,6 +375,8 @@ class TaskRun:
         seconds = runtime.config.request_timeout if runtime is not None else 30.0
         if long and self.deadline is not None:
             seconds = max(seconds, self.deadline - time.monotonic())
+        elif long and runtime is not None:
+            seconds += runtime.config.handler_timeout
         elif not long and self.deadline is not None:
             seconds = min(seconds, max(0.05, self.deadline - time.monotonic()))
         if cap is not None:
@@ -268,6 +386,7 @@ class TaskRun:
         reply = AsyncReply(loop, future)
         deadline = time.monotonic() + seconds
         call = Call(method, params, deadline, reply)
+        call.inputs = inputs
         conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
         try:
             return await asyncio.wait_for(future, seconds + GRACE)
@@ -352,11 +471,11 @@ def drive_blocking(
     answer: TaskAnswer,
     deadline: float,
     parse: Callable[[Any], CallToolResult],
-    tool: str = "",
+    req: Request[Any],
 ) -> CallToolResult:
     """Drive a task to its end from a blocked thread (the blocking front end, and a
     ``client.futures`` future's ``get``)."""
-    run = TaskRun.begin(handle, answer.raw, deadline, tool)
+    run = TaskRun.begin(handle, answer.raw, deadline, tool_name(req), tool_arguments(req))
     left = max(0.0, deadline - time.monotonic()) + GRACE + _CANCEL_WAIT
     return parse(run.wait_result(left))
 
@@ -366,11 +485,11 @@ async def drive_async(
     answer: TaskAnswer,
     deadline: float,
     parse: Callable[[Any], CallToolResult],
-    tool: str = "",
+    req: Request[Any],
 ) -> CallToolResult:
     """Drive a task to its end from a coroutine, without blocking its loop; a cancelled
     coroutine cancels the task."""
-    run = TaskRun.begin(handle, answer.raw, deadline, tool)
+    run = TaskRun.begin(handle, answer.raw, deadline, tool_name(req), tool_arguments(req))
     left = max(0.0, deadline - time.monotonic()) + GRACE + _CANCEL_WAIT
     try:
         raw = await asyncio.wait_for(asyncio.wrap_future(run.future), left)
@@ -391,3 +510,237 @@ def tool_name(req: Request[Any]) -> str:
     params = req.params or {}
     name = params.get("name")
     return name if type(name) is str else ""
+
+
+# -- records and handles ---------------------------------------------------------------------
+
+
+def endpoint_of(spec: Any) -> str:
+    """Which server a record belongs to, without a secret: an HTTP endpoint's URL without
+    its query, a stdio server's command and a digest of its arguments (which may carry a
+    token)."""
+    url = getattr(spec, "url", None)
+    if isinstance(url, str):
+        parts = urlsplit(url)
+        return f"http:{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    command = getattr(spec, "command", None)
+    if isinstance(command, str):
+        args = list(getattr(spec, "args", ()))
+        return f"stdio:{command}:{rules.argument_digest({'args': args})[:16]}"
+    return f"other:{type(spec).__name__}"
+
+
+def new_record(
+    handle: Handle, era: rules.Era, info: rules.TaskInfo, tool: str, arguments: Any
+) -> dict[str, Any]:
+    runtime = handle.find()
+    return {
+        "task_id": info.task_id,
+        "endpoint": endpoint_of(runtime.spec) if runtime is not None else "",
+        "era": era,
+        "credential": walk_credential(runtime) if runtime is not None else None,
+        "tool": tool,
+        "arguments_digest": rules.argument_digest(arguments if isinstance(arguments, dict) else {}),
+        "created": info.created,
+        "ttl": info.ttl,
+        "poll": info.poll,
+        "status": info.status,
+        "answered": [],
+    }
+
+
+class TaskHandle:
+    """A tool call running as a task, held without blocking (``client.start_task``).
+
+    ``status()`` is the last status seen (``"working"``, ``"input_required"``,
+    ``"completed"``, ``"failed"``, ``"cancelled"``); the task is polled in the background
+    meanwhile. ``record`` is the JSON-ready dict ``client.tasks.resume`` re-attaches from
+    after a restart. The task id is in the record only: never in the handle's repr."""
+
+    __slots__ = ("_run", "_done", "_parse", "_tool")
+
+    def __init__(
+        self,
+        run: TaskRun | None,
+        done: CallToolResult | None = None,
+        parse: Callable[[Any], CallToolResult] = parse_call_tool,
+        tool: str = "",
+    ) -> None:
+        self._run = run
+        self._done = done
+        self._parse = parse
+        self._tool = tool
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self._tool!r} {self.status()}>"
+
+    def status(self) -> str:
+        """The last status seen (a server that answered at once: ``"completed"``)."""
+        run = self._run
+        if run is None:
+            return "completed"
+        if run.future.done():
+            exc = run.future.exception()
+            if exc is None:
+                return "completed"
+            if isinstance(exc, Error) and exc.kind == "cancelled":
+                return "cancelled"
+            return run.status if run.status in rules.TERMINAL else "failed"
+        return run.status
+
+    def done(self) -> bool:
+        """Whether the task has ended (its result or error is known)."""
+        return self._run is None or self._run.future.done()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the task ends, at most ``timeout`` seconds (None: no bound); whether
+        it ended. Never raises the task's error (``result`` does)."""
+        run = self._run
+        if run is None:
+            return True
+        with contextlib.suppress(FutureTimeout):
+            run.future.exception(timeout=timeout)
+        return run.future.done()
+
+    def result(self, timeout: float | None = None) -> CallToolResult:
+        """The tool's result once the task ends (waiting at most ``timeout`` seconds; None:
+        until it ends). Raises ``cancelled`` for a cancelled task, the JSON-RPC error of a
+        failed one, ``unavailable``/``task_lost``, ``timeout``/``task_expired``, or
+        ``timeout``/``deadline`` when ``timeout`` passes (the task goes on)."""
+        run = self._run
+        if run is None:
+            assert self._done is not None
+            return self._done
+        try:
+            raw = run.future.result(timeout=timeout)
+        except FutureTimeout:
+            raise Error(
+                "timeout", "deadline", "the task had not ended when result()'s timeout passed"
+            ) from None
+        except Error as exc:
+            raise Error(exc.kind, exc.reason, exc.message, code=exc.code, data=exc.data) from None
+        return self._parse(raw)
+
+    async def result_async(self, timeout: float | None = None) -> CallToolResult:
+        """:meth:`result` for a coroutine: it awaits without blocking its loop."""
+        run = self._run
+        if run is None:
+            assert self._done is not None
+            return self._done
+        try:
+            raw = await asyncio.wait_for(asyncio.wrap_future(run.future), timeout)
+        except TimeoutError:
+            raise Error(
+                "timeout", "deadline", "the task had not ended when result()'s timeout passed"
+            ) from None
+        except Error as exc:
+            raise Error(exc.kind, exc.reason, exc.message, code=exc.code, data=exc.data) from None
+        return self._parse(raw)
+
+    def cancel(self) -> None:
+        """Ask the server to cancel the task (``tasks/cancel``); ``result`` then raises
+        ``cancelled``. A task that already ended is left as it is."""
+        if self._run is not None:
+            self._run.cancel()
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What resuming needs, JSON-ready (docs/tasks.md, "Records"); empty for a call the
+        server answered at once."""
+        run = self._run
+        if run is None:
+            return {}
+        record = dict(run.record)
+        record["status"] = self.status()
+        record["answered"] = sorted(run.book.answered)
+        return record
+
+
+def start_handle(
+    handle: Handle,
+    out: CallToolResult | TaskAnswer,
+    parse: Callable[[Any], CallToolResult],
+    tool: str,
+    arguments: Any,
+) -> TaskHandle:
+    """The :class:`TaskHandle` of ``start_task``'s answer: a task to poll, or a result the
+    server gave at once."""
+    if isinstance(out, TaskAnswer):
+        run = TaskRun.begin(handle, out.raw, None, tool, arguments)
+        return TaskHandle(run, parse=parse, tool=tool)
+    return TaskHandle(None, out, parse, tool)
+
+
+def tool_arguments(req: Request[Any]) -> Any:
+    return (req.params or {}).get("arguments")
+
+
+def needs_listing(handle: Handle) -> bool:
+    """Whether ``start_task`` must list the tools first: a legacy server whose tools were
+    never listed (their ``execution.taskSupport`` says whether to ask for a task)."""
+    runtime = handle.find()
+    if runtime is None or runtime.shared.status.era != "legacy":
+        return False
+    return fresh_items(runtime, "tools") is None
+
+
+def cached_tool(handle: Handle, req: Request[Any]) -> Tool | None:
+    """The cached definition of the called tool, if listed."""
+    runtime = handle.find()
+    items = fresh_items(runtime, "tools") if runtime is not None else None
+    return listed(items or (), req)
+
+
+def listed(tools: Iterable[Any], req: Request[Any]) -> Tool | None:
+    name = tool_name(req)
+    return next((t for t in tools if isinstance(t, Tool) and t.name == name), None)
+
+
+class Tasks:
+    """``client.tasks``: the client's tasks kept in its ``task_store`` (docs/tasks.md,
+    "Surviving a restart").
+
+    ``unfinished()`` lists the records of this server's tasks not ended yet (for a
+    ``SqliteTaskStore``, those of every process that used the same file); ``resume(record)``
+    re-attaches to one and returns its :class:`TaskHandle`, polled as before."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+
+    def __repr__(self) -> str:
+        return f"<Tasks of {self._handle.name!r}>"
+
+    def _store(self) -> tuple[Any, TaskStore]:
+        runtime = self._handle.tree()
+        return runtime, runtime.config.task_store
+
+    def unfinished(self) -> list[dict[str, Any]]:
+        """The records of the store's tasks of this server that have not ended, oldest
+        first (each a JSON-ready dict, as :attr:`TaskHandle.record`)."""
+        runtime, store = self._store()
+        endpoint = endpoint_of(runtime.spec)
+        return [r for r in store.records(endpoint) if r.get("status") not in rules.TERMINAL]
+
+    def resume(self, record: Mapping[str, Any]) -> TaskHandle:
+        """Poll the task of ``record`` (from :meth:`unfinished` or a saved
+        :attr:`TaskHandle.record`) again. ``argument``/``record`` for a record that is not
+        one, or belongs to another server or era."""
+        if not isinstance(record, Mapping) or type(record.get("task_id")) is not str:
+            raise Error("argument", "record", "record must be a task record (a dict with task_id)")
+        runtime, store = self._store()
+        if record.get("endpoint") != endpoint_of(runtime.spec):
+            raise Error(
+                "argument", "record", "the record is of a task of another server than this client's"
+            )
+        era = runtime.shared.status.era
+        if era is not None and record.get("era") != era:
+            raise Error(
+                "argument",
+                "record",
+                f"the record is of a {record.get('era')} task; this client speaks the {era} era",
+            )
+        tool = str(record.get("tool") or "")
+        run = TaskRun.resume(self._handle, dict(record), store)
+        return TaskHandle(run, tool=tool)

@@ -242,6 +242,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         # What each request declares: the capabilities, plus the Tasks extension in the
         # modern era when the tasks option says so (set at discovery; docs/tasks.md).
         self._request_caps: dict[str, Any] = self._capabilities
+        self._task_rounds = 0  # ids of task input rounds (docs/tasks.md)
         self._siblings = siblings or _NoSiblings()
         handler = config.handler
         notes = handler is not None and wants_notifications(handler)
@@ -776,6 +777,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                 )
             )
             return
+        if call.inputs is not None:
+            self._task_inputs(call)
+            return
         if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         if call.method == SET_LEVEL and self._set_log_level(call):
@@ -816,6 +820,20 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             reply.fail(exc)
             return
         self.set_timeout(call, remaining, Deadline(call))
+
+    def _task_inputs(self, call: Call) -> None:
+        """A task's input requests (docs/tasks.md, "Input while it runs"): run as a modern
+        input round, under the same trust rules and bounds as an ``input_required`` result
+        (serving.py), keyed by an id of its own; the round's retry is the ``tasks/update``
+        carrying the answers, sent by the normal request path."""
+        inputs, call.inputs = call.inputs, None
+        # Negative ids: never one of the requests' (they count up from 1).
+        self._task_rounds += 1
+        rid = -self._task_rounds
+        call.reply.request_id = rid
+        answered = {"resultType": "input_required", "inputRequests": inputs}
+        if not self._work.on_result(call, rid, answered):
+            call.reply.ok({})
 
     def _set_log_level(self, call: Call) -> bool:
         """``logging/setLevel`` from the API (docs/telemetry.md, "Server logs"): refused here

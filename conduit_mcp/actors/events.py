@@ -44,6 +44,7 @@ class Call:
         "base",
         "auth_tries",
         "step_ups",
+        "inputs",
     )
 
     def __init__(
@@ -68,6 +69,9 @@ class Call:
         self.base = params
         self.auth_tries = 0  # times refused for its token (401) and sent again
         self.step_ups = 0  # times refused for its scope (403) and sent again after a step-up
+        # A task's inputRequests to answer before this tasks/update is sent (docs/tasks.md):
+        # the connection runs them as an input round, then sends the update.
+        self.inputs: dict[str, Any] | None = None
 
     @property
     def deadline(self) -> float:
