@@ -20,7 +20,6 @@ from datetime import timedelta
 from typing import Any
 
 import mcp_types
-
 from fastmcp import Context, FastMCP
 from fastmcp.utilities.tasks import TaskConfig
 from fastmcp_tasks import TasksExtension
