@@ -69,6 +69,11 @@ class ScriptedServer:
     (``….script.json.starts``) and the log (``<name>.<token>.log.jsonl``). Every process
     started from :meth:`command`/:meth:`stdio`/:meth:`spawn_raw` shares them, so the log
     covers restarts (each entry has the ``pid``).
+
+    Tasks (docs/testing-guide.md, "Tasks"): ``tasks=False`` serves none (``--no-tasks``);
+    ``durable`` names the JSON file keeping task state across restarts
+    (``--tasks-durable``); ``tasks_conformance=True`` adds the conformance harness's task
+    fixtures (``--tasks-conformance``).
     """
 
     def __init__(
@@ -81,6 +86,9 @@ class ScriptedServer:
         page_size: int | None = None,
         name: str = "scripted",
         extra_args: Sequence[str] = (),
+        tasks: bool = True,
+        durable: Path | str | None = None,
+        tasks_conformance: bool = False,
     ) -> None:
         if era not in ("both", "modern", "legacy"):
             raise ValueError(f"era must be both, modern or legacy, not {era!r}")
@@ -91,6 +99,9 @@ class ScriptedServer:
         self.page_size = page_size
         self.name = name
         self.extra_args = list(extra_args)
+        self.tasks = tasks
+        self.durable = None if durable is None else Path(durable)
+        self.tasks_conformance = tasks_conformance
         stem = f"{name}.{secrets.token_hex(4)}"
         self.script_path = self.workdir / f"{stem}.script.json"
         self.starts_path = Path(f"{self.script_path}.starts")
@@ -120,6 +131,12 @@ class ScriptedServer:
         if self.page_size is not None:
             args += ["--page-size", str(self.page_size)]
         args += ["--log", str(self.log_path), "--script", str(self.script_path)]
+        if not self.tasks:
+            args.append("--no-tasks")
+        if self.durable is not None:
+            args += ["--tasks-durable", str(self.durable)]
+        if self.tasks_conformance:
+            args.append("--tasks-conformance")
         return args + self.extra_args
 
     def command(self) -> list[str]:

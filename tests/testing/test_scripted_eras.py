@@ -24,6 +24,7 @@ def test_modern_discover_result(spawn):
             "resources": {"subscribe": True, "listChanged": True},
             "completions": {},
             "logging": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         },
         "_meta": {SERVER_INFO: {"name": "disco", "version": "1.0.0"}},
         "instructions": result["instructions"],

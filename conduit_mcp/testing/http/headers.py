@@ -2,7 +2,8 @@
 
 A 2026-07-28 POST mirrors parts of its body in headers: ``MCP-Protocol-Version`` (the
 ``_meta`` protocol version), ``Mcp-Method``, ``Mcp-Name`` (``params.name`` of ``tools/call``
-and ``prompts/get``, ``params.uri`` of ``resources/read``) and one ``Mcp-Param-{Name}`` per
+and ``prompts/get``, ``params.uri`` of ``resources/read``, ``params.taskId`` of ``tasks/get``,
+``tasks/update`` and ``tasks/cancel``) and one ``Mcp-Param-{Name}`` per
 ``x-mcp-header`` annotation of the called tool's ``inputSchema``. Values that are not safe
 ASCII travel as ``=?base64?{base64(utf8)}?=``. A mismatch is HTTP 400 with ``-32020``.
 
@@ -31,7 +32,14 @@ __all__ = [
 HEADER_MISMATCH = -32020
 _SENTINEL = re.compile(r"\A=\?base64\?(.*)\?=\Z", re.DOTALL)
 _TOKEN = re.compile(r"\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 1*tchar
-_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",  # ext-tasks: Mcp-Name is the task id on tasks/get|update|cancel
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _MAX_SAFE_INT = 2**53 - 1
 
 

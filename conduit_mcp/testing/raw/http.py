@@ -24,7 +24,14 @@ from .stdio import MODERN_VERSION, envelope
 __all__ = ["ACCEPT", "RawHttpPeer", "Reply", "SseEvent", "SseReader", "modern_headers"]
 
 ACCEPT = "application/json, text/event-stream"
-_NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",  # ext-tasks: Mcp-Name is the task id on tasks/get|update|cancel
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 def modern_headers(method: str, params: Mapping[str, Any] | None = None) -> dict[str, str]:

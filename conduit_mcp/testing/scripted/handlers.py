@@ -41,6 +41,7 @@ from .protocol import (
 )
 from .rounds import ROUNDS_URI_PREFIX
 from .state import ServerState
+from .tasks import LEGACY_TASKS_CAPABILITY, TASKS_EXTENSION
 
 __all__ = ["HandlersMixin"]
 
@@ -178,6 +179,7 @@ class HandlersMixin(ServerState):
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
                 **self._logging_capability(),
+                **({"extensions": {TASKS_EXTENSION: {}}} if self.config.tasks else {}),
             },
             "_meta": self._result_meta,
             "instructions": self.config.instructions,
@@ -209,6 +211,7 @@ class HandlersMixin(ServerState):
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
                 **self._logging_capability(),
+                **({"tasks": LEGACY_TASKS_CAPABILITY} if self.config.tasks else {}),
             },
             "serverInfo": dict(self._server_info),
             "instructions": self.config.instructions,
@@ -337,12 +340,17 @@ class HandlersMixin(ServerState):
         uris = wanted.get("resourceSubscriptions")
         if isinstance(uris, list) and all(isinstance(u, str) for u in uris) and uris:
             honored["resourceSubscriptions"] = list(uris)
+        task_ids = self._listen_task_ids(ctx, wanted) if self.config.tasks else None
+        if task_ids is not None:
+            honored["taskIds"] = task_ids
         self._listens[ctx.id] = honored
         self._event("listen", id=ctx.id, notifications=honored)
         self._notify(
             "notifications/subscriptions/acknowledged",
             {"_meta": {SUBSCRIPTION_KEY: ctx.id}, "notifications": honored},
         )
+        if task_ids:
+            self._watch_tasks(ctx.id, task_ids)
         return NO_RESPONSE
 
     def _h_subscribe(self, ctx: Ctx) -> dict[str, Any]:

@@ -10,6 +10,7 @@ apart from the protocol logic that consumes it.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,9 @@ class Config:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
+    tasks: bool = True
+    tasks_durable: str | None = None
+    tasks_conformance: bool = False
     modern_versions: tuple[str, ...] = ()
     legacy_versions: tuple[str, ...] = ()
 
@@ -191,6 +195,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="legacy: send this server request after notifications/initialized: a method, or "
         'JSON {"method": ..., "params": {...}} (repeatable, sent in order)',
     )
+    tasks = p.add_argument_group("Tasks (docs/testing-guide.md, 'Tasks')")
+    tasks.add_argument(
+        "--no-tasks",
+        action="store_true",
+        help="serve no tasks: no io.modelcontextprotocol/tasks extension (modern), no tasks "
+        "capability nor execution.taskSupport (legacy); task tools run inline",
+    )
+    tasks.add_argument(
+        "--tasks-durable",
+        metavar="PATH",
+        help="keep task state in this JSON file (owner-only): a restarted server with the "
+        "same PATH still knows its tasks and finishes them by wall-clock time",
+    )
+    tasks.add_argument(
+        "--tasks-conformance",
+        action="store_true",
+        help="add the tools the conformance harness's tasks scenarios call (greet, "
+        "slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input, "
+        "test_tool_with_task)",
+    )
     http = p.add_argument_group("Streamable HTTP (instead of stdio)")
     http.add_argument("--http", action="store_true", help="serve http://127.0.0.1:PORT/mcp")
     http.add_argument("--port", type=int, default=0, help="0: pick a free port")
@@ -295,6 +319,8 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         raise ConfigError(tls_problem or "--tls-cert needs --http")
     if ns.extra_tools < 0 or ns.stderr_noise < 0 or ns.ttl_ms < 0:
         raise ConfigError("--extra-tools, --stderr-noise and --ttl-ms must be >= 0")
+    if ns.tasks_durable is not None:
+        check_durable(ns.tasks_durable)
     return Config(
         era=ns.era,
         versions=versions,
@@ -345,4 +371,21 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
         tls_client_ca=ns.tls_client_ca,
+        tasks=not ns.no_tasks,
+        tasks_durable=ns.tasks_durable,
+        tasks_conformance=ns.tasks_conformance,
     )
+
+
+def check_durable(path: str) -> None:
+    """A ``--tasks-durable`` file must be readable task state (or not exist yet) in an
+    existing directory: say so at start rather than at the first task."""
+    from .task_state import TaskTable, TaskTableError
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"--tasks-durable: the directory {folder} does not exist")
+    try:
+        TaskTable(path)
+    except TaskTableError as e:
+        raise ConfigError(f"--tasks-durable: {e}") from None

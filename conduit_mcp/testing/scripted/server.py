@@ -61,12 +61,14 @@ from .protocol import (
 )
 from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
 from .rules import HTTP_FAULTS, Rule
+from .task_state import shared_table
+from .tasks import CONFORMANCE_TASK_TOOL_SPECS, TASK_TOOL_SPECS, TasksMixin
 from .tools import ToolsMixin
 
 __all__ = ["ScriptedMcpServer"]
 
 
-class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
+class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksMixin):
     """One connection's worth of MCP server state (one process on stdio).
 
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
@@ -159,6 +161,18 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
                 tool["outputSchema"] = output
             self._static_tools.append(tool)
             self._tool_fns[name] = getattr(self, "_t_" + name)
+        self._task_table = shared_table(config.tasks_durable)
+        self._task_watchers = {}
+        self._task_poke = None
+        task_specs = TASK_TOOL_SPECS
+        if config.tasks_conformance:
+            task_specs = task_specs + CONFORMANCE_TASK_TOOL_SPECS
+        for name, description, schema, _output, support in task_specs:
+            tool = {"name": name, "description": description, "inputSchema": schema}
+            if support is not None and config.tasks and config.era != "modern":
+                tool["execution"] = {"taskSupport": support}  # legacy (2025-11-25) only
+            self._static_tools.append(tool)
+            self._tool_fns[name] = getattr(self, "_t_" + name)
         for i in range(config.extra_tools):
             name = f"extra_{i}"
             self._static_tools.append(
@@ -193,12 +207,20 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             "subscriptions/listen": self._h_listen,
             **common,
         }
+        if config.tasks:
+            self._modern_handlers["tasks/get"] = self._h_tasks_get
+            self._modern_handlers["tasks/update"] = self._h_tasks_update
+            self._modern_handlers["tasks/cancel"] = self._h_tasks_cancel
         self._legacy_handlers: dict[str, Callable[[Ctx], Any]] = {
             "initialize": self._h_initialize,
             "ping": self._h_ping,
             "resources/subscribe": self._h_subscribe,
             "resources/unsubscribe": self._h_unsubscribe,
             "logging/setLevel": self._h_set_level,
+            "tasks/get": self._h_legacy_tasks_get,
+            "tasks/result": self._h_legacy_tasks_result,
+            "tasks/list": self._h_legacy_tasks_list,
+            "tasks/cancel": self._h_legacy_tasks_cancel,
             **common,
         }
 
@@ -282,7 +304,7 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
 
     def cancel_all(self) -> None:
         """Cancel every piece of work in progress (e.g. when the transport closes)."""
-        for task in [*self._tasks.values(), *self._detached]:
+        for task in [*self._tasks.values(), *self._detached, *self._task_watchers.values()]:
             task.cancel()
         self._tasks.clear()
 

@@ -94,6 +94,14 @@ class ServerState:
         """The ``rounds`` prompt (see rounds)."""
         raise NotImplementedError
 
+    def _listen_task_ids(self, ctx: Ctx, wanted: dict[str, Any]) -> list[str] | None:
+        """The taskIds a listen asks for that the server agrees to (see tasks)."""
+        raise NotImplementedError
+
+    def _watch_tasks(self, listen_id: Any, task_ids: list[str]) -> None:
+        """Push notifications/tasks on a listen for these tasks (see tasks)."""
+        raise NotImplementedError
+
     def _rounds_resource(self, ctx: Ctx, uri: str) -> dict[str, Any]:
         """A ``test://rounds/`` resource (see rounds)."""
         raise NotImplementedError
