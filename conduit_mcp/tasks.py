@@ -48,7 +48,7 @@ from .request import (
     fresh_items,
     walk_credential,
 )
-from .task_store import TaskStore
+from .task_store import MemoryTaskStore, TaskStore
 from .transports import loop as io
 from .types import CallToolResult, Tool
 
@@ -154,6 +154,13 @@ class TaskRun:
         store = runtime.config.task_store if runtime is not None else None
         record = new_record(handle, era, info, tool, arguments)
         run = cls(handle, era, info, deadline, tool, store, record)
+        if store is not None:
+            # Kept before the caller hears of the task: a process killed right after
+            # start_task returned still finds it in a durable store.
+            try:
+                store.put(dict(record))
+            except Exception as exc:
+                log.warning("the task store failed: %s", type(exc).__name__)
         io.submit(run._drive())
         return run
 
@@ -212,7 +219,6 @@ class TaskRun:
 
     async def _drive(self) -> None:
         self._wake = asyncio.Event()
-        await self._save()
         try:
             result = await self._poll_to_end()
         except Error as exc:
@@ -250,7 +256,10 @@ class TaskRun:
     @staticmethod
     async def _in_worker(fn: Callable[..., Any], *args: Any) -> None:
         try:
-            await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+            if isinstance(getattr(fn, "__self__", None), MemoryTaskStore):
+                fn(*args)  # a dict under a lock: no I/O, no worker thread
+            else:
+                await asyncio.get_running_loop().run_in_executor(None, fn, *args)
         except Exception as exc:  # a failing store never fails the task
             log.warning("the task store failed: %s", type(exc).__name__)
 
