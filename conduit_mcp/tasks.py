@@ -270,7 +270,7 @@ class TaskRun:
     async def _poll_to_end(self) -> dict[str, Any]:
         info = self.info
         while True:
-            out = rules.outcome(info)
+            out = None if rules.needs_details(info, self.era) else rules.outcome(info)
             if out is not None:
                 return await self._ended(out)
             if info.status == "input_required" and self.era == "legacy":
@@ -291,7 +291,8 @@ class TaskRun:
                 )
             if rules.expired(info.created, info.ttl, time.time()):
                 raise rules.expired_error()
-            delay = rules.poll_delay(info.poll)
+            # Ended already (its CreateTaskResult said so): read its result at once.
+            delay = 0.0 if rules.needs_details(info, self.era) else rules.poll_delay(info.poll)
             if self.deadline is not None:
                 delay = min(delay, max(0.0, self.deadline - now))
             wake = self._wake

@@ -60,6 +60,7 @@ __all__ = [
     "expired_error",
     "is_task_answer",
     "lost_error",
+    "needs_details",
     "outcome",
     "parse_created",
     "parse_status",
@@ -138,7 +139,7 @@ def _millis(value: Any, what: str) -> float | None:
     return float(value) / 1000.0
 
 
-def _task(fields: Any, era: Era) -> TaskInfo:
+def _task(fields: Any, era: Era, detailed: bool = True) -> TaskInfo:
     if type(fields) is not dict:
         raise _bad("the task is not a JSON object")
     task_id = fields.get("taskId")
@@ -154,7 +155,7 @@ def _task(fields: Any, era: Era) -> TaskInfo:
     result = fields.get("result")
     error = fields.get("error")
     requests = fields.get("inputRequests")
-    if era == "modern":
+    if era == "modern" and detailed:
         if status == "completed" and type(result) is not dict:
             raise _bad("a completed task came without its result object")
         if status == "failed" and type(error) is not dict:
@@ -195,7 +196,8 @@ def parse_created(result: Any, era: Era) -> TaskInfo:
     if era == "modern":
         if type(result) is not dict or result.get("resultType") != "task":
             raise _bad("the answer is not a CreateTaskResult")
-        return _task(result, era)
+        # A CreateTaskResult is a Task, not a DetailedTask: no result, error or inputs.
+        return _task(result, era, detailed=False)
     if type(result) is not dict:
         raise _bad("the answer is not a CreateTaskResult")
     return _task(result.get("task"), era)
@@ -266,6 +268,20 @@ class Cancelled(NamedTuple):
     """The task was cancelled (by the client or the server): the call raises it."""
 
     error: Error
+
+
+def needs_details(info: TaskInfo, era: Era) -> bool:
+    """Whether a modern task seen ended (in its ``CreateTaskResult``, which carries no
+    payload) must be read with ``tasks/get`` for its result or error.
+
+    >>> needs_details(TaskInfo("t", "completed"), "modern"), needs_details(TaskInfo("t", "completed"), "legacy")
+    (True, False)
+    """
+    if era != "modern":
+        return False
+    return (info.status == "completed" and info.result is None) or (
+        info.status == "failed" and info.error is None
+    )
 
 
 def outcome(info: TaskInfo) -> Completed | Failed | Cancelled | None:

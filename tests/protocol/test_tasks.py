@@ -144,3 +144,12 @@ def test_extension_declaration_and_offer() -> None:
     assert caps["extensions"] == {"other/x": {"a": 1}, t.EXTENSION: {}}
     assert t.server_offers({"extensions": {t.EXTENSION: {}}})
     assert not t.server_offers({"extensions": []})
+
+
+def test_a_created_task_carries_no_payload_and_may_need_details() -> None:
+    created = t.parse_created({**MODERN, "status": "completed"}, "modern")
+    assert t.needs_details(created, "modern")
+    assert not t.needs_details(created, "legacy")
+    assert not t.needs_details(
+        t.parse_created({**MODERN, "status": "cancelled"}, "modern"), "modern"
+    )
