@@ -1,9 +1,15 @@
-"""Tasks against a real third-party server: server-everything's ``simulate-research-query``
-(the 2025-11-25 experimental tasks: ``execution.taskSupport: "required"``, four stages of
-1 s each), over stdio and streamable HTTP. ``call_tool`` sends the ``task`` parameter, polls
-``tasks/get`` and fetches ``tasks/result``; an ambiguous query asks the client's handler
-(elicitation, delivered through ``tasks/result``) and the answer shows in the report; a call
-whose deadline comes first fails with ``timeout`` at its deadline.
+"""Tasks against real third-party servers.
+
+* server-everything's ``simulate-research-query`` (the 2025-11-25 experimental tasks:
+  ``execution.taskSupport: "required"``, four stages of 1 s each), over stdio and streamable
+  HTTP: ``call_tool`` sends the ``task`` parameter, polls ``tasks/get`` and fetches
+  ``tasks/result``; an ambiguous query asks the client's handler (elicitation, delivered
+  through ``tasks/result``) and the answer shows in the report; a call whose deadline comes
+  first fails with ``timeout`` at its deadline.
+* fastmcp-tasks 4.1.4 on fastmcp-slim 4.1.4 (tests/peers/fastmcp_tasks_peer.py, in ``make
+  peers``'s ``.peers/fastmcp-tasks-4.1.4``), the modern Tasks extension over streamable
+  HTTP: a task polled to its result, a required task tool, ``start_task``'s handle, input
+  requests answered by the handler with ``tasks/update``, and ``cancel()``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import pytest
 
 import conduit_mcp as mcp
 
+from ..conftest import REPO_ROOT, missing_peer
 from .http_peer import HttpPeer, free_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
@@ -95,3 +102,59 @@ def test_a_deadline_before_the_end_is_a_timeout(
         took = time.monotonic() - started
     assert (err.value.kind, err.value.reason) == ("timeout", "deadline")
     assert 0.9 < took < 3.0
+
+
+# -- fastmcp-tasks: the modern extension ---------------------------------------------------
+
+TASKS_PEER = REPO_ROOT / "tests" / "peers" / "fastmcp_tasks_peer.py"
+
+
+class Colour(mcp.Handler):
+    async def elicit(self, request: Any, ctx: Any) -> mcp.ElicitResult:
+        return mcp.ElicitResult.accept({"value": "blue"})
+
+
+@pytest.fixture(scope="module")
+def fastmcp_tasks() -> Iterator[mcp.Client]:
+    found = sorted((REPO_ROOT / ".peers").glob("fastmcp-tasks-*/.stamp-slim-*"))
+    if not found:
+        missing_peer("fastmcp-tasks and fastmcp-slim (the .peers/fastmcp-tasks-* venv)")
+    python = found[-1].parent / "bin" / "python"
+    port = free_port()
+    peer = HttpPeer(
+        [str(python), str(TASKS_PEER), "--port", str(port)],
+        port,
+        ready=["Uvicorn running"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(found[-1].parent)},
+    )
+    client = mcp.Client.start(mcp.Http(peer.url), handler=Colour())
+    client.await_ready(timeout=20)
+    yield client
+    client.stop()
+    peer.kill()
+
+
+def test_fastmcp_tasks_call_tool_is_polled_to_its_result(fastmcp_tasks: mcp.Client) -> None:
+    assert fastmcp_tasks.status().era == "modern"
+    started = time.monotonic()
+    assert fastmcp_tasks.call_tool("slow", {"seconds": 0.5, "text": "hi"}, timeout=15).text == "hi"
+    assert time.monotonic() - started >= 0.5
+    required = fastmcp_tasks.call_tool("must_task", {"text": "x"}, timeout=15)
+    assert required.text == "tasked: x"
+    assert fastmcp_tasks.call_tool("quick", {"text": "now"}, timeout=15).text == "now"
+
+
+def test_fastmcp_tasks_input_requests_go_to_the_handler(fastmcp_tasks: mcp.Client) -> None:
+    handle = fastmcp_tasks.start_task("ask", {"question": "colour?"})
+    assert handle.result(timeout=15).text == "answer: blue"
+    assert len(handle.record["answered"]) == 1  # fastmcp scopes its keys; answered once
+
+
+def test_fastmcp_tasks_handle_and_cancel(fastmcp_tasks: mcp.Client) -> None:
+    handle = fastmcp_tasks.start_task("slow", {"seconds": 30, "text": "never"})
+    assert handle.record["era"] == "modern" and handle.record["tool"] == "slow"
+    assert not handle.wait(0.3)
+    handle.cancel()
+    with pytest.raises(mcp.Error) as err:
+        handle.result(timeout=10)
+    assert err.value.kind == "cancelled"
