@@ -50,7 +50,17 @@ BUSY_TIMEOUT = 5.0
 
 @runtime_checkable
 class TaskStore(Protocol):
-    """What a client asks of a task store. Methods may be called from several threads."""
+    """What a client asks of a task store. Methods may be called from several threads.
+
+    Any object with these three methods is one (a structural protocol):
+
+    >>> class Nowhere:
+    ...     def put(self, record): pass
+    ...     def delete(self, task_id): pass
+    ...     def records(self, endpoint): return []
+    >>> isinstance(Nowhere(), TaskStore)
+    True
+    """
 
     def put(self, record: Mapping[str, Any]) -> None:
         """Insert or replace the record of ``record["task_id"]``."""
@@ -87,7 +97,15 @@ def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
 
 class MemoryTaskStore:
     """The records of this process only (the default ``task_store``): a lost process loses
-    them; ``client.tasks.unfinished()`` lists those of the running process."""
+    them; ``client.tasks.unfinished()`` lists those of the running process.
+
+    >>> store = MemoryTaskStore()
+    >>> store.put({"task_id": "t1", "endpoint": "e", "status": "working"})
+    >>> [r["status"] for r in store.records("e")], store
+    (['working'], <MemoryTaskStore 1 task(s)>)
+    >>> store.delete("t1"); store.records("e")
+    []
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,15 +115,33 @@ class MemoryTaskStore:
         return f"<MemoryTaskStore {len(self._records)} task(s)>"
 
     def put(self, record: Mapping[str, Any]) -> None:
+        """Insert or replace the record of ``record["task_id"]`` (its fields only).
+
+        >>> store = MemoryTaskStore()
+        >>> store.put({"task_id": "t", "endpoint": "e", "secret": "dropped"})
+        >>> "secret" in store.records("e")[0]
+        False
+        """
         plain = _plain(record)
         with self._lock:
             self._records[plain["task_id"]] = plain
 
     def delete(self, task_id: str) -> None:
+        """Forget a task; an unknown id is no error.
+
+        >>> MemoryTaskStore().delete("never-stored")
+        """
         with self._lock:
             self._records.pop(task_id, None)
 
     def records(self, endpoint: str) -> list[dict[str, Any]]:
+        """Copies of the records of ``endpoint``, oldest first.
+
+        >>> store = MemoryTaskStore()
+        >>> store.put({"task_id": "a", "endpoint": "x"}); store.put({"task_id": "b", "endpoint": "y"})
+        >>> [r["task_id"] for r in store.records("x")]
+        ['a']
+        """
         with self._lock:
             return [dict(r) for r in self._records.values() if r["endpoint"] == endpoint]
 
@@ -163,6 +199,15 @@ class SqliteTaskStore:
         return db
 
     def put(self, record: Mapping[str, Any]) -> None:
+        """Insert or replace the record of ``record["task_id"]``, in one transaction.
+
+        >>> import tempfile, os
+        >>> store = SqliteTaskStore(os.path.join(tempfile.mkdtemp(), "t.db"))
+        >>> store.put({"task_id": "t", "endpoint": "e", "status": "working"})
+        >>> store.put({"task_id": "t", "endpoint": "e", "status": "input_required"})
+        >>> [r["status"] for r in store.records("e")]
+        ['input_required']
+        """
         plain = _plain(record)
         db = self._connect()
         db.execute(
@@ -173,9 +218,24 @@ class SqliteTaskStore:
         )
 
     def delete(self, task_id: str) -> None:
+        """Forget a task; an unknown id is no error.
+
+        >>> import tempfile, os
+        >>> store = SqliteTaskStore(os.path.join(tempfile.mkdtemp(), "t.db"))
+        >>> store.put({"task_id": "t", "endpoint": "e"}); store.delete("t"); store.records("e")
+        []
+        """
         self._connect().execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
 
     def records(self, endpoint: str) -> list[dict[str, Any]]:
+        """The records of ``endpoint``, oldest first, as every process sees them.
+
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.db")
+        >>> SqliteTaskStore(path).put({"task_id": "t", "endpoint": "e"})
+        >>> [r["task_id"] for r in SqliteTaskStore(path).records("e")]  # another opener
+        ['t']
+        """
         rows = self._connect().execute(
             "SELECT record FROM tasks WHERE endpoint = ? ORDER BY seq", (endpoint,)
         )

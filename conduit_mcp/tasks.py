@@ -565,7 +565,17 @@ class TaskHandle:
     ``status()`` is the last status seen (``"working"``, ``"input_required"``,
     ``"completed"``, ``"failed"``, ``"cancelled"``); the task is polled in the background
     meanwhile. ``record`` is the JSON-ready dict ``client.tasks.resume`` re-attaches from
-    after a restart. The task id is in the record only: never in the handle's repr."""
+    after a restart. The task id is in the record only: never in the handle's repr.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--era", "modern"])
+    >>> with mcp.Client.start(server) as client:
+    ...     handle = client.start_task("task_job", {"seconds": 0.2, "poll_ms": 50})
+    ...     first = repr(handle)
+    ...     print(first, handle.wait(timeout=10), handle.result().text, handle)
+    <TaskHandle 'task_job' working> True done <TaskHandle 'task_job' completed>
+    """
 
     __slots__ = ("_run", "_done", "_parse", "_tool")
 
@@ -712,7 +722,19 @@ class Tasks:
 
     ``unfinished()`` lists the records of this server's tasks not ended yet (for a
     ``SqliteTaskStore``, those of every process that used the same file); ``resume(record)``
-    re-attaches to one and returns its :class:`TaskHandle`, polled as before."""
+    re-attaches to one and returns its :class:`TaskHandle`, polled as before.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--era", "modern"])
+    >>> with mcp.Client.start(server) as client:
+    ...     handle = client.start_task("task_job", {"seconds": 5, "poll_ms": 50})
+    ...     [record] = client.tasks.unfinished()
+    ...     print(record["tool"], record["status"], sorted(record) == sorted(handle.record))
+    ...     handle.cancel(); print(handle.wait(timeout=10), client.tasks.unfinished())
+    task_job working True
+    True []
+    """
 
     __slots__ = ("_handle",)
 
