@@ -34,7 +34,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 from urllib.parse import urlsplit
 
-from .actors.events import Call
+from .actors.events import Call, WatchTask
 from .errors import Error
 from .protocol import tasks as rules
 from .protocol.results import parse_call_tool
@@ -102,6 +102,8 @@ class TaskRun:
         "book",
         "store",
         "record",
+        "_pushed",
+        "pushes",
     )
 
     def __init__(
@@ -126,6 +128,8 @@ class TaskRun:
         self.store = store
         self.record: dict[str, Any] = record or {}
         self.book = rules.InputBook(self.record.get("answered") or ())
+        self._pushed: rules.TaskInfo | None = None
+        self.pushes = 0
 
     def __repr__(self) -> str:
         # The task id is a bearer-like secret (ext-tasks, "Security Considerations").
@@ -219,6 +223,7 @@ class TaskRun:
 
     async def _drive(self) -> None:
         self._wake = asyncio.Event()
+        self._watch(True)
         try:
             result = await self._poll_to_end()
         except Error as exc:
@@ -232,6 +237,8 @@ class TaskRun:
             await self._forget()
             if not self.future.done():
                 self.future.set_result(result)
+        finally:
+            self._watch(False)
 
     # -- the store (its writes may block: never on the loop itself) ---------------------------
 
@@ -262,6 +269,34 @@ class TaskRun:
                 await asyncio.get_running_loop().run_in_executor(None, fn, *args)
         except Exception as exc:  # a failing store never fails the task
             log.warning("the task store failed: %s", type(exc).__name__)
+
+    # -- pushed status (modern: notifications/tasks on the listen stream) ---------------------
+
+    def _watch(self, on: bool) -> None:
+        """Ask the connection to listen for this task's pushed status (modern era), or stop.
+        A connection that is not there now hears of it from the tree (published.py) when it
+        comes back; the poll goes on either way."""
+        if self.era != "modern":
+            return
+        push = self._push if on else None
+        with contextlib.suppress(Exception):
+            self._handle.try_tell(WatchTask(self.info.task_id, push))
+
+    def _push(self, params: dict[str, Any]) -> None:
+        """Called by the connection's thread: only a hand-off to the I/O loop."""
+        io.call_soon(self._take_push, params)
+
+    def _take_push(self, params: dict[str, Any]) -> None:
+        try:
+            info = rules.parse_status(params, "modern")
+        except Error:
+            return  # an unusable push: the next poll reads the task
+        if info.task_id != self.info.task_id:
+            return
+        self.pushes += 1
+        self._pushed = info
+        if self._wake is not None:
+            self._wake.set()
 
     def _finish_error(self, exc: Error) -> None:
         if not self.future.done():
@@ -297,11 +332,25 @@ class TaskRun:
                 delay = min(delay, max(0.0, self.deadline - now))
             wake = self._wake
             assert wake is not None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
+            if self._pushed is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), delay)
+            wake.clear()
             if self._cancel is not None or (
                 self.deadline is not None and time.monotonic() >= self.deadline
             ):
+                continue
+            pushed, self._pushed = self._pushed, None
+            if pushed is not None:
+                # The server pushed the task's state (a whole DetailedTask): it replaces
+                # this poll, and the next one waits a full interval again.
+                changed = pushed.status != info.status
+                info = pushed
+                self.info = info
+                if changed and info.status not in rules.TERMINAL:
+                    await self._save()
+                if info.status == "input_required":
+                    await self._answer(info)
                 continue
             try:
                 raw = await self._request("tasks/get", {"taskId": info.task_id})

@@ -117,6 +117,7 @@ from .events import (
     ServeExpired,
     SetAuth,
     TokenReady,
+    WatchTask,
     transport_error,
 )
 from .handshake import HandshakeStates
@@ -141,6 +142,7 @@ _CHANGE_EVENTS = (
     RefreshFailed,
     Consumers,
     SetAuth,
+    WatchTask,
     ListenRouted,
     ListenDropped,
     ListenBack,

@@ -205,6 +205,19 @@ class Consumers:
 
 
 @dataclass(slots=True, frozen=True)
+class WatchTask:
+    """A task the caller side polls (``push``: the callable that takes its
+    ``notifications/tasks`` params, a hand-off to the I/O loop) or no longer polls
+    (``push=None``): the connection listens for its pushed status (docs/tasks.md)."""
+
+    task_id: str
+    push: Any
+
+    def __repr__(self) -> str:
+        return f"<WatchTask {'on' if self.push is not None else 'off'}>"  # never the id
+
+
+@dataclass(slots=True, frozen=True)
 class SetAuth:
     """``Client.set_auth``: send these credentials from now on (``spec`` is the transport spec
     with them). Its repr never shows them."""
