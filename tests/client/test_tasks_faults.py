@@ -134,9 +134,18 @@ def test_task_ids_never_in_a_repr_a_log_or_an_error(
     start_client: Callable[..., mcp.Client],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
     caplog.set_level(logging.DEBUG, logger="conduit_mcp")
+    exporter = InMemorySpanExporter()
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(exporter))
     _server, proc = serve_http(era="modern")
-    client = start_client(mcp.Http(proc.url), backoff=lambda a: 0.1, max_reconnects=200)
+    client = start_client(
+        mcp.Http(proc.url), backoff=lambda a: 0.1, max_reconnects=200, tracer_provider=tracing
+    )
     client.await_ready(timeout=20)
     seen: list[str] = []
     handle = client.start_task("task_job", {"seconds": 30, "poll_ms": 50})
@@ -153,6 +162,9 @@ def test_task_ids_never_in_a_repr_a_log_or_an_error(
         handle.result(timeout=20)
     assert lost.value.reason == "task_lost"
     seen += [str(lost.value), repr(lost.value), repr(handle)]
+    spans = exporter.get_finished_spans()
+    assert any(span.name == "tools/call task_job" for span in spans)
+    seen += [span.to_json() for span in spans]
     text = "\n".join(seen) + "\n" + caplog.text
     assert task_id and failed_id
     assert task_id not in text and failed_id not in text
