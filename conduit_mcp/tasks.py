@@ -399,6 +399,9 @@ class TaskRun:
             if self.era == "legacy" and not out.result:
                 return await self._legacy_result()
             return out.result
+        if isinstance(out, rules.Failed) and self.era == "legacy" and self.info.error is None:
+            # 2025-11-25: tasks/result answers a failed task's JSON-RPC error itself.
+            return await self._legacy_result()
         raise out.error
 
     async def _legacy_result(self) -> dict[str, Any]:

@@ -235,3 +235,23 @@ def test_a_pushed_status_replaces_the_poll_over_http(modern_http: Any, modern: m
     assert any("taskIds" in (m["params"].get("notifications") or {}) for m in listens)
     # the task ended on the push: no tasks/get at all (the first poll was due after 5 s)
     assert stats(modern)[handle.record["task_id"]]["gets"] == 0
+
+
+def test_legacy_outcomes(make_server: Callable[..., Any]) -> None:
+    server = make_server(era="legacy")
+    args = {"seconds": 0.1, "poll_ms": 50}
+    with mcp.Client.start(server.stdio()) as client:
+        client.await_ready(timeout=20)
+        done = client.call_tool("task_required", {**args, "outcome": "error_result"}, timeout=10)
+        assert done.is_error
+        with pytest.raises(mcp.Error) as failed:
+            client.call_tool("task_required", {**args, "outcome": "failed"}, timeout=10)
+        # the JSON-RPC error tasks/result answers for a failed task
+        assert (failed.value.kind, failed.value.code, failed.value.message) == (
+            "server",
+            -32603,
+            "task failed",
+        )
+        with pytest.raises(mcp.Error) as cancelled:
+            client.call_tool("task_required", {**args, "outcome": "cancelled"}, timeout=10)
+        assert cancelled.value.kind == "cancelled"
