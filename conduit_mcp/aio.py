@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .errors import Error
@@ -29,6 +30,7 @@ from .protocol.server_logs import LoggingLevel
 from .replies import AsyncReply, Reply
 from .request import Handle, ListKind, Request
 from .status import Status
+from .tasks import TaskHandle
 from .types import (
     CallToolResult,
     CompleteResult,
@@ -130,6 +132,30 @@ class AsyncClient:
             timeout,
             on_progress,
         )
+
+    async def start_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> TaskHandle:
+        """Call a tool as a task and return at once with its :class:`TaskHandle` (``status()``,
+        ``wait()``, ``result()``, ``cancel()``, ``record``), polled in the background without a
+        thread of its own (docs/tasks.md). A task is asked for whenever the tool supports one
+        (2025-11-25: ``execution.taskSupport`` ``"required"`` or ``"optional"``; the modern
+        Tasks extension: declared, the server decides); a server that answers at once gives a
+        handle that is already completed. ``timeout`` bounds the call that creates the task, not
+        the task.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``argument``/``invalid_arguments`` (with ``validate_arguments``). Cancelling the
+                awaiting task gives the call up (a request is cancelled at the server).
+        """
+        return await self._start_task(rq.call_tool(name, arguments, meta), timeout)
 
     async def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
@@ -451,7 +477,35 @@ class AsyncClient:
             except Error as exc:
                 vd.listing_failed(self._handle, exc)  # the call goes on unchecked
             checks = vd.from_listing(self._handle, req, tools)
-        return await self._call(vd.checked(req, checks), timeout, on_progress)
+        # A tool call may be answered with a task: polled to its end (docs/tasks.md).
+        deadline = tk.deadline_of(self._handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, checks.tool if checks else None)
+        out = await self._call(tk.keep_task(checked), timeout, on_progress)
+        if isinstance(out, tk.TaskAnswer):
+            return await tk.drive_async(self._handle, out, deadline, checked.parse, req)
+        return out
+
+    async def _start_task(
+        self, req: Request[CallToolResult], timeout: float | None
+    ) -> tk.TaskHandle:
+        checks = vd.find_tool(self._handle, req)
+        if isinstance(checks, vd.ListFirst) or (checks is None and tk.needs_listing(self._handle)):
+            tools: tuple[Any, ...] = ()
+            try:
+                tools = await self._list_all("tools", timeout, True)
+            except Error as exc:
+                vd.listing_failed(self._handle, exc)
+            checks = vd.from_listing(self._handle, req, tools)
+            tool = tk.listed(tools, req)
+        else:
+            tool = checks.tool if checks is not None else tk.cached_tool(self._handle, req)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, tool, explicit=True)
+        out = await self._call(tk.keep_task(checked), timeout)
+        return tk.start_handle(
+            self._handle, out, checked.parse, tk.tool_name(req), tk.tool_arguments(req)
+        )
 
     async def _call(
         self,

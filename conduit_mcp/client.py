@@ -26,6 +26,7 @@ import pykka
 
 from . import request as rq
 from . import subscriptions, tree
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import Call, ReconnectNow, RootsChanged
 from .actors.oauth import Authorize
@@ -38,6 +39,7 @@ from .protocol.server_logs import LoggingLevel
 from .replies import SyncReply
 from .request import Handle, ListKind, Request
 from .status import State, Status
+from .tasks import TaskHandle
 from .transports.http_spec import Http
 from .transports.inprocess_spec import InProcess
 from .transports.stdio_spec import Stdio
@@ -111,6 +113,9 @@ class Client:
         self._handle = Handle(name, runtime)
         self.aio = AsyncClient(self._handle)
         self.futures = FutureClient(self._handle)
+        #: The tasks kept in the client's ``task_store``: ``unfinished()``, ``resume(record)``
+        #: (docs/tasks.md).
+        self.tasks = tk.Tasks(self._handle)
 
     def __repr__(self) -> str:
         return f"<conduit_mcp.Client {self.name!r} {self.status().state}>"
@@ -352,6 +357,29 @@ class Client:
             timeout,
             on_progress,
         )
+
+    def start_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> TaskHandle:
+        """Call a tool as a task and return at once with its :class:`TaskHandle` (``status()``,
+        ``wait()``, ``result()``, ``cancel()``, ``record``), polled in the background without a
+        thread of its own (docs/tasks.md). A task is asked for whenever the tool supports one
+        (2025-11-25: ``execution.taskSupport`` ``"required"`` or ``"optional"``; the modern
+        Tasks extension: declared, the server decides); a server that answers at once gives a
+        handle that is already completed. ``timeout`` bounds the call that creates the task, not
+        the task.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``argument``/``invalid_arguments`` (with ``validate_arguments``).
+        """
+        return self._start_task(rq.call_tool(name, arguments, meta), timeout)
 
     def list_tools(self, cursor: str | None = None, *, timeout: float | None = None) -> Page[Tool]:
         """One page of tools (``Page.next_cursor`` is None on the last page).
@@ -804,7 +832,33 @@ class Client:
             except Error as exc:
                 vd.listing_failed(self._handle, exc)  # the call goes on unchecked
             checks = vd.from_listing(self._handle, req, tools)
-        return self._call(vd.checked(req, checks), timeout, on_progress)
+        # A tool call may be answered with a task: polled to its end (docs/tasks.md).
+        deadline = tk.deadline_of(self._handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, checks.tool if checks else None)
+        out = self._call(tk.keep_task(checked), timeout, on_progress)
+        if isinstance(out, tk.TaskAnswer):
+            return tk.drive_blocking(self._handle, out, deadline, checked.parse, req)
+        return out
+
+    def _start_task(self, req: Request[CallToolResult], timeout: float | None) -> tk.TaskHandle:
+        checks = vd.find_tool(self._handle, req)
+        if isinstance(checks, vd.ListFirst) or (checks is None and tk.needs_listing(self._handle)):
+            tools: tuple[Any, ...] = ()
+            try:
+                tools = self._list_all("tools", timeout, True)
+            except Error as exc:
+                vd.listing_failed(self._handle, exc)
+            checks = vd.from_listing(self._handle, req, tools)
+            tool = tk.listed(tools, req)
+        else:
+            tool = checks.tool if checks is not None else tk.cached_tool(self._handle, req)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(self._handle, checked, tool, explicit=True)
+        out = self._call(tk.keep_task(checked), timeout)
+        return tk.start_handle(
+            self._handle, out, checked.parse, tk.tool_name(req), tk.tool_arguments(req)
+        )
 
     def _call(
         self,

@@ -17,6 +17,7 @@ from .protocol.client_caps import for_handler
 from .protocol.messages import client_info
 from .protocol.server_logs import LEVELS, LoggingLevel
 from .protocol.versions import ProtocolChoice, parse_protocol_option
+from .task_store import MemoryTaskStore, check_store
 
 DEFAULT_CLIENT_INFO: Mapping[str, str] = client_info()
 #: ``max_list_bytes``'s default: the most one walk of a list's pages may fetch.
@@ -187,6 +188,27 @@ class ClientOptions(TypedDict, total=False):
     >>> mcp.Client.start(server, capabilities=['sampling'])
     Traceback (most recent call last):
     conduit_mcp.errors.Error: config (capabilities): option 'capabilities' must be a mapping with string keys
+    """
+    tasks: bool | None
+    """Whether modern requests declare the Tasks extension (``io.modelcontextprotocol/tasks``)
+    in their client capabilities, so that a long ``tools/call`` may be answered with a task
+    that ``call_tool`` polls to its end (docs/tasks.md). None (the default): declared when
+    the server advertises the extension in ``server/discover``; False: never.
+
+    >>> mcp.Client.start(server, tasks="yes")
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (tasks): option 'tasks' must be True, False or None
+    """
+    task_store: Any
+    """Where the client keeps its unfinished tasks (a ``conduit_mcp.TaskStore``), so that
+    ``client.tasks.unfinished()`` and ``client.tasks.resume(record)`` find them after a
+    restart of the process: ``mcp.SqliteTaskStore(path)`` for that; the default, a
+    ``mcp.MemoryTaskStore()`` of the client's own, lives as long as the process
+    (docs/tasks.md).
+
+    >>> mcp.Client.start(server, task_store="tasks.db")
+    Traceback (most recent call last):
+    conduit_mcp.errors.Error: config (task_store): option 'task_store' must be a TaskStore (put, delete, records), e.g. mcp.MemoryTaskStore() or mcp.SqliteTaskStore(path)
     """
     handler: Any
     """A ``conduit_mcp.Handler``: what the client answers when the server asks (sampling,
@@ -369,6 +391,9 @@ class Config:
     max_list_bytes: int = DEFAULT_MAX_LIST_BYTES
     client_info: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_CLIENT_INFO))
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    # The Tasks extension (docs/tasks.md): None, declared when the server offers it.
+    tasks: bool | None = None
+    task_store: Any = field(default_factory=MemoryTaskStore, repr=False, compare=False)
     handler: Any = field(default=None, repr=False, compare=False)
     handler_timeout: float = 300.0
     max_server_requests: int = 8
@@ -488,6 +513,10 @@ def build_config(options: Mapping[str, Any] | ClientOptions) -> Config:
     for name in _BOOLS:
         if name in values and type(values[name]) is not bool:
             raise Error("config", name, f"option {name!r} must be True or False")
+    if "task_store" in values:
+        values["task_store"] = check_store(values["task_store"])
+    if values.get("tasks") not in (None, True, False):
+        raise Error("config", "tasks", "option 'tasks' must be True, False or None")
     prior = values.get("prior")
     if prior not in (None, "legacy"):
         raise Error("config", "prior", "option 'prior' must be None or 'legacy'")

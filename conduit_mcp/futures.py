@@ -17,6 +17,7 @@ from typing import Any, TypeVar, cast
 import pykka
 
 from . import request as rq
+from . import tasks as tk
 from . import validation as vd
 from .actors.events import AwaitReady, Call
 from .caller_watch import WATCH
@@ -26,6 +27,7 @@ from .protocol.server_logs import LoggingLevel
 from .replies import FutureReply
 from .request import Handle, ListKind, Request
 from .status import Status
+from .tasks import TaskHandle
 from .telemetry import Operation
 from .types import (
     CallToolResult,
@@ -156,6 +158,30 @@ class FutureClient:
             timeout,
             on_progress,
         )
+
+    def start_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> pykka.Future[TaskHandle]:
+        """Call a tool as a task and return at once with its :class:`TaskHandle` (``status()``,
+        ``wait()``, ``result()``, ``cancel()``, ``record``), polled in the background without a
+        thread of its own (docs/tasks.md). A task is asked for whenever the tool supports one
+        (2025-11-25: ``execution.taskSupport`` ``"required"`` or ``"optional"``; the modern
+        Tasks extension: declared, the server decides); a server that answers at once gives a
+        handle that is already completed. ``timeout`` bounds the call that creates the task, not
+        the task.
+
+        Raises:
+            Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
+                ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``argument``/``invalid_arguments`` (with ``validate_arguments``).
+        """
+        return self._start_task(rq.call_tool(name, arguments, meta), timeout)
 
     def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
@@ -480,7 +506,28 @@ class FutureClient:
         found = vd.find_tool(self._handle, req)
         if isinstance(found, vd.ListFirst):
             return self._call_tool_listing(req, timeout, on_progress)
-        return self._call(vd.checked(req, found), timeout, on_progress)
+        return self._call_tool_checked(req, found, timeout, on_progress)
+
+    def _call_tool_checked(
+        self,
+        req: Request[CallToolResult],
+        checks: vd.ToolChecks | None,
+        timeout: float | None,
+        on_progress: pykka.ActorRef[Any] | None,
+    ) -> pykka.Future[CallToolResult]:
+        """The call, whose answer may be a task: then the future's ``get`` polls it to its
+        end (in the thread that gets it; docs/tasks.md)."""
+        handle = self._handle
+        deadline = tk.deadline_of(handle, timeout)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(handle, checked, checks.tool if checks else None)
+
+        def settle(out: CallToolResult | tk.TaskAnswer) -> CallToolResult:
+            if isinstance(out, tk.TaskAnswer):
+                return tk.drive_blocking(handle, out, deadline, checked.parse, req)
+            return out
+
+        return self._call(tk.keep_task(checked), timeout, on_progress).map(settle)
 
     def _call_tool_listing(
         self,
@@ -515,7 +562,7 @@ class FutureClient:
                     return  # the calling actor died: nobody waits, nothing is sent
                 checks = vd.from_listing(handle, req, tools)
                 total = cfg.max_total_timeout if cfg is not None else seconds
-                call = self._call(vd.checked(req, checks), seconds, on_progress)
+                call = self._call_tool_checked(req, checks, seconds, on_progress)
                 value = call.get(timeout=max(seconds, total) + rq.GRACE)
             except pykka.Timeout:
                 error = Error("timeout", "deadline", "tools/call got no answer in time")
@@ -530,6 +577,57 @@ class FutureClient:
 
         _submit_listing(run)
         return out
+
+    def _start_task(
+        self, req: Request[CallToolResult], timeout: float | None
+    ) -> pykka.Future[tk.TaskHandle]:
+        """The task's handle in a future; a tool never listed is listed first (legacy: its
+        ``execution.taskSupport`` says whether to ask for a task) in a worker, so the calling
+        actor never blocks."""
+        handle = self._handle
+        checks = vd.find_tool(handle, req)
+        if isinstance(checks, vd.ListFirst) or (checks is None and tk.needs_listing(handle)):
+            out: pykka.ThreadingFuture[tk.TaskHandle] = pykka.ThreadingFuture()
+
+            def run() -> None:
+                try:
+                    runtime = handle.find()
+                    seconds = rq.check_timeout(
+                        timeout, runtime.config.request_timeout if runtime else 30.0
+                    )
+                    tools: tuple[Any, ...] = ()
+                    try:
+                        walk = rq.begin_listing(handle, "tools", seconds, True)
+                        tools = walk if isinstance(walk, tuple) else (self._walk(walk, None) or ())
+                    except Error as exc:
+                        vd.listing_failed(handle, exc)
+                    checked = vd.checked(req, vd.from_listing(handle, req, tools))
+                    tk.with_task_param(handle, checked, tk.listed(tools, req), explicit=True)
+                    answer = self._call(tk.keep_task(checked), seconds).get(
+                        timeout=seconds + rq.GRACE
+                    )
+                    out.set(
+                        tk.start_handle(
+                            handle, answer, checked.parse, tk.tool_name(req), tk.tool_arguments(req)
+                        )
+                    )
+                except pykka.Timeout:
+                    error = Error("timeout", "deadline", "tools/call got no answer in time")
+                    out.set_exception((Error, error, None))
+                except BaseException as exc:
+                    out.set_exception((type(exc), exc, exc.__traceback__))
+
+            _submit_listing(run)
+            return out
+        tool = checks.tool if checks is not None else tk.cached_tool(handle, req)
+        checked = vd.checked(req, checks)
+        tk.with_task_param(handle, checked, tool, explicit=True)
+        name, arguments = tk.tool_name(req), tk.tool_arguments(req)
+
+        def settle(answer: CallToolResult | tk.TaskAnswer) -> tk.TaskHandle:
+            return tk.start_handle(handle, answer, checked.parse, name, arguments)
+
+        return self._call(tk.keep_task(checked), timeout).map(settle)
 
     def _call(
         self,

@@ -36,6 +36,7 @@ class Published:
         "listen_want",
         "live_listens",
         "resource_uris",
+        "task_watch",
         "once_modern",
         "last_failure",
         "log_level",
@@ -68,6 +69,10 @@ class Published:
         # The resources the user subscribed to: the connection's, kept here so that a
         # restarted connection subscribes to them again.
         self.resource_uris: set[str] = set()
+        # The tasks polled (task id -> what takes their notifications/tasks), kept here so
+        # that a restarted connection listens for them again (docs/tasks.md). Written by the
+        # connection only; the callback only hands the params to the I/O loop.
+        self.task_watch: dict[str, Any] = {}
         # Once modern, never legacy: set when a handshake settles the modern era; every
         # later handshake (a reconnect, or a restarted connection after a crash) discovers
         # and never falls back to initialize (docs/connection.md, "Era discovery").

@@ -83,6 +83,22 @@ METHODS = [
         the tool's ``outputSchema``; ``argument``/``invalid_arguments`` (with
         ``validate_arguments``).""",
     ),
+    Method(
+        "start_task",
+        params="""name: str, arguments: Mapping[str, Any] | None = None, *,
+        timeout: float | None = None, meta: Mapping[str, Any] | None = None""",
+        result="TaskHandle",
+        body="self._start_task(rq.call_tool(name, arguments, meta), timeout)",
+        doc="""Call a tool as a task and return at once with its :class:`TaskHandle`
+        (``status()``, ``wait()``, ``result()``, ``cancel()``, ``record``), polled in the
+        background without a thread of its own (docs/tasks.md). A task is asked for
+        whenever the tool supports one (2025-11-25: ``execution.taskSupport``
+        ``"required"`` or ``"optional"``; the modern Tasks extension: declared, the server
+        decides); a server that answers at once gives a handle that is already completed.
+        ``timeout`` bounds the call that creates the task, not the task.""",
+        raises=REQUEST_RAISES.removesuffix(".")
+        + """; ``argument``/``invalid_arguments`` (with ``validate_arguments``).""",
+    ),
     _page("tools", "Tool", "tools", " (``Page.next_cursor`` is None on the last page)"),
     _page("prompts", "Prompt", "prompts"),
     _page("resources", "Resource", "resources"),

@@ -53,7 +53,7 @@ from ..published import Published
 from ..server_logs import ServerLog
 from ..status import Era
 from ..telemetry import ConnectionTelemetry
-from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth
+from .events import COALESCE, REFRESH, CacheStore, Call, Consumers, SetAuth, WatchTask
 from .listen import ListenBack, ListenDropped, ListenRouted, Want, WantSeen
 from .notifier import Deliver, Replay
 from .refresher import Refresh, Refreshed, RefreshFailed
@@ -206,6 +206,13 @@ class ChangeTracker:
                 self._consumers.pop(ev.key, None)
             self._update_listen()
             return True
+        if t is WatchTask:
+            if ev.push is not None:
+                self._published.task_watch[ev.task_id] = ev.push
+            else:
+                self._published.task_watch.pop(ev.task_id, None)
+            self._update_listen()
+            return True
         if t is SetAuth:
             self.set_auth(ev)
             return True
@@ -277,6 +284,13 @@ class ChangeTracker:
                     self._tel.dropped()
                     return  # a listen that was closed, or never opened
                 params = lsn.without_subscription(params)
+        if method == lsn.TASK_STATUS:
+            # A task's pushed status: handed to its poll loop (docs/tasks.md); a copy goes
+            # to subscribers like any notification.
+            task_id = params.get("taskId") if type(params) is dict else None
+            push = self._published.task_watch.get(task_id) if type(task_id) is str else None
+            if push is not None:
+                push(params)
         kinds = lsn.STALE_KINDS.get(method)
         if kinds is None:
             self._deliver(method, params)
@@ -488,6 +502,7 @@ class ChangeTracker:
                     else self._consumers.values()
                 ),
                 resource_uris=self._resource_uris,
+                task_ids=self._published.task_watch,
             )
         )
 

@@ -78,6 +78,7 @@ from ..protocol.jsonrpc import (
     server_error,
 )
 from ..protocol.server_logs import set_level
+from ..protocol.tasks import task_refusal
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
 from ..telemetry import NO_CONNECTION_TELEMETRY, ConnectionTelemetry
@@ -116,6 +117,7 @@ from .events import (
     ServeExpired,
     SetAuth,
     TokenReady,
+    WatchTask,
     transport_error,
 )
 from .handshake import HandshakeStates
@@ -140,6 +142,7 @@ _CHANGE_EVENTS = (
     RefreshFailed,
     Consumers,
     SetAuth,
+    WatchTask,
     ListenRouted,
     ListenDropped,
     ListenBack,
@@ -238,6 +241,10 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         # The request hot path reads these on every call: keep them flat.
         self._client_info = dict(config.client_info)
         self._capabilities = dict(config.capabilities)
+        # What each request declares: the capabilities, plus the Tasks extension in the
+        # modern era when the tasks option says so (set at discovery; docs/tasks.md).
+        self._request_caps: dict[str, Any] = self._capabilities
+        self._task_rounds = 0  # ids of task input rounds (docs/tasks.md)
         self._siblings = siblings or _NoSiblings()
         handler = config.handler
         notes = handler is not None and wants_notifications(handler)
@@ -772,6 +779,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                 )
             )
             return
+        if call.inputs is not None:
+            self._task_inputs(call)
+            return
         if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
             return
         if call.method == SET_LEVEL and self._set_log_level(call):
@@ -795,7 +805,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             era=self._era or "legacy",
             version=self._version or LATEST_LEGACY,
             client_info=self._client_info,
-            capabilities=self._capabilities,
+            capabilities=self._request_caps,
             progress_token=rid if call.progress else None,
             log_level=self._shared.log_level,
         )
@@ -812,6 +822,20 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             reply.fail(exc)
             return
         self.set_timeout(call, remaining, Deadline(call))
+
+    def _task_inputs(self, call: Call) -> None:
+        """A task's input requests (docs/tasks.md, "Input while it runs"): run as a modern
+        input round, under the same trust rules and bounds as an ``input_required`` result
+        (serving.py), keyed by an id of its own; the round's retry is the ``tasks/update``
+        carrying the answers, sent by the normal request path."""
+        inputs, call.inputs = call.inputs, None
+        # Negative ids: never one of the requests' (they count up from 1).
+        self._task_rounds += 1
+        rid = -self._task_rounds
+        call.reply.request_id = rid
+        answered = {"resultType": "input_required", "inputRequests": inputs}
+        if not self._work.on_result(call, rid, answered):
+            call.reply.ok({})
 
     def _set_log_level(self, call: Call) -> bool:
         """``logging/setLevel`` from the API (docs/telemetry.md, "Server logs"): refused here
@@ -840,12 +864,18 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             result = m.result
             # A modern result that is not complete (input_required, or unknown): the reader
             # left it here (pending.py); serving.py runs the round or fails the call.
-            if (
-                type(result) is dict
-                and "resultType" in result
-                and self._work.on_result(call, m.id, result)
-            ):
-                return None
+            if type(result) is dict and "resultType" in result:
+                if result["resultType"] == "task":
+                    # A task (docs/tasks.md): the caller polls it; only a tools/call that
+                    # declared the extension may get one (ext-tasks, "Supported Methods").
+                    refusal = task_refusal(call.method, self._request_caps)
+                    if refusal is not None:
+                        call.reply.fail(refusal)
+                    else:
+                        call.reply.ok(result)
+                    return None
+                if self._work.on_result(call, m.id, result):
+                    return None
             call.reply.ok(result)
             return None
         if t is ErrorResponse:

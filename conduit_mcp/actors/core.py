@@ -60,6 +60,8 @@ class ConnectionCore(Statem):
     _changes: ChangeTracker  # notifications, the cache, listens, resource subscriptions
     _client_info: dict[str, Any]  # sent with every modern request and in initialize
     _capabilities: dict[str, Any]  # idem: the client's capabilities
+    _request_caps: dict[str, Any]  # what each request declares (+ tasks, docs/tasks.md)
+    _task_rounds: int  # task input rounds so far: their negative ids (docs/tasks.md)
     _mode: Mode  # how eras are negotiated: "auto", "modern" or "legacy" (protocol option)
     _pinned: str | None  # the pinned protocol version (protocol option), or None
 

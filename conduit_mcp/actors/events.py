@@ -44,6 +44,7 @@ class Call:
         "base",
         "auth_tries",
         "step_ups",
+        "inputs",
     )
 
     def __init__(
@@ -68,6 +69,9 @@ class Call:
         self.base = params
         self.auth_tries = 0  # times refused for its token (401) and sent again
         self.step_ups = 0  # times refused for its scope (403) and sent again after a step-up
+        # A task's inputRequests to answer before this tasks/update is sent (docs/tasks.md):
+        # the connection runs them as an input round, then sends the update.
+        self.inputs: dict[str, Any] | None = None
 
     @property
     def deadline(self) -> float:
@@ -198,6 +202,19 @@ class Consumers:
     key: Any
     methods: frozenset[str] | None
     add: bool
+
+
+@dataclass(slots=True, frozen=True)
+class WatchTask:
+    """A task the caller side polls (``push``: the callable that takes its
+    ``notifications/tasks`` params, a hand-off to the I/O loop) or no longer polls
+    (``push=None``): the connection listens for its pushed status (docs/tasks.md)."""
+
+    task_id: str
+    push: Any
+
+    def __repr__(self) -> str:
+        return f"<WatchTask {'on' if self.push is not None else 'off'}>"  # never the id
 
 
 @dataclass(slots=True, frozen=True)

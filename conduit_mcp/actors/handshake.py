@@ -35,6 +35,7 @@ from ..protocol.negotiation import (
     classify_initialize_refusal,
     classify_probe,
 )
+from ..protocol.tasks import request_capabilities
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN, era_of
 from ..transports.base import Inbound, RequestFailed, StreamBroken, TransportDown
 from .core import ConnectionCore, Handlers
@@ -173,6 +174,9 @@ class HandshakeStates(ConnectionCore):
             self._shared.server_info = info.server_info
             self._shared.capabilities = info.capabilities
             self._shared.instructions = info.instructions
+            self._request_caps = request_capabilities(
+                self._capabilities, self._cfg.tasks, info.capabilities
+            )
             return "ready"
         if type(decision) is Rediscover:
             self._probe_retried = True
@@ -299,6 +303,7 @@ class HandshakeStates(ConnectionCore):
                 log.warning("unusable initialize result: %s", exc.reason)
                 return self._closed(exc.reason)
             self._era, self._version = "legacy", info.version
+            self._request_caps = self._capabilities
             self._shared.server_info = info.server_info
             self._shared.capabilities = info.capabilities
             self._shared.instructions = info.instructions

@@ -62,6 +62,7 @@ from ..otp.timers import TimerHandle, schedule
 from ..protocol import listen as lsn
 from ..protocol import messages as msgs
 from ..protocol.jsonrpc import ErrorResponse, Invalid, Notification, Response
+from ..protocol.tasks import with_extension
 from ..published import Published
 from ..transports.base import Inbound, StreamEnded, StreamMessages
 
@@ -423,7 +424,12 @@ class ListenStream(SafeActor):
             era="modern",
             version=want.version,
             client_info=self._cfg.client_info,
-            capabilities=self._cfg.capabilities,
+            # a listen for task ids must declare the Tasks extension (else -32021)
+            capabilities=(
+                with_extension(self._cfg.capabilities)
+                if "taskIds" in want.filter
+                else self._cfg.capabilities
+            ),
         )
         self._order += 1
         self._listens[tag] = _Listen(want.filter, self._order, time.monotonic())

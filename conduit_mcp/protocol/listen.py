@@ -21,6 +21,9 @@ ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"
 RESOURCE_UPDATED: Final = "notifications/resources/updated"
 LISTEN: Final = "subscriptions/listen"
 
+#: The Tasks extension's push, and its identifier (ext-tasks, "Task Status Notifications").
+TASK_STATUS: Final = "notifications/tasks"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 PROMPTS_CHANGED: Final = "notifications/prompts/list_changed"
 RESOURCES_CHANGED: Final = "notifications/resources/list_changed"
@@ -79,8 +82,12 @@ def desired_filter(
     cached_kinds: Iterable[str] = (),
     subscriber_methods: Iterable[frozenset[str] | None] = (),
     resource_uris: Iterable[str] = (),
+    task_ids: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The ``SubscriptionFilter`` the connection's listen should carry now ({}: none).
+
+    ``task_ids``: the tasks the client polls, pushed as ``notifications/tasks`` by a server
+    of the Tasks extension (ext-tasks, "Task Status Notifications"; docs/tasks.md).
 
     ``subscriber_methods`` holds each notification subscriber's method filter (None: every
     method). A kind is listened for only if the server advertises ``listChanged`` for it;
@@ -110,7 +117,15 @@ def desired_filter(
     uris = sorted(set(resource_uris))
     if uris and advertised(capabilities, "resources", "subscribe"):
         result["resourceSubscriptions"] = uris
+    ids = sorted(set(task_ids))
+    if ids and _offers_tasks(capabilities):
+        result["taskIds"] = ids
     return result
+
+
+def _offers_tasks(capabilities: Mapping[str, Any] | None) -> bool:
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
 
 
 def subscription_id(params: Any) -> Any:

@@ -42,6 +42,9 @@ SERVED: Final[Mapping[str, str]] = {
 }
 #: The only requests a modern server may answer ``input_required``.
 ROUND_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: A task's input round ends in the ``tasks/update`` that carries its answers (the Tasks
+#: extension, "Task Update Requests"; docs/tasks.md).
+TASK_UPDATE: Final = "tasks/update"
 #: The first wait before retrying a state-only ``input_required`` (doubling, capped).
 STATE_ONLY_FIRST: Final = 0.05
 STATE_ONLY_CAP: Final = 1.0
@@ -103,7 +106,7 @@ def classify_result(method: str, result: Any) -> InputRequired | BadResult | Non
             f"{method}: the server answered resultType {_short(kind)}, which this client does "
             "not know (it knows 'complete' and 'input_required')",
         )
-    if method not in ROUND_METHODS:
+    if method not in ROUND_METHODS and method != TASK_UPDATE:
         return BadResult(
             "unexpected_input_required",
             f"{method}: the server answered input_required, which only tools/call, "

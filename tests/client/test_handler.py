@@ -148,6 +148,8 @@ def test_modern_requests_carry_the_derived_capabilities(
         "sampling": {},
         "elicitation": {"form": {}, "url": {}},
         "roots": {"listChanged": True},
+        # the scripted server advertises the Tasks extension: declared (docs/tasks.md)
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     }
 
 

@@ -129,8 +129,9 @@ def test_a_final_result_without_result_type_is_complete(modern: Any) -> None:
 
 
 def test_an_unknown_result_type_is_a_protocol_error(modern: Any) -> None:
+    # ("task" is known since the Tasks extension: docs/tasks.md)
     client = modern(Helper())
-    script = {"rounds": [{"requestState": "s"}], "final_result_type": "task"}
+    script = {"rounds": [{"requestState": "s"}], "final_result_type": "deferred"}
     with pytest.raises(mcp.Error) as err:
         client.call_tool("rounds", script, timeout=20)
     assert (err.value.kind, err.value.reason) == ("protocol", "unknown_result_type")
