@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from .config import OAuth
     from .discovery import Discovered
+    from .dpop import Prover
     from .flow import Pending
     from .records import ClientCredentials, TokenSet
     from .store import TokenStore
@@ -75,6 +76,7 @@ class Held:
     client: ClientCredentials | None = None
     tokens: TokenSet | None = None
     wanted: tuple[str, ...] = ()  # the scopes the last full authorization asked for
+    dpop: Prover | None = None  # the DPoP key of the tokens held (or of the next ones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +192,7 @@ class _Acquisition:
             and not stored.expired(time.time(), 5.0)
         ):
             self.held.tokens = stored  # another client's, or from before a restart
+            self.bind(stored)
             return stored
         tokens = stored or held
         if tokens is not None and tokens.refresh_token is not None:
@@ -273,6 +276,7 @@ class _Acquisition:
         d, client = self.found, await self.registered(None)
         tokens, around = self.held.tokens, self.around
         assert tokens is not None and tokens.refresh_token is not None
+        dpop = self.prover()
         key = (id(around.store), self.oauth.principal, d.issuer, d.resource)
         try:
             got = await self.step(
@@ -282,7 +286,13 @@ class _Acquisition:
                     key,
                     tokens.refresh_token,
                     lambda: refresh_grant(
-                        around.session(), d, client, self.oauth, tokens, timeout=around.timeout
+                        around.session(),
+                        d,
+                        client,
+                        self.oauth,
+                        tokens,
+                        timeout=around.timeout,
+                        dpop=dpop,
                     ),
                 ),
             )
@@ -341,6 +351,7 @@ class _Acquisition:
                     self.oauth,
                     self.held.wanted,
                     timeout=around.timeout,
+                    dpop=self.prover(),
                 ),
             )
         except _Failed as failed:
@@ -387,7 +398,14 @@ class _Acquisition:
                 "exchange",
                 "token_failed",
                 exchange_code(
-                    around.session(), d, client, oauth, pending, code, timeout=around.timeout
+                    around.session(),
+                    d,
+                    client,
+                    oauth,
+                    pending,
+                    code,
+                    timeout=around.timeout,
+                    dpop=self.prover(),
                 ),
             )
         except _Failed as failed:
@@ -477,9 +495,49 @@ class _Acquisition:
             client = await self.store(stores.load_client, issuer)
         return client.loopback_port() if client is not None else None
 
+    def prover(self) -> Prover | None:
+        """The DPoP key a token request proves, or None (Bearer): the key of the tokens held
+        (a bound refresh token is spent with its key), else, when DPoP is to be used
+        (:func:`~.dpop.use_dpop`), this client's key, made once and kept with the tokens."""
+        from .dpop import Prover, use_dpop
+
+        tokens = self.held.tokens
+        if tokens is not None and tokens.dpop_key is not None:
+            return self.bind(tokens)
+        d = self.found
+        challenged = self.want.challenge.get("scheme") == "dpop"
+        try:
+            wanted = use_dpop(
+                self.oauth.dpop, self.oauth.dpop_alg, d.as_metadata, d.prm, challenged
+            )
+        except Error as exc:
+            raise _Failed(exc) from None
+        if not wanted:
+            return None
+        if self.held.dpop is None or self.held.dpop.alg != self.oauth.dpop_alg:
+            self.held.dpop = Prover.generate(self.oauth.dpop_alg)
+        return self.held.dpop
+
+    def bind(self, tokens: TokenSet) -> Prover | None:
+        """Hold the key ``tokens`` are bound to (a stored set's, after a restart)."""
+        from .dpop import Prover
+
+        key = tokens.dpop_key
+        if key is None:
+            return None
+        held = self.held.dpop
+        if held is None or held.private_jwk() != key:
+            self.held.dpop = None
+            try:
+                self.held.dpop = Prover(key)
+            except Error as exc:
+                raise _Failed(exc) from None
+        return self.held.dpop
+
     async def keep(self, tokens: TokenSet) -> TokenSet:
         """New tokens: held and stored (the actor publishes them)."""
         d = self.found
+        self.bind(tokens)
         self.held.tokens = tokens
         await self.store(stores.save_tokens, self.oauth.principal, d.issuer, d.resource, tokens)
         return tokens
