@@ -184,6 +184,7 @@ class _Acquisition:
             self.held.discovered = None  # two GETs: has the server moved?
         d = await self.discovered()
         stored = await self.store(stores.load_tokens, self.oauth.principal, d.issuer, d.resource)
+        stored = _with_readable_key(stored)
         held = self.held.tokens
         refused = held.access_token if held is not None and self.want.refused else None
         if (
@@ -597,6 +598,22 @@ def _retrieved(task: asyncio.Future[Any]) -> None:
     # Its askers may all have gone: asyncio then never warns about an unretrieved failure.
     if not task.cancelled():
         task.exception()
+
+
+def _with_readable_key(tokens: TokenSet | None) -> TokenSet | None:
+    """Stored tokens, or None when they are DPoP-bound to a key that cannot be read (a
+    damaged record): such tokens cannot be used nor refreshed, so the client authorizes
+    afresh (a new key), as for no tokens at all."""
+    if tokens is None or tokens.dpop_key is None:
+        return tokens
+    from .dpop import Prover
+
+    try:
+        Prover(tokens.dpop_key)
+    except Error:
+        log.warning("the stored DPoP key cannot be read; authorizing with a new key")
+        return None
+    return tokens
 
 
 def _as_auth_error(exc: BaseException, reason: str) -> Error:

@@ -200,3 +200,27 @@ def test_dpop_alg_chooses_the_key_and_an_unknown_one_is_a_config_error(
     with pytest.raises(mcp.Error) as err:
         mcp.OAuth(client_id="a", client_secret="b", grant="client_credentials", dpop_alg="HS256")
     assert (err.value.kind, err.value.reason) == ("config", "oauth.dpop_alg")
+
+
+def test_a_stored_key_that_cannot_be_read_gets_new_tokens_with_a_new_key(
+    auth_server, make_server, start_client, tmp_path, caplog
+):
+    auth = auth_server(dpop=True)
+    server = make_server()
+    path = tmp_path / "tokens.json"
+    with server.http_server(require_oauth=auth.issuer, require_dpop=True) as srv:
+        first = start_client(mcp.Http(srv.url, auth=m2m_oauth(store=mcp.FileTokenStore(path))))
+        assert first.call_tool("add", ADD).text == "3"
+        first.stop()
+        records = orjson.loads(path.read_bytes())
+        (key,) = [k for k in records if k.startswith("tokens")]
+        jwk = orjson.loads(records[key]["dpop_key"])
+        records[key]["dpop_key"] = orjson.dumps({**jwk, "crv": "P-384"}).decode()  # damaged
+        path.write_bytes(orjson.dumps(records))
+        later = start_client(mcp.Http(srv.url, auth=m2m_oauth(store=mcp.FileTokenStore(path))))
+        assert later.call_tool("add", ADD).text == "3"
+        assert [e["dpop"] for e in auth.events("token")] == [True, True]  # a new grant
+        assert "stored DPoP key cannot be read" in caplog.text
+        assert jwk["d"] not in caplog.text
+        kept = orjson.loads(orjson.loads(path.read_bytes())[key]["dpop_key"])
+        assert kept["crv"] == "P-256" and kept["d"] != jwk["d"]  # a new key, stored
