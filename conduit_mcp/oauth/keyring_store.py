@@ -93,7 +93,12 @@ class KeyringTokenStore:
         return keyring.get_keyring()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The record under ``key``, or None (an item that is not a record reads as none)."""
+        """The record under ``key``, or None (an item that is not a record reads as none).
+
+        >>> from keyring.backends import null  # a keychain that keeps nothing
+        >>> KeyringTokenStore(backend=null.Keyring()).get("k") is None
+        True
+        """
         try:
             with self._lock:
                 text = self._keyring().get_password(self.service, key)
@@ -108,7 +113,11 @@ class KeyringTokenStore:
         return record if isinstance(record, dict) else None
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
-        """Keep ``record`` under ``key`` (one keychain item, replaced)."""
+        """Keep ``record`` under ``key`` (one keychain item, replaced), as JSON.
+
+        >>> from keyring.backends import null
+        >>> KeyringTokenStore(backend=null.Keyring()).put("k", {"access_token": "t"})
+        """
         text = orjson.dumps(dict(record)).decode()
         try:
             with self._lock:
@@ -117,7 +126,11 @@ class KeyringTokenStore:
             raise _failed("write", exc) from None
 
     def delete(self, key: str) -> None:
-        """Forget ``key`` (nothing happens when the keychain has no such item)."""
+        """Forget ``key`` (nothing happens when the keychain has no such item).
+
+        >>> from keyring.backends import null
+        >>> KeyringTokenStore(backend=null.Keyring()).delete("k")
+        """
         from keyring.errors import PasswordDeleteError
 
         try:
