@@ -82,6 +82,19 @@ def test_a_resource_that_requires_dpop_gets_bound_tokens_and_a_fresh_proof_per_r
             wait_until(lambda: any(g["status"] == 200 for g in authenticated(server, "GET")))
             gets = authenticated(server, "GET")
             assert all(claims(g["headers"]["dpop"])[1]["htm"] == "GET" for g in gets)
+        else:  # a cached list opens the listen stream: proved like any request
+            client.list_all_tools()
+
+            def listens() -> list[dict[str, Any]]:
+                return [
+                    p
+                    for p in authenticated(server)
+                    if p["headers"].get("mcp-method") == "subscriptions/listen"
+                ]
+
+            wait_until(lambda: any(p["status"] == 200 for p in listens()))
+            assert all(p["headers"]["authorization"].startswith("DPoP ") for p in listens())
+            assert all("ath" in claims(p["headers"]["dpop"])[1] for p in listens())
 
 
 def test_nonces_of_the_authorization_server_and_the_resource_are_sent_back_and_kept(
