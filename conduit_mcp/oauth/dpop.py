@@ -99,7 +99,7 @@ class Prover:
     (False, "Prover(alg='ES256')")
     """
 
-    __slots__ = ("_clock", "_key", "_nonces", "_public", "alg")
+    __slots__ = ("_clock", "_jwk", "_key", "_nonces", "_public", "alg")
 
     def __init__(self, jwk: str, *, clock: Callable[[], float] = time.time) -> None:
         """``jwk``: the private key as JWK JSON (what :meth:`private_jwk` gave; its ``alg``
@@ -120,6 +120,7 @@ class Prover:
             ) from None
         self.alg: str = alg
         """The proofs' algorithm (``ES256``, ``ES384`` or ``ES512``)."""
+        self._jwk = jwk  # as given: the store's record compares equal to it
         self._key = key
         self._public = key.as_dict(private=False)
         self._clock = clock
@@ -138,7 +139,7 @@ class Prover:
 
     def private_jwk(self) -> str:
         """The private key as JWK JSON, for the token store only."""
-        return orjson.dumps({**self._key.as_dict(private=True), "alg": self.alg}).decode()
+        return self._jwk
 
     def public_key(self) -> ECKey:
         """The public key (what a server verifies a proof with)."""
