@@ -57,6 +57,7 @@ _LAZY = {
     "TokenStore": ".oauth.store",
     "MemoryTokenStore": ".oauth.store",
     "FileTokenStore": ".oauth.store",
+    "KeyringTokenStore": ".oauth.keyring_store",
     "TokenSet": ".oauth.records",
     "TaskHandle": ".tasks",
     "Tasks": ".tasks",
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
     from .hub import Collision, Hub, HubConfig, HubNotification, ServerEntry, load_config
     from .notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
     from .oauth.config import OAuth
+    from .oauth.keyring_store import KeyringTokenStore
     from .oauth.records import TokenSet
     from .oauth.store import FileTokenStore, MemoryTokenStore, TokenStore
     from .otp.supervisor import ChildSpec, Supervisor
@@ -171,6 +173,7 @@ __all__ = [
     "LoggingLevel",
     "MemoryTaskStore",
     "MemoryTokenStore",
+    "KeyringTokenStore",
     "OAuth",
     "Origin",
     "Page",

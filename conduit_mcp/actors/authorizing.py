@@ -86,14 +86,22 @@ def step_up_limit(operation: str, refusal: Error) -> Error:
 
 
 def bearer_challenge(data: Any) -> dict[str, str]:
-    """The parameters of the Bearer challenge in a refusal's ``data`` (empty if none)."""
+    """The parameters of the Bearer challenge in a refusal's ``data``; without one, the
+    DPoP challenge's (RFC 9449 section 7.1), marked ``scheme="dpop"`` (the resource wants
+    DPoP-bound tokens); empty if neither."""
     challenges = data.get("challenges") if type(data) is dict else None
+    found: dict[str, str] | None = None
     for challenge in challenges or ():
         scheme = getattr(challenge, "scheme", None)
         params = getattr(challenge, "params", None)
-        if scheme == "bearer" and type(params) is dict:
-            return {k: v for k, v in params.items() if type(v) is str}
-    return {}
+        if scheme in ("bearer", "dpop") and type(params) is dict:
+            kept = {k: v for k, v in params.items() if type(v) is str}
+            if scheme == "bearer":
+                kept.pop("scheme", None)  # the marker is ours, never a server's
+                return kept
+            if found is None:
+                found = {**kept, "scheme": "dpop"}
+    return found or {}
 
 
 def _operation(call: Call) -> str:

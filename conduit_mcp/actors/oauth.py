@@ -326,7 +326,11 @@ class OAuthActor(SafeActor):
     def _publish(self, tokens: TokenSet) -> None:
         """Publish ``tokens`` (a new version), tell the connection, schedule the renewal."""
         cell = self._shared.token
-        cell.current = TokenSnapshot(tokens.authorization(), cell.version + 1, self._held.identity)
+        # A DPoP-bound token goes with its key: the transport proves every request with it.
+        dpop = self._held.dpop if tokens.dpop_key is not None else None
+        cell.current = TokenSnapshot(
+            tokens.authorization(), cell.version + 1, self._held.identity, dpop
+        )
         seq = self._seq if self._asked else -1
         self._answer(TokenReady(seq, self._held.identity))
         self._schedule_refresh(tokens)

@@ -85,15 +85,23 @@ def require_secure(url: Any, what: str, reason: str) -> str:
 
 
 class Response:
-    """A bounded response: the status, the headers that matter, the parsed JSON body (a dict,
-    or None when the body is not a JSON object)."""
+    """A bounded response: the status, the headers that matter (``dpop_nonce``: a
+    ``DPoP-Nonce`` header, RFC 9449 section 8), the parsed JSON body (a dict, or None when
+    the body is not a JSON object)."""
 
-    __slots__ = ("status", "json", "content_type")
+    __slots__ = ("status", "json", "content_type", "dpop_nonce")
 
-    def __init__(self, status: int, json: dict[str, Any] | None, content_type: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        json: dict[str, Any] | None,
+        content_type: str,
+        dpop_nonce: str | None = None,
+    ) -> None:
         self.status = status
         self.json = json
         self.content_type = content_type
+        self.dpop_nonce = dpop_nonce
 
     def __repr__(self) -> str:  # the body may hold tokens
         return f"Response(status={self.status})"
@@ -155,6 +163,7 @@ async def request(
             ) as resp:
                 raw = await _read(resp, limit, what, reason)
                 content_type = resp.headers.get("Content-Type", "")
+                dpop_nonce = resp.headers.get("DPoP-Nonce")
                 status = resp.status
     except TimeoutError:
         raise Error(
@@ -186,7 +195,7 @@ async def request(
             value = None
         if isinstance(value, dict):
             parsed = value
-    return Response(status, parsed, content_type)
+    return Response(status, parsed, content_type, dpop_nonce)
 
 
 def connection_trace() -> aiohttp.TraceConfig:

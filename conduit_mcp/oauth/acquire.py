@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from .config import OAuth
     from .discovery import Discovered
+    from .dpop import Prover
     from .flow import Pending
     from .records import ClientCredentials, TokenSet
     from .store import TokenStore
@@ -75,6 +76,7 @@ class Held:
     client: ClientCredentials | None = None
     tokens: TokenSet | None = None
     wanted: tuple[str, ...] = ()  # the scopes the last full authorization asked for
+    dpop: Prover | None = None  # the DPoP key of the tokens held (or of the next ones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,7 @@ class _Acquisition:
             self.held.discovered = None  # two GETs: has the server moved?
         d = await self.discovered()
         stored = await self.store(stores.load_tokens, self.oauth.principal, d.issuer, d.resource)
+        stored = _with_readable_key(stored)
         held = self.held.tokens
         refused = held.access_token if held is not None and self.want.refused else None
         if (
@@ -190,6 +193,7 @@ class _Acquisition:
             and not stored.expired(time.time(), 5.0)
         ):
             self.held.tokens = stored  # another client's, or from before a restart
+            self.bind(stored)
             return stored
         tokens = stored or held
         if tokens is not None and tokens.refresh_token is not None:
@@ -273,6 +277,7 @@ class _Acquisition:
         d, client = self.found, await self.registered(None)
         tokens, around = self.held.tokens, self.around
         assert tokens is not None and tokens.refresh_token is not None
+        dpop = self.prover()
         key = (id(around.store), self.oauth.principal, d.issuer, d.resource)
         try:
             got = await self.step(
@@ -282,7 +287,13 @@ class _Acquisition:
                     key,
                     tokens.refresh_token,
                     lambda: refresh_grant(
-                        around.session(), d, client, self.oauth, tokens, timeout=around.timeout
+                        around.session(),
+                        d,
+                        client,
+                        self.oauth,
+                        tokens,
+                        timeout=around.timeout,
+                        dpop=dpop,
                     ),
                 ),
             )
@@ -341,6 +352,7 @@ class _Acquisition:
                     self.oauth,
                     self.held.wanted,
                     timeout=around.timeout,
+                    dpop=self.prover(),
                 ),
             )
         except _Failed as failed:
@@ -387,7 +399,14 @@ class _Acquisition:
                 "exchange",
                 "token_failed",
                 exchange_code(
-                    around.session(), d, client, oauth, pending, code, timeout=around.timeout
+                    around.session(),
+                    d,
+                    client,
+                    oauth,
+                    pending,
+                    code,
+                    timeout=around.timeout,
+                    dpop=self.prover(),
                 ),
             )
         except _Failed as failed:
@@ -477,9 +496,49 @@ class _Acquisition:
             client = await self.store(stores.load_client, issuer)
         return client.loopback_port() if client is not None else None
 
+    def prover(self) -> Prover | None:
+        """The DPoP key a token request proves, or None (Bearer): the key of the tokens held
+        (a bound refresh token is spent with its key), else, when DPoP is to be used
+        (:func:`~.dpop.use_dpop`), this client's key, made once and kept with the tokens."""
+        from .dpop import Prover, use_dpop
+
+        tokens = self.held.tokens
+        if tokens is not None and tokens.dpop_key is not None:
+            return self.bind(tokens)
+        d = self.found
+        challenged = self.want.challenge.get("scheme") == "dpop"
+        try:
+            wanted = use_dpop(
+                self.oauth.dpop, self.oauth.dpop_alg, d.as_metadata, d.prm, challenged
+            )
+        except Error as exc:
+            raise _Failed(exc) from None
+        if not wanted:
+            return None
+        if self.held.dpop is None or self.held.dpop.alg != self.oauth.dpop_alg:
+            self.held.dpop = Prover.generate(self.oauth.dpop_alg)
+        return self.held.dpop
+
+    def bind(self, tokens: TokenSet) -> Prover | None:
+        """Hold the key ``tokens`` are bound to (a stored set's, after a restart)."""
+        from .dpop import Prover
+
+        key = tokens.dpop_key
+        if key is None:
+            return None
+        held = self.held.dpop
+        if held is None or held.private_jwk() != key:
+            self.held.dpop = None
+            try:
+                self.held.dpop = Prover(key)
+            except Error as exc:
+                raise _Failed(exc) from None
+        return self.held.dpop
+
     async def keep(self, tokens: TokenSet) -> TokenSet:
         """New tokens: held and stored (the actor publishes them)."""
         d = self.found
+        self.bind(tokens)
         self.held.tokens = tokens
         await self.store(stores.save_tokens, self.oauth.principal, d.issuer, d.resource, tokens)
         return tokens
@@ -539,6 +598,22 @@ def _retrieved(task: asyncio.Future[Any]) -> None:
     # Its askers may all have gone: asyncio then never warns about an unretrieved failure.
     if not task.cancelled():
         task.exception()
+
+
+def _with_readable_key(tokens: TokenSet | None) -> TokenSet | None:
+    """Stored tokens, or None when they are DPoP-bound to a key that cannot be read (a
+    damaged record): such tokens cannot be used nor refreshed, so the client authorizes
+    afresh (a new key), as for no tokens at all."""
+    if tokens is None or tokens.dpop_key is None:
+        return tokens
+    from .dpop import Prover
+
+    try:
+        Prover(tokens.dpop_key)
+    except Error:
+        log.warning("the stored DPoP key cannot be read; authorizing with a new key")
+        return None
+    return tokens
 
 
 def _as_auth_error(exc: BaseException, reason: str) -> Error:

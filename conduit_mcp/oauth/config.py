@@ -24,6 +24,8 @@ GRANTS: frozenset[str] = frozenset({"authorization_code", "client_credentials"})
 AUTH_METHODS: frozenset[str] = frozenset(
     {"none", "client_secret_basic", "client_secret_post", "private_key_jwt"}
 )
+#: The algorithms a DPoP proof may be signed with (``oauth/dpop.py`` holds their curves).
+DPOP_ALGS: frozenset[str] = frozenset({"ES256", "ES384", "ES512"})
 #: The JWS algorithms a ``private_key_jwt`` assertion may be signed with.
 SIGNING_ALGS: frozenset[str] = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
@@ -101,6 +103,13 @@ class OAuth:
     application_type: ApplicationType = "native"
     """The ``application_type`` sent in dynamic registration: ``native`` for desktop, CLI
     and loopback apps, ``web`` for a remote web application."""
+    dpop: bool | None = None
+    """DPoP (RFC 9449, docs/oauth.md "DPoP"): tokens bound to a key pair of this client,
+    proved on every request. None: when the authorization server advertises it and the
+    resource requires it; True: always (a server that ignores the proofs issues Bearer
+    tokens, used as such); False: never."""
+    dpop_alg: str = "ES256"
+    """The DPoP proofs' algorithm: ``ES256`` (an EC P-256 key), ``ES384`` or ``ES512``."""
 
     def __repr__(self) -> str:
         return (
@@ -165,6 +174,13 @@ class OAuth:
             raise _bad("client_name", "OAuth client_name must be a non-empty string")
         if self.application_type not in ("native", "web"):
             raise _bad("application_type", "OAuth application_type must be 'native' or 'web'")
+        self._check_dpop()
+
+    def _check_dpop(self) -> None:
+        if self.dpop is not None and not isinstance(self.dpop, bool):
+            raise _bad("dpop", "OAuth dpop must be True, False or None (when the server asks)")
+        if not isinstance(self.dpop_alg, str) or self.dpop_alg not in DPOP_ALGS:
+            raise _bad("dpop_alg", f"OAuth dpop_alg must be one of {sorted(DPOP_ALGS)}")
 
     def _check_auth_method(self) -> None:
         method = self.token_endpoint_auth

@@ -137,6 +137,9 @@ class TokenSet:
     scope: tuple[str, ...] = ()
     token_type: str = "Bearer"
     issued_at: float | None = field(default=None, repr=False)
+    dpop_key: str | None = field(default=None, repr=False)
+    """The private key (JWK JSON) a ``DPoP`` token is bound to (RFC 9449): kept with the
+    tokens, since a bound refresh token is spent with the same key; never shown."""
 
     def __repr__(self) -> str:
         return (
@@ -153,13 +156,20 @@ class TokenSet:
         requested: tuple[str, ...] = (),
         previous_refresh: str | None = None,
         reason: str = "token_failed",
+        dpop_key: str | None = None,
     ) -> TokenSet:
         """The token set of a token endpoint's JSON answer (RFC 6749 section 5.1).
 
         No ``scope`` in the answer means the requested scope was granted; no
         ``refresh_token`` in a refresh's answer means the old one stays valid (section 6).
         A missing ``access_token`` or a token type other than Bearer is
-        ``Error("auth", reason)``.
+        ``Error("auth", reason)``; with ``dpop_key`` (the request carried a DPoP proof
+        made with it) a ``DPoP`` token is one too, bound to that key (RFC 9449 section 5),
+        and a Bearer answer stays a Bearer token (the server chose not to bind it).
+
+        >>> TokenSet.from_response({"access_token": "x", "token_type": "DPoP"}, now=0.0,
+        ...                        dpop_key="{}").authorization()
+        'DPoP x'
 
         >>> TokenSet.from_response({"access_token": "x", "expires_in": 60}, now=10.0,
         ...                        requested=("a",))
@@ -181,7 +191,10 @@ class TokenSet:
                 "character); refusing it: the authorization server is broken",
             )
         token_type = body.get("token_type", "Bearer")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        bound = (
+            dpop_key is not None and isinstance(token_type, str) and token_type.lower() == "dpop"
+        )
+        if not bound and (not isinstance(token_type, str) or token_type.lower() != "bearer"):
             shown = safe_code(token_type) or "unknown"
             raise Error(
                 "auth",
@@ -206,8 +219,9 @@ class TokenSet:
             refresh_token=refresh,
             expires_at=expires_at,
             scope=scope,
-            token_type="Bearer",
+            token_type="DPoP" if bound else "Bearer",
             issued_at=now,
+            dpop_key=dpop_key if bound else None,
         )
 
     def expired(self, now: float, leeway: float = 0.0) -> bool:
@@ -255,12 +269,13 @@ class TokenSet:
         return delay
 
     def authorization(self) -> str:
-        """The ``Authorization`` header value (RFC 6750 section 2.1).
+        """The ``Authorization`` header value (RFC 6750 section 2.1; RFC 9449 section 7.1
+        for a DPoP-bound token).
 
-        >>> TokenSet("t0k").authorization()
-        'Bearer t0k'
+        >>> TokenSet("t0k").authorization(), TokenSet("t0k", token_type="DPoP").authorization()
+        ('Bearer t0k', 'DPoP t0k')
         """
-        return f"Bearer {self.access_token}"
+        return f"{'DPoP' if self.token_type == 'DPoP' else 'Bearer'} {self.access_token}"
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready record for a :class:`~conduit_mcp.oauth.store.TokenStore`.
@@ -275,12 +290,14 @@ class TokenSet:
             "issued_at": self.issued_at,
             "scope": list(self.scope),
             "token_type": self.token_type,
+            **({"dpop_key": self.dpop_key} if self.dpop_key is not None else {}),
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> TokenSet | None:
         """The token set a store kept, or None when the record is not one (a damaged or
-        foreign record is treated as absent: the flow starts over, it does not crash).
+        foreign record is treated as absent: the flow starts over, it does not crash; a
+        ``DPoP`` token without its key is one).
 
         >>> TokenSet.from_record(TokenSet("a", scope=("mcp",)).to_record())
         TokenSet(expires_at=None, scope=('mcp',), token_type='Bearer', refreshable=False)
@@ -290,14 +307,19 @@ class TokenSet:
         access = _opt_str(record, "access_token")
         if access is None or not header_safe(access):
             return None
+        key = _opt_str(record, "dpop_key")
+        bound = record.get("token_type") == "DPoP"
+        if bound and key is None:
+            return None
         scope = record.get("scope")
         return cls(
             access_token=access,
             refresh_token=_opt_str(record, "refresh_token"),
             expires_at=_opt_float(record, "expires_at"),
             scope=tuple(s for s in scope if isinstance(s, str)) if isinstance(scope, list) else (),
-            token_type="Bearer",
+            token_type="DPoP" if bound else "Bearer",
             issued_at=_opt_float(record, "issued_at"),
+            dpop_key=key if bound else None,
         )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from authlib.common.urls import add_params_to_qs
@@ -27,6 +27,9 @@ from .discovery import Discovered
 from .flow import Pending
 from .keys import load_private_key
 from .records import ClientCredentials, TokenSet, safe_code
+
+if TYPE_CHECKING:
+    from .dpop import Prover
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: How long a private_key_jwt assertion is valid (seconds).
@@ -164,28 +167,42 @@ async def token_request(
     limit: int = MAX_BODY,
     now: Callable[[], float] = time.time,
     busy_is_unreachable: bool = False,
+    dpop: Prover | None = None,
 ) -> TokenSet:
     """One token request: ``grant_type`` with ``params`` and ``resource``, the client
     authenticated, the answer turned into a :class:`TokenSet`. Any refusal, a timeout or a
     malformed answer is ``Error("auth", reason)`` (the server's error code in the message,
     never its description or anything sent). ``busy_is_unreachable``: a 5xx answer is the
-    server's trouble, not a refusal, and its ``data`` says unreachable, as for a timeout."""
+    server's trouble, not a refusal, and its ``data`` says unreachable, as for a timeout.
+
+    ``dpop``: the request carries a fresh DPoP proof of that key (RFC 9449 section 5); a
+    400 ``use_dpop_nonce`` with a ``DPoP-Nonce`` is answered once, with a new proof (and a
+    new client assertion: neither is ever sent twice) carrying the nonce (section 8)."""
     url = require_secure(discovered.token_endpoint, "token endpoint", reason)
     fields = {k: v for k, v in params.items() if v is not None}
-    body = prepare_token_request(grant_type, resource=discovered.resource, **fields)
-    headers, body = _authenticate(client, oauth, discovered.issuer, url, str(body), now)
-    started = now()
-    resp = await request(
-        session,
-        "POST",
-        url,
-        what="token endpoint",
-        reason=reason,
-        headers=headers,
-        data=body,
-        timeout=timeout,
-        limit=limit,
-    )
+    form = str(prepare_token_request(grant_type, resource=discovered.resource, **fields))
+    for attempt in range(2):
+        headers, body = _authenticate(client, oauth, discovered.issuer, url, form, now)
+        if dpop is not None:
+            headers["DPoP"] = dpop.proof("POST", url)
+        started = now()
+        resp = await request(
+            session,
+            "POST",
+            url,
+            what="token endpoint",
+            reason=reason,
+            headers=headers,
+            data=body,
+            timeout=timeout,
+            limit=limit,
+        )
+        if dpop is None:
+            break
+        fresh = dpop.remember(url, resp.dpop_nonce)
+        asked = resp.status == 400 and (resp.json or {}).get("error") == "use_dpop_nonce"
+        if not (asked and attempt == 0 and fresh):
+            break
     if resp.status != 200 or resp.json is None:
         code = safe_code(resp.json.get("error")) if resp.json is not None else None
         detail = f": {code}" if code else ""
@@ -203,6 +220,7 @@ async def token_request(
         requested=requested,
         previous_refresh=previous_refresh,
         reason=reason,
+        dpop_key=dpop.private_jwk() if dpop is not None else None,
     )
 
 
@@ -233,6 +251,7 @@ async def exchange_code(
     *,
     timeout: float = HTTP_TIMEOUT,
     limit: int = MAX_BODY,
+    dpop: Prover | None = None,
 ) -> TokenSet:
     """The authorization code (from :func:`~.flow.finish_authorization`) for tokens, with
     the PKCE verifier and the same redirect URI. Raises ``Error("auth", "token_failed")``."""
@@ -252,6 +271,7 @@ async def exchange_code(
         requested=pending.scopes,
         timeout=timeout,
         limit=limit,
+        dpop=dpop,
     )
 
 
@@ -264,6 +284,7 @@ async def refresh(
     *,
     timeout: float = HTTP_TIMEOUT,
     limit: int = MAX_BODY,
+    dpop: Prover | None = None,
 ) -> TokenSet:
     """New tokens for ``tokens``' refresh token (spent: with rotation, the old one is never
     valid again, so the caller must keep the answer before anything else). Raises
@@ -284,6 +305,7 @@ async def refresh(
         previous_refresh=tokens.refresh_token,
         timeout=timeout,
         limit=limit,
+        dpop=dpop,
         busy_is_unreachable=True,  # a refusal deletes the tokens; a 5xx must not
     )
 
@@ -297,6 +319,7 @@ async def client_credentials(
     *,
     timeout: float = HTTP_TIMEOUT,
     limit: int = MAX_BODY,
+    dpop: Prover | None = None,
 ) -> TokenSet:
     """Machine-to-machine tokens (the ``client_credentials`` grant): no person, the client
     authenticated by its secret or its private key. Raises ``Error("auth",
@@ -314,4 +337,5 @@ async def client_credentials(
         requested=scopes,
         timeout=timeout,
         limit=limit,
+        dpop=dpop,
     )

@@ -88,6 +88,7 @@ from .base import (
     TransportDown,
     TransportUp,
 )
+from .http_dpop import dpop_middleware
 from .http_legacy import LegacySession
 from .http_pool import Pool
 from .http_spec import Http, describe
@@ -364,14 +365,17 @@ class HttpTransport:
         tls = self._spec.tls or True
         # Idle connections dropped before the server closes them, and a request the server
         # provably never got (its pooled connection closed first) sent again (http_pool).
+        # Under OAuth, a DPoP-bound token's proofs are made per hop (http_dpop).
+        dpop = dpop_middleware(self._token) if self._token is not None else None
         self._session = _session(
-            self._pool.new_connector(self._limit, ssl=tls), self._pool, guard, self._timeout
+            self._pool.new_connector(self._limit, ssl=tls), self._pool, guard, self._timeout, dpop
         )
         self._streams = _session(
             self._stream_pool.new_connector(STREAM_LIMIT, ssl=tls),
             self._stream_pool,
             guard,
             self._timeout,
+            dpop,
         )
         safe_tell(self.owner, TransportUp(self.gen))
 
@@ -887,12 +891,13 @@ def _session(
     pool: Pool,
     guard: Any,
     timeout: aiohttp.ClientTimeout,
+    dpop: Any = None,
 ) -> aiohttp.ClientSession:
     """A session on ``pool_connector``: the same-origin guard checks each hop before the
-    pool's middleware sends it (and maybe sends it again)."""
-    return aiohttp.ClientSession(
-        connector=pool_connector, timeout=timeout, middlewares=(guard, pool.middleware)
-    )
+    pool's middleware sends it (and maybe sends it again); ``dpop``, innermost, proves each
+    sending of it afresh."""
+    middlewares = (guard, pool.middleware) if dpop is None else (guard, pool.middleware, dpop)
+    return aiohttp.ClientSession(connector=pool_connector, timeout=timeout, middlewares=middlewares)
 
 
 def _tell_sink(sink: StreamSink, message: Any) -> bool:

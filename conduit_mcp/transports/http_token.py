@@ -11,6 +11,15 @@ never on a query string, and neither class shows it in a repr.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Proofs(Protocol):
+    """What signs DPoP proofs for a bound token (``oauth/dpop.py``'s ``Prover``)."""
+
+    def proof(self, method: str, url: str, access_token: str | None = None) -> str: ...
+
+    def remember(self, url: str, nonce: Any) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,11 +27,13 @@ class TokenSnapshot:
     """One access token: ``version`` grows with every new token (a 401 names the version it
     refused, so a refusal of an older token never triggers a second refresh);
     ``identity`` is the credentials' identity for the cache (a hash of principal, issuer and
-    resource: never a secret)."""
+    resource: never a secret); ``dpop``: the key a ``DPoP`` token is bound to, which proves
+    every request (``http_dpop.py``)."""
 
-    header: str = field(repr=False)  # "Bearer <token>"
+    header: str = field(repr=False)  # "Bearer <token>" or "DPoP <token>"
     version: int
     identity: str | None = None
+    dpop: Proofs | None = field(default=None, repr=False)
 
 
 class TokenCell:

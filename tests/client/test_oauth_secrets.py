@@ -173,3 +173,83 @@ def test_no_oauth_secret_anywhere(tmp_path, make_server, captured, monkeypatch):
     for secret in secrets:
         for text in texts:
             assert secret not in text, (secret[:6], text[:200])
+
+
+M2M = {
+    "client_id": "m2m-dpop",
+    "client_secret": "cs-dpop-planted-77aa",
+    "token_endpoint_auth_method": "client_secret_basic",
+    "grant_types": ["client_credentials"],
+}
+
+
+def test_no_dpop_key_or_proof_anywhere(tmp_path, make_server, captured, monkeypatch):
+    """DPoP (docs/oauth.md, "DPoP"): the private key (its ``d``, and the whole JWK), every
+    proof sent (to the token endpoint and the MCP server, nonce retries included) and the
+    bound tokens, in no repr, log record, error, span or crash report, with the OAuth actor
+    crashed while it holds them."""
+    original = oauth_actor.OAuthActor.receive
+
+    def receive(self: Any, message: Any) -> Any:
+        if isinstance(message, _Boom):
+            raise RuntimeError("injected OAuth actor crash")
+        return original(self, message)
+
+    monkeypatch.setattr(oauth_actor.OAuthActor, "receive", receive)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    texts: list[str] = []
+    errors: list[BaseException] = []
+    store_path = tmp_path / "tokens.json"
+    with AuthServerProcess(
+        tmp_path / "as", scopes="mcp", client=[orjson.dumps(M2M).decode()], dpop_nonce=True
+    ) as auth:
+        server = make_server()
+        with server.http_server(
+            require_oauth=auth.issuer, require_dpop=True, dpop_nonce=True
+        ) as srv:
+            oauth = mcp.OAuth(
+                client_id=M2M["client_id"],
+                client_secret=M2M["client_secret"],
+                grant="client_credentials",
+                store=mcp.FileTokenStore(store_path),
+            )
+            spec = mcp.Http(srv.url, auth=oauth)
+            client = mcp.Client.start(spec, request_timeout=5, tracer_provider=provider)
+            try:
+                assert client.call_tool("add", ADD).text == "3"
+                runtime = client._handle.tree()
+                snap = runtime.shared.token.current
+                texts += [repr(runtime.shared.token), repr(snap), repr(snap.dpop), str(snap)]
+                before = runtime.registry.get("oauth")
+                before.tell(_Boom())  # a crash report while it holds the key
+                deadline = time.monotonic() + 10
+                while runtime.registry.get("oauth") in (None, before):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+                auth.admin("revoke", all=True)  # the bound token refused: a new one
+                assert client.call_tool("add", ADD).text == "3"
+                with pytest.raises(mcp.Error) as unknown:
+                    client.call_tool("no-such-tool", {})
+                errors.append(unknown.value)
+                texts += [repr(client), str(client.status()), repr(spec), repr(oauth)]
+            finally:
+                client.stop()
+        record = tokens_record(store_path)
+        key = orjson.loads(record["dpop_key"])
+        secrets = [key["d"], record["dpop_key"], record["access_token"]]
+        sent = [r["headers"] for r in auth.requests() if r["path"].endswith("/token")]
+        sent += [e["headers"] for e in server.events("http") if e["path"] == "/mcp"]
+        proofs = [h["dpop"] for h in sent if "dpop" in h]
+        assert len(proofs) >= 6  # token requests, their nonce retries, MCP requests
+        secrets += proofs
+        secrets += [h["authorization"].split()[1] for h in sent if "authorization" in h]
+    for err in errors:
+        texts += [str(err), repr(err), err.message]
+    texts += captured.texts
+    texts += _span_texts(exporter)
+    assert any("injected OAuth actor crash" in t for t in captured.texts)  # it was logged
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text, (secret[:6], text[:200])

@@ -14,7 +14,9 @@ library hands the authorization URL to ``on_authorize``; a stand-in for the pers
 without following the redirect (the harness's authorization server answers with a 302 at
 once) and pastes the ``Location`` back with ``client.authorize``. Calls made while a person
 must act fail with ``auth``/``authorization_required`` and are made again once the person is
-done. The client-credentials scenarios have no person at all.
+done. The client-credentials scenarios have no person at all. The DPoP ones need no option:
+the library binds its tokens because the authorization server advertises DPoP and the MCP
+server challenges with the DPoP scheme.
 
 Run by hand: ``python tests/conformance/client.py http://localhost:PORT/mcp`` with
 ``MCP_CONFORMANCE_SCENARIO`` set.

@@ -14,7 +14,8 @@ test fails and says so.
 
 Every scenario listed is one the harness offers a client at that version (``list --client``
 prints them), the auth ones included (tests/conformance/AUTH_SCENARIOS.md says what each
-checks). The auth extensions are left out but for the two client-credentials ones, and
+checks). The auth extensions are left out but for the two client-credentials ones and the
+two DPoP ones, and
 ``NOT_RUN`` names each left out, so that a scenario the harness adds is noticed. A scenario
 where the right outcome is a refusal passes only when the client program saw the refusal it
 expects (an ``auth`` error with the reason that names it), not just any failure.
@@ -84,13 +85,13 @@ AUTH_MODERN_ONLY = [
 # Extensions run too: machine-to-machine. The harness skips an extension scenario (exit 0)
 # under --spec-version, so at 0.2.0-alpha.12 they run at the harness's default wire.
 CLIENT_CREDENTIALS = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
+# DPoP (RFC 9449): the library binds its tokens when the resource challenges with DPoP.
+DPOP = ["auth/dpop", "auth/dpop-nonce"]
 # The harness's client scenarios not run here, and why (the check below wants each named).
 NOT_RUN = {
     V1: {"auth/cross-app-access-complete-flow": "extension outside OAuth for HTTP servers"},
     V2: {
         "auth/enterprise-managed-authorization": "extension (ID-JAG token exchange)",
-        "auth/dpop": "extension (DPoP proofs)",
-        "auth/dpop-nonce": "extension (DPoP proofs)",
         "auth/wif-jwt-bearer": "extension (workload identity jwt-bearer grant)",
     },
 }
@@ -111,7 +112,7 @@ SCENARIOS = [
     (V2, MODERN, "json-schema-ref-no-deref"),
     (V2, MODERN, "json-schema-2020-12-preservation"),
     *[(V2, MODERN, name) for name in AUTH_COMMON + AUTH_MODERN_ONLY],
-    *[(V2, None, name) for name in CLIENT_CREDENTIALS],
+    *[(V2, None, name) for name in CLIENT_CREDENTIALS + DPOP],
 ]
 INSTALL_HINT = "`make test` installs it (`make peers`; see the Makefile)"
 

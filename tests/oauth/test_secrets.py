@@ -185,6 +185,26 @@ def test_reprs_of_every_value_hide_their_secrets(rsa_key):
             assert secret not in repr(value) and secret not in str(value)
 
 
+def test_a_dpop_key_and_its_proofs_are_in_no_repr_and_no_error():
+    from conduit_mcp.oauth.dpop import Prover
+    from conduit_mcp.transports.http_token import TokenSnapshot
+
+    prover = Prover.generate()
+    jwk = prover.private_jwk()
+    d = __import__("json").loads(jwk)["d"]
+    proof = prover.proof("POST", "https://mcp.example/mcp", ACCESS)
+    tokens = TokenSet(ACCESS, REFRESH, token_type="DPoP", dpop_key=jwk)
+    snap = TokenSnapshot(tokens.authorization(), 1, None, prover)
+    shown = [repr(prover), str(prover), repr(tokens), str(tokens), repr(snap), str(snap)]
+    damaged = jwk.replace('"crv":"P-256"', '"crv":"P-384"')
+    with pytest.raises(Error) as e:
+        Prover(damaged)
+    shown += [str(e.value), repr(e.value), "".join(traceback.format_exception(e.value))]
+    for text in shown:
+        for secret in (d, jwk, proof, ACCESS):
+            assert secret not in text
+
+
 def test_a_bad_key_is_refused_without_showing_it(rsa_key):
     text = pem(rsa_key)
     broken = text.replace(text.splitlines()[3], "A" * len(text.splitlines()[3]))

@@ -16,6 +16,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from ..common.dpop_proofs import ProofChecker
 from ..common.event_log import EventLog
 from .options import AuthOptions
 from .state import AuthState, Client, OAuthFailure, client_from_metadata
@@ -63,6 +64,8 @@ class AuthBase:
         self.registration_padding = options.registration_padding
         self.metadata_status = options.metadata_status
         self.pending: dict[str, dict[str, str]] = {}
+        # DPoP (--dpop): the nonce asked for (--dpop-nonce), the proofs seen.
+        self.proofs = ProofChecker(require_nonce=options.dpop_nonce)
         self.client_docs: dict[str, bytes] = {}
         self.hosted_by_id: dict[str, str] = {}  # a hosted document's client_id -> its name
         self._session: aiohttp.ClientSession | None = None

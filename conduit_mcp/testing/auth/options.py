@@ -45,6 +45,8 @@ class AuthOptions:
     refresh_ttl: float | None = None
     no_rotation: bool = False
     no_refresh: bool = False
+    dpop: bool = False
+    dpop_nonce: bool = False
     scopes: list[str] = field(default_factory=list)
     default_scopes: list[str] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)
@@ -118,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh-ttl", type=float, help="refresh token lifetime (s); default none")
     p.add_argument("--no-rotation", action="store_true", help="refresh tokens are not rotated")
     p.add_argument("--no-refresh", action="store_true", help="issue no refresh tokens")
+    p.add_argument(
+        "--dpop",
+        action="store_true",
+        help="DPoP (RFC 9449): advertise it, check proofs, bind tokens to the proof's key",
+    )
+    p.add_argument(
+        "--dpop-nonce", action="store_true", help="with --dpop: token requests need a DPoP nonce"
+    )
     p.add_argument("--scopes", default="", help="scopes_supported, comma-separated")
     p.add_argument("--default-scopes", default="", help="granted when none is requested")
     p.add_argument(
@@ -237,6 +247,8 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         refresh_ttl=ns.refresh_ttl,
         no_rotation=ns.no_rotation,
         no_refresh=ns.no_refresh,
+        dpop=ns.dpop or ns.dpop_nonce,
+        dpop_nonce=ns.dpop_nonce,
         scopes=_csv(ns.scopes),
         default_scopes=_csv(ns.default_scopes),
         resources=list(ns.resource),

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import orjson
 from aiohttp import web
 
+from ..common.dpop_proofs import ProofRefused
 from ..common.event_log import EventLog
 from ..common.split_body import write_split
 from ..common.tls import server_context
@@ -76,7 +77,7 @@ class AuthServer(ClientsMixin):
             response: web.StreamResponse = await handler(request)
         except OAuthFailure as e:
             error = e.error
-            headers = dict(NO_STORE)
+            headers = {**NO_STORE, **e.headers}
             if e.status == 401 and request.headers.get("Authorization", "").startswith("Basic"):
                 headers["WWW-Authenticate"] = 'Basic realm="test-as"'
             body = {"error": e.error, "error_description": e.description}
@@ -137,6 +138,8 @@ class AuthServer(ClientsMixin):
             doc["authorization_response_iss_parameter_supported"] = True
         if self.opt.cimd:
             doc["client_id_metadata_document_supported"] = True
+        if self.opt.dpop:
+            doc["dpop_signing_alg_values_supported"] = ["ES256", "ES384", "ES512"]
         if oidc:
             doc["jwks_uri"] = self.endpoint("jwks")
             doc["subject_types_supported"] = ["public"]
@@ -279,6 +282,7 @@ class AuthServer(ClientsMixin):
         if grant_type not in ("authorization_code", "refresh_token", "client_credentials"):
             raise OAuthFailure("unsupported_grant_type", f"grant_type {grant_type!r} unsupported")
         client, method = await self._authenticate(request, form)
+        jkt = self._dpop(request)
         resource = form.get("resource")
         refresh = not self.opt.no_refresh
         if grant_type == "authorization_code":
@@ -304,6 +308,8 @@ class AuthServer(ClientsMixin):
             if not set(scope) <= set(old.scope):
                 raise OAuthFailure("invalid_scope", "a refresh cannot widen the scope")
             sub, family, resource = old.sub, old.family, old.resource
+            if old.jkt is not None and jkt != old.jkt:  # RFC 9449 section 5
+                raise OAuthFailure("invalid_grant", "the refresh token is bound to another key")
             if not self.state.rotate:
                 refresh = False  # the client keeps its refresh token
         else:
@@ -322,6 +328,7 @@ class AuthServer(ClientsMixin):
             family=family,
             grant=grant_type,
             refresh=refresh,
+            jkt=jkt,
         )
         self._hostile_token(answer)
         self.event(
@@ -334,8 +341,23 @@ class AuthServer(ClientsMixin):
             resource=resource,
             family=family,
             refresh="refresh_token" in answer,
+            dpop=jkt is not None,
         )
         return json_answer(answer, 200, NO_STORE)
+
+    def _dpop(self, request: web.Request) -> str | None:
+        """With ``--dpop``: the thumbprint of the key the token request proved (None: no
+        proof, a Bearer token); a bad or replayed proof, or one without the nonce asked
+        for (``--dpop-nonce``), is refused (RFC 9449 sections 4.3, 5 and 8)."""
+        proofs = request.headers.getall("DPoP", [])
+        if not self.opt.dpop or not proofs:
+            return None
+        try:
+            return self.proofs.check(proofs, "POST", self.endpoint("token"))
+        except ProofRefused as e:
+            self.event("dpop_refused", error=e.error, why=e.description)
+            headers = {"DPoP-Nonce": self.proofs.nonce} if self.proofs.require_nonce else {}
+            raise OAuthFailure(e.error, e.description, 400, headers) from None
 
     def _hostile_token(self, answer: dict[str, Any]) -> None:
         """``--expires-in`` and ``--bad-access-token``: what the answer says, not what the
@@ -389,6 +411,8 @@ class AuthServer(ClientsMixin):
                 answer["revoked"] = self.state.revoke(str(body.get("token", "")))
         elif action == "expire":
             answer["expired"] = self.state.expire_access()
+        elif action == "dpop-nonce":  # a new nonce: the one clients hold is stale
+            answer["rotated"] = bool(self.proofs.rotate_nonce())
         elif action == "issuer":
             self.issuer_override = body.get("issuer")
             answer["issuer"] = self.issuer

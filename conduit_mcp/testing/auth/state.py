@@ -34,11 +34,18 @@ AUTH_METHODS = ("none", *SECRET_METHODS, "private_key_jwt")
 class OAuthFailure(Exception):
     """An OAuth error answer: ``error`` (RFC 6749 code), a description, the HTTP status."""
 
-    def __init__(self, error: str, description: str, status: int = 400) -> None:
+    def __init__(
+        self,
+        error: str,
+        description: str,
+        status: int = 400,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(f"{error}: {description}")
         self.error = error
         self.description = description
         self.status = status
+        self.headers = headers or {}  # a DPoP-Nonce, say
 
 
 @dataclass(slots=True)
@@ -182,6 +189,7 @@ class Token:
     grant: str
     used: bool = False
     revoked: bool = False
+    jkt: str | None = None  # DPoP: the thumbprint of the key the token is bound to
 
     def active(self, now: float) -> bool:
         return not self.revoked and (self.expires is None or now < self.expires)
@@ -261,16 +269,26 @@ class AuthState:
         family: str,
         grant: str,
         refresh: bool,
+        jkt: str | None = None,
     ) -> dict[str, Any]:
         now = time.time()
         access = secrets.token_urlsafe(32)
         self.tokens[access] = Token(
-            "access", client_id, sub, scope, resource, family, now, now + self.token_ttl, grant
+            "access",
+            client_id,
+            sub,
+            scope,
+            resource,
+            family,
+            now,
+            now + self.token_ttl,
+            grant,
+            jkt=jkt,
         )
         self.families.setdefault(family, set()).add(access)
         answer: dict[str, Any] = {
             "access_token": access,
-            "token_type": "Bearer",
+            "token_type": "DPoP" if jkt is not None else "Bearer",
             "expires_in": max(1, int(-(-self.token_ttl // 1))),
             "scope": " ".join(scope),
         }
@@ -278,7 +296,7 @@ class AuthState:
             token = secrets.token_urlsafe(32)
             expires = None if self.refresh_ttl is None else now + self.refresh_ttl
             self.tokens[token] = Token(
-                "refresh", client_id, sub, scope, resource, family, now, expires, grant
+                "refresh", client_id, sub, scope, resource, family, now, expires, grant, jkt=jkt
             )
             self.families[family].add(token)
             answer["refresh_token"] = token
@@ -348,4 +366,8 @@ class AuthState:
             answer["exp"] = entry.expires
         if entry.resource is not None:
             answer["aud"] = entry.resource
+        if entry.jkt is not None:  # RFC 9449 section 6.2
+            answer["cnf"] = {"jkt": entry.jkt}
+            if entry.kind == "access":
+                answer["token_type"] = "DPoP"
         return answer

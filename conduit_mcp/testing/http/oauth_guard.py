@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from ..common.dpop_proofs import ProofChecker, ProofRefused
 from ..common.split_body import write_split
 from ..scripted.options import Config
 
@@ -52,6 +53,10 @@ class OAuthGuard:
         self.prm_at = config.prm_at
         self.cache_seconds = config.introspection_cache
         self.metadata_param = not config.no_resource_metadata_param
+        # DPoP (RFC 9449): a bound token (introspection's cnf.jkt) is checked with its proof
+        # always; --require-dpop refuses Bearer tokens, --dpop-nonce asks for a nonce.
+        self.require_dpop = config.require_dpop
+        self.proofs = ProofChecker(require_nonce=config.dpop_nonce)
         # A lever of POST /admin/oauth: "unavailable" (503), "split" (the document in two
         # segments), or None (the document, whole).
         self.metadata_fault: str | None = None
@@ -93,6 +98,9 @@ class OAuthGuard:
         }
         if scopes:
             doc["scopes_supported"] = scopes
+        if self.require_dpop:
+            doc["dpop_bound_access_tokens_required"] = True
+            doc["dpop_signing_alg_values_supported"] = ["ES256", "ES384", "ES512"]
         return doc
 
     async def metadata_answer(self, request: web.Request) -> web.StreamResponse:
@@ -105,9 +113,10 @@ class OAuthGuard:
         return answer
 
     def _challenge(
-        self, status: int, scope: list[str], error: str | None, why: str
+        self, status: int, scope: list[str], error: str | None, why: str, dpop: bool = False
     ) -> web.Response:
         params = []
+        dpop = dpop or self.require_dpop  # RFC 9449 section 7.1: the DPoP scheme
         if error is not None:
             params.append(f"error={_quote(error)}")
         if self.metadata_param and self.metadata_url is not None:
@@ -116,13 +125,16 @@ class OAuthGuard:
             params.append(f"scope={_quote(' '.join(scope))}")
         if error is not None:
             params.append(f"error_description={_quote(why)}")
-        header = "Bearer " + ", ".join(params) if params else "Bearer"
+        scheme = "DPoP" if dpop else "Bearer"
+        if dpop:
+            params.append('algs="ES256 ES384 ES512"')
+        header = f"{scheme} " + ", ".join(params) if params else scheme
         body = {"error": error or "unauthorized", "error_description": why}
+        headers = {"WWW-Authenticate": header}
+        if error == "use_dpop_nonce":
+            headers["DPoP-Nonce"] = self.proofs.nonce
         return web.Response(
-            status=status,
-            body=orjson.dumps(body),
-            content_type="application/json",
-            headers={"WWW-Authenticate": header},
+            status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
         )
 
     # ---- the check ----------------------------------------------------------------------------
@@ -175,10 +187,12 @@ class OAuthGuard:
             needed += [s for s in self.tool_scopes.get(tool, []) if s not in needed]
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        scheme = scheme.lower()
+        if scheme not in ("bearer", "dpop") or not token.strip():
             request["oauth_refused"] = "no_token"
             return self._challenge(401, self.scope, None, "a bearer token is required")
-        answer = await self._introspect(token.strip())
+        token = token.strip()
+        answer = await self._introspect(token)
         if answer is None:
             request["oauth_refused"] = "introspection_failed"
             self._event("introspection_failed", authorization_server=self.authorization_server)
@@ -197,8 +211,13 @@ class OAuthGuard:
             return self._challenge(
                 401, self.scope, "invalid_token", "the token is for another resource"
             )
+        refused = self._dpop(request, scheme, token, answer)
+        if refused is not None:
+            return refused
         held = str(answer.get("scope", "")).split()
         identity = {"sub": answer.get("sub"), "client_id": answer.get("client_id"), "scopes": held}
+        if scheme == "dpop":
+            identity["dpop"] = True
         missing = [s for s in needed if s not in held]
         if missing:
             request["oauth_refused"] = "insufficient_scope"
@@ -207,6 +226,36 @@ class OAuthGuard:
                 403, needed, "insufficient_scope", f"this needs scope {' '.join(missing)}"
             )
         request["oauth"] = identity
+        return None
+
+    def _dpop(
+        self, request: web.Request, scheme: str, token: str, answer: dict[str, Any]
+    ) -> web.Response | None:
+        """RFC 9449 section 7: a DPoP-bound token comes with the DPoP scheme and a proof of
+        its key for this very request (never seen before); a Bearer one only where DPoP is
+        not required. None when the request may go on."""
+        cnf = answer.get("cnf")
+        jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
+        if jkt is None and scheme == "bearer":
+            if not self.require_dpop:
+                return None
+            request["oauth_refused"] = "dpop_required"
+            return self._challenge(401, self.scope, "invalid_token", "a DPoP token is required")
+        if jkt is None or scheme != "dpop":
+            request["oauth_refused"] = "dpop_scheme"
+            why = "a DPoP-bound token goes with the DPoP scheme, and only such a token does"
+            return self._challenge(401, self.scope, "invalid_token", why, dpop=True)
+        try:
+            proved = self.proofs.check(
+                request.headers.getall("DPoP", []), request.method, str(request.url), token
+            )
+        except ProofRefused as e:
+            request["oauth_refused"] = e.error
+            return self._challenge(401, self.scope, e.error, e.description, dpop=True)
+        if proved != jkt:
+            request["oauth_refused"] = "invalid_dpop_proof"
+            why = "the proof's key is not the one the token is bound to"
+            return self._challenge(401, self.scope, "invalid_dpop_proof", why, dpop=True)
         return None
 
     # ---- the lever ----------------------------------------------------------------------------
@@ -235,6 +284,8 @@ class OAuthGuard:
             if fault not in METADATA_FAULTS:
                 return web.Response(status=400, text="metadata_fault: unavailable, split or null")
             self.metadata_fault = fault
+        if body.get("dpop_nonce") == "rotate":
+            self.proofs.rotate_nonce()
         if "tool_scopes" in body:
             self.tool_scopes = {k: str(v).split() for k, v in dict(body["tool_scopes"]).items()}
         self._event("oauth_changed", **{k: v for k, v in body.items()})

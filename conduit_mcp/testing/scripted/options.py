@@ -74,6 +74,8 @@ class Config:
     introspection_cert: tuple[str, str] | None = None
     introspection_cache: float = 0.0
     no_resource_metadata_param: bool = False
+    require_dpop: bool = False
+    dpop_nonce: bool = False
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
@@ -278,6 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="challenges carry no resource_metadata (clients fall back to well-known URLs)",
     )
+    oauth.add_argument(
+        "--require-dpop",
+        action="store_true",
+        help="DPoP-bound tokens only (RFC 9449): the metadata says so, challenges are DPoP",
+    )
+    oauth.add_argument(
+        "--dpop-nonce", action="store_true", help="requests with a DPoP token need a DPoP nonce"
+    )
     return p
 
 
@@ -367,6 +377,8 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
             else None
         ),
         introspection_cache=ns.introspection_cache,
+        require_dpop=ns.require_dpop,
+        dpop_nonce=ns.dpop_nonce,
         no_resource_metadata_param=ns.no_resource_metadata_param,
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
