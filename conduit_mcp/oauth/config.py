@@ -141,13 +141,25 @@ class OAuth:
     @property
     def needs_person(self) -> bool:
         """Whether a token comes from a person's authorization (``authorization_code``); the
-        other grants repeat by themselves, ahead of expiry too."""
+        other grants repeat by themselves, ahead of expiry too.
+
+        >>> OAuth(loopback=True).needs_person
+        True
+        >>> OAuth(grant="jwt_bearer", client_id="ci", assertion="eyJ.x.y").needs_person
+        False
+        """
         return self.grant == "authorization_code"
 
     @property
     def extensions(self) -> tuple[str, ...]:
         """The MCP extensions this configuration uses, declared in the client's
-        capabilities (docs/oauth.md, "Declared extensions")."""
+        capabilities (docs/oauth.md, "Declared extensions").
+
+        >>> OAuth(grant="client_credentials", client_id="svc", client_secret="s").extensions
+        ('io.modelcontextprotocol/oauth-client-credentials',)
+        >>> OAuth(loopback=True).extensions
+        ()
+        """
         ext = GRANT_EXTENSIONS.get(self.grant)
         return (ext,) if ext is not None else ()
 

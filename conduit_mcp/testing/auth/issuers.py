@@ -1,14 +1,5 @@
 """A JWT issuer for tests: a key pair that plays a workload platform, a single sign-on or an
-enterprise identity provider next to the test authorization server (:mod:`.assertions`).
-
->>> import tempfile
->>> platform = JwtIssuer("https://k8s.example.test", tempfile.mkdtemp())
->>> platform.trust.startswith("https://k8s.example.test=")
-True
->>> token = platform.sign(sub="ci:job", aud="https://as.example.test")
->>> token.count(".")
-2
-"""
+enterprise identity provider next to the test authorization server (:mod:`.assertions`)."""
 
 from __future__ import annotations
 
@@ -27,7 +18,15 @@ class JwtIssuer:
     """An issuer identifier and an EC P-256 key: :meth:`sign` makes its JWTs, :attr:`trust`
     is the ``--trust ISSUER=JWKS_FILE`` value that makes a test authorization server accept
     them (``AuthServerProcess(..., trust=[issuer.trust])``), :attr:`key_file` the PEM an
-    identity provider signs with (``signing_key=issuer.key_file``)."""
+    identity provider signs with (``signing_key=issuer.key_file``).
+
+    >>> import tempfile
+    >>> platform = JwtIssuer("https://k8s.example.test", tempfile.mkdtemp())
+    >>> platform.trust.startswith("https://k8s.example.test=")
+    True
+    >>> platform.sign(sub="ci:job", aud="https://as.example.test").count(".")
+    2
+    """
 
     def __init__(self, issuer: str, workdir: str | os.PathLike[str]) -> None:
         from joserfc.jwk import ECKey
@@ -48,17 +47,34 @@ class JwtIssuer:
 
     @property
     def trust(self) -> str:
-        """``ISSUER=JWKS_FILE``: the test authorization server's ``--trust`` value."""
+        """``ISSUER=JWKS_FILE``: the test authorization server's ``--trust`` value.
+
+        >>> import tempfile
+        >>> JwtIssuer("https://sso.test", tempfile.mkdtemp()).trust.split("=")[0]
+        'https://sso.test'
+        """
         return self.trusted_as(self.issuer)
 
     def trusted_as(self, issuer: str) -> str:
         """The ``--trust`` value for these keys under another issuer identifier: a test
-        identity provider's, known once it listens (``trusted_as(idp.issuer)``)."""
+        identity provider's, known once it listens (``trusted_as(idp.issuer)``).
+
+        >>> import tempfile
+        >>> keys = JwtIssuer("https://idp.test", tempfile.mkdtemp())
+        >>> keys.trusted_as("http://127.0.0.1:8123").split("=")[0]
+        'http://127.0.0.1:8123'
+        """
         return f"{issuer}={self.jwks_file}"
 
     def sign(self, *, sub: str, aud: str, ttl: float = 600.0, **claims: Any) -> str:
         """A JWT of this issuer for ``sub`` and ``aud``, valid ``ttl`` seconds (negative:
-        expired already), with ``iat`` and a fresh ``jti``; ``claims`` are added."""
+        expired already), with ``iat`` and a fresh ``jti``; ``claims`` are added.
+
+        >>> import tempfile
+        >>> sso = JwtIssuer("https://sso.test", tempfile.mkdtemp())
+        >>> len(sso.sign(sub="alice", aud="app", email="alice@example.com").split("."))
+        3
+        """
         from joserfc import jwt
 
         now = int(time.time())
