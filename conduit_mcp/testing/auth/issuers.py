@@ -36,9 +36,7 @@ class JwtIssuer:
         name = secrets.token_hex(4)
         self.jwks_file = str(Path(workdir) / f"jwks-{name}.json")
         self.key_file = str(Path(workdir) / f"key-{name}.pem")
-        Path(self.jwks_file).write_bytes(
-            orjson.dumps({"keys": [self._key.as_dict(private=False)]})
-        )
+        Path(self.jwks_file).write_bytes(orjson.dumps({"keys": [self._key.as_dict(private=False)]}))
         Path(self.key_file).write_bytes(self._key.as_pem(private=True))
         os.chmod(self.key_file, 0o600)
 
