@@ -11,16 +11,14 @@ extension its grant is."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from joserfc import jwt
-from joserfc.jwk import ECKey
 
 import conduit_mcp as mcp
+from conduit_mcp.testing import JwtIssuer
 
 from .conftest import ADD
 
@@ -33,17 +31,6 @@ MCP_CLIENT = {"client_id": "mcp-app", "client_secret": "s3cret-mcp-app-77"}
 WORKLOAD = {"client_id": "ci-workload", "token_endpoint_auth_method": "none"}
 EMA = "io.modelcontextprotocol/enterprise-managed-authorization"
 WIF = "io.modelcontextprotocol/auth/wif"
-
-
-def jwks_file(path: Path, key: ECKey) -> str:
-    path.write_bytes(orjson.dumps({"keys": [key.as_dict(private=False)]}))
-    return str(path)
-
-
-def signed(key: ECKey, **claims: Any) -> str:
-    now = int(time.time())
-    body = {"iat": now, "exp": now + 600, "jti": f"j{time.monotonic_ns()}", **claims}
-    return jwt.encode({"alg": "ES256"}, body, key)
 
 
 def tokens(auth: Any) -> list[dict[str, Any]]:
@@ -64,20 +51,17 @@ def sent_capabilities(server: Any) -> dict[str, Any]:
 def cross_app(auth_server: Any, tmp_path: Path) -> dict[str, Any]:
     """An identity provider (signs ID-JAGs, trusts the single sign-on's keys) and the MCP
     server's authorization server (trusts the identity provider's keys)."""
-    sso_key, idp_key = ECKey.generate_key("P-256"), ECKey.generate_key("P-256")
-    idp_pem = tmp_path / "idp.pem"
-    idp_pem.write_bytes(idp_key.as_pem(private=True))
+    sso, idp_keys = JwtIssuer(SSO, tmp_path), JwtIssuer("https://idp.example.test", tmp_path)
     idp = auth_server(
         client=[orjson.dumps(IDP_CLIENT).decode()],
-        signing_key=str(idp_pem),
-        trust=[f"{SSO}={jwks_file(tmp_path / 'sso.jwks', sso_key)}"],
+        signing_key=idp_keys.key_file,
+        trust=[sso.trust],
         jag_client_id=MCP_CLIENT["client_id"],
     )
     auth = auth_server(
-        client=[orjson.dumps(MCP_CLIENT).decode()],
-        trust=[f"{idp.issuer}={jwks_file(tmp_path / 'idp.jwks', idp_key)}"],
+        client=[orjson.dumps(MCP_CLIENT).decode()], trust=[idp_keys.trusted_as(idp.issuer)]
     )
-    return {"idp": idp, "auth": auth, "sso_key": sso_key}
+    return {"idp": idp, "auth": auth, "sso": sso}
 
 
 def identity_oauth(idp: Any, identity_token: Any, **kw: Any) -> mcp.OAuth:
@@ -96,12 +80,12 @@ def identity_oauth(idp: Any, identity_token: Any, **kw: Any) -> mcp.OAuth:
 def test_cross_app_access_exchanges_the_identity_token_and_presents_the_id_jag(
     cross_app: dict[str, Any], make_server: Any, start_client: Any, era: str
 ) -> None:
-    idp, auth, sso_key = cross_app["idp"], cross_app["auth"], cross_app["sso_key"]
+    idp, auth, sso = cross_app["idp"], cross_app["auth"], cross_app["sso"]
     asked: list[int] = []
 
     def identity_token() -> str:  # the application's single sign-on, asked at each use
         asked.append(1)
-        return signed(sso_key, iss=SSO, sub="alice@corp", aud=IDP_CLIENT["client_id"])
+        return sso.sign(sub="alice@corp", aud=IDP_CLIENT["client_id"])
 
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
@@ -130,9 +114,9 @@ def test_cross_app_access_exchanges_the_identity_token_and_presents_the_id_jag(
 def test_an_identity_token_the_identity_provider_refuses_is_token_exchange_failed(
     cross_app: dict[str, Any], make_server: Any, start_client: Any
 ) -> None:
-    idp, auth, sso_key = cross_app["idp"], cross_app["auth"], cross_app["sso_key"]
+    idp, auth, sso = cross_app["idp"], cross_app["auth"], cross_app["sso"]
     # Issued for another application: the identity provider refuses to exchange it.
-    stolen = signed(sso_key, iss=SSO, sub="alice@corp", aud="another-app")
+    stolen = sso.sign(sub="alice@corp", aud="another-app")
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(
@@ -148,20 +132,17 @@ def test_an_identity_token_the_identity_provider_refuses_is_token_exchange_faile
 def test_an_id_jag_for_another_client_is_assertion_refused(
     auth_server: Any, tmp_path: Path, make_server: Any, start_client: Any
 ) -> None:
-    sso_key, idp_key = ECKey.generate_key("P-256"), ECKey.generate_key("P-256")
-    idp_pem = tmp_path / "idp.pem"
-    idp_pem.write_bytes(idp_key.as_pem(private=True))
+    sso, idp_keys = JwtIssuer(SSO, tmp_path), JwtIssuer("https://idp.example.test", tmp_path)
     idp = auth_server(  # names "someone-else" in its ID-JAGs: not the client that presents it
         client=[orjson.dumps(IDP_CLIENT).decode()],
-        signing_key=str(idp_pem),
-        trust=[f"{SSO}={jwks_file(tmp_path / 'sso.jwks', sso_key)}"],
+        signing_key=idp_keys.key_file,
+        trust=[sso.trust],
         jag_client_id="someone-else",
     )
     auth = auth_server(
-        client=[orjson.dumps(MCP_CLIENT).decode()],
-        trust=[f"{idp.issuer}={jwks_file(tmp_path / 'idp.jwks', idp_key)}"],
+        client=[orjson.dumps(MCP_CLIENT).decode()], trust=[idp_keys.trusted_as(idp.issuer)]
     )
-    token = signed(sso_key, iss=SSO, sub="alice@corp", aud=IDP_CLIENT["client_id"])
+    token = sso.sign(sub="alice@corp", aud=IDP_CLIENT["client_id"])
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(mcp.Http(srv.url, auth=identity_oauth(idp, token)), request_timeout=5)
@@ -175,20 +156,17 @@ def test_an_id_jag_for_another_client_is_assertion_refused(
 @pytest.fixture
 def platform(auth_server: Any, tmp_path: Path) -> dict[str, Any]:
     """The MCP server's authorization server, trusting the workload platform's keys."""
-    key = ECKey.generate_key("P-256")
-    auth = auth_server(
-        client=[orjson.dumps(WORKLOAD).decode()],
-        trust=[f"{PLATFORM}={jwks_file(tmp_path / 'platform.jwks', key)}"],
-    )
-    return {"auth": auth, "key": key}
+    platform = JwtIssuer(PLATFORM, tmp_path)
+    auth = auth_server(client=[orjson.dumps(WORKLOAD).decode()], trust=[platform.trust])
+    return {"auth": auth, "platform": platform}
 
 
 def test_workload_identity_reads_the_rotating_token_file_at_each_request(
     platform: dict[str, Any], make_server: Any, start_client: Any, tmp_path: Path
 ) -> None:
-    auth, key = platform["auth"], platform["key"]
+    auth, issuer = platform["auth"], platform["platform"]
     token_file = tmp_path / "token"  # what the platform mounts and rotates
-    token_file.write_text(signed(key, iss=PLATFORM, sub="ci:job-1", aud=auth.issuer) + "\n")
+    token_file.write_text(issuer.sign(sub="ci:job-1", aud=auth.issuer) + "\n")
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         oauth = mcp.OAuth(
@@ -201,7 +179,7 @@ def test_workload_identity_reads_the_rotating_token_file_at_each_request(
         assert first["auth_method"] == "none" and first["resource"] == srv.url
         assert sent_capabilities(server)["extensions"] == {WIF: {}}
         # The platform rotates the token; the next token request presents the new one.
-        token_file.write_text(signed(key, iss=PLATFORM, sub="ci:job-2", aud=auth.issuer))
+        token_file.write_text(issuer.sign(sub="ci:job-2", aud=auth.issuer))
         auth.admin("expire")
         assert client.call_tool("add", ADD).text == "3"
         assert [t["sub"] for t in tokens(auth)] == ["ci:job-1", "ci:job-2"]
@@ -209,17 +187,17 @@ def test_workload_identity_reads_the_rotating_token_file_at_each_request(
 
 @pytest.mark.parametrize("flaw", ["untrusted_key", "wrong_audience", "expired"])
 def test_a_refused_workload_token_is_assertion_refused(
-    platform: dict[str, Any], make_server: Any, start_client: Any, flaw: str
+    platform: dict[str, Any], make_server: Any, start_client: Any, flaw: str, tmp_path: Path
 ) -> None:
-    auth, key = platform["auth"], platform["key"]
-    claims: dict[str, Any] = {"iss": PLATFORM, "sub": "ci:job", "aud": auth.issuer}
-    if flaw == "untrusted_key":
-        key = ECKey.generate_key("P-256")
+    auth, issuer = platform["auth"], platform["platform"]
+    aud, ttl = auth.issuer, 600.0
+    if flaw == "untrusted_key":  # the platform's name, another key
+        issuer = JwtIssuer(PLATFORM, tmp_path)
     elif flaw == "wrong_audience":
-        claims["aud"] = "https://another-as.example.test"
+        aud = "https://another-as.example.test"
     else:
-        claims["exp"] = int(time.time()) - 60
-    workload_token = signed(key, **claims)
+        ttl = -60.0
+    workload_token = issuer.sign(sub="ci:job", aud=aud, ttl=ttl)
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         oauth = mcp.OAuth(

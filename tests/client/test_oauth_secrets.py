@@ -181,19 +181,10 @@ def test_no_assertion_secret_anywhere(tmp_path, make_server, captured, monkeypat
     never reach a repr, a log record, an exception text, a span or the OAuth actor's crash
     report, through a cross-app access, a renewal, a crash, a token exchange the identity
     provider refuses and a workload token the authorization server refuses."""
-    from joserfc.jwk import ECKey
-
     from conduit_mcp.oauth import acquire
+    from conduit_mcp.testing import JwtIssuer
 
-    from .test_oauth_assertion_grants import (
-        IDP_CLIENT,
-        MCP_CLIENT,
-        PLATFORM,
-        SSO,
-        WORKLOAD,
-        jwks_file,
-        signed,
-    )
+    from .test_oauth_assertion_grants import IDP_CLIENT, MCP_CLIENT, PLATFORM, SSO, WORKLOAD
 
     original = oauth_actor.OAuthActor.receive
 
@@ -217,11 +208,11 @@ def test_no_assertion_secret_anywhere(tmp_path, make_server, captured, monkeypat
         "client_secret": "idp-secret-planted-0e4f",
         "token_endpoint_auth_method": "client_secret_post",
     }
-    sso_key, idp_key, platform_key = (ECKey.generate_key("P-256") for _ in range(3))
-    (tmp_path / "idp.pem").write_bytes(idp_key.as_pem(private=True))
+    sso, idp_keys = JwtIssuer(SSO, tmp_path), JwtIssuer("https://idp.example.test", tmp_path)
+    platform = JwtIssuer(PLATFORM, tmp_path)
 
     def identity_token() -> str:
-        token = signed(sso_key, iss=SSO, sub="alice@corp", aud=IDP_CLIENT["client_id"])
+        token = sso.sign(sub="alice@corp", aud=IDP_CLIENT["client_id"])
         secrets.append(token)
         return token
 
@@ -234,16 +225,16 @@ def test_no_assertion_secret_anywhere(tmp_path, make_server, captured, monkeypat
         AuthServerProcess(
             tmp_path / "idp",
             client=[orjson.dumps(idp_client).decode()],
-            signing_key=str(tmp_path / "idp.pem"),
-            trust=[f"{SSO}={jwks_file(tmp_path / 'sso.jwks', sso_key)}"],
+            signing_key=idp_keys.key_file,
+            trust=[sso.trust],
             jag_client_id=MCP_CLIENT["client_id"],
         ) as idp,
         AuthServerProcess(
             tmp_path / "as",
             client=[orjson.dumps(MCP_CLIENT).decode(), orjson.dumps(WORKLOAD).decode()],
             trust=[
-                f"{idp.issuer}={jwks_file(tmp_path / 'idp.jwks', idp_key)}",
-                f"{PLATFORM}={jwks_file(tmp_path / 'platform.jwks', platform_key)}",
+                idp_keys.trusted_as(idp.issuer),
+                platform.trust,
             ],
         ) as auth,
     ):
@@ -283,8 +274,8 @@ def test_no_assertion_secret_anywhere(tmp_path, make_server, captured, monkeypat
                 texts += [repr(client), str(client.status()), repr(runtime.shared.token)]
             finally:
                 client.stop()
-            stolen = signed(sso_key, iss=SSO, sub="alice@corp", aud="another-app")
-            untrusted = signed(ECKey.generate_key("P-256"), iss=PLATFORM, sub="ci", aud=auth.issuer)
+            stolen = sso.sign(sub="alice@corp", aud="another-app")
+            untrusted = JwtIssuer(PLATFORM, tmp_path).sign(sub="ci", aud=auth.issuer)
             workload_file = tmp_path / "workload-token"
             workload_file.write_text(untrusted)
             secrets += [stolen, untrusted]
