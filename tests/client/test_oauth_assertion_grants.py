@@ -11,6 +11,8 @@ extension its grant is."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import orjson
 import pytest
 
 import conduit_mcp as mcp
-from conduit_mcp.testing import JwtIssuer
+from conduit_mcp.testing import AuthServerProcess, JwtIssuer
 
 from .conftest import ADD
 
@@ -47,21 +49,32 @@ def sent_capabilities(server: Any) -> dict[str, Any]:
     return dict(server.received("initialize")[-1]["params"]["capabilities"])
 
 
-@pytest.fixture
-def cross_app(auth_server: Any, tmp_path: Path) -> dict[str, Any]:
+def of(events: list[dict[str, Any]], sub: str) -> list[dict[str, Any]]:
+    """The events of one test's subject (the servers are shared by the module's tests)."""
+    return [e for e in events if e.get("sub") == sub]
+
+
+@pytest.fixture(scope="module")
+def cross_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """An identity provider (signs ID-JAGs, trusts the single sign-on's keys) and the MCP
-    server's authorization server (trusts the identity provider's keys)."""
-    sso, idp_keys = JwtIssuer(SSO, tmp_path), JwtIssuer("https://idp.example.test", tmp_path)
-    idp = auth_server(
-        client=[orjson.dumps(IDP_CLIENT).decode()],
-        signing_key=idp_keys.key_file,
-        trust=[sso.trust],
-        jag_client_id=MCP_CLIENT["client_id"],
-    )
-    auth = auth_server(
-        client=[orjson.dumps(MCP_CLIENT).decode()], trust=[idp_keys.trusted_as(idp.issuer)]
-    )
-    return {"idp": idp, "auth": auth, "sso": sso}
+    server's authorization server (trusts the identity provider's keys), for the module."""
+    work = tmp_path_factory.mktemp("cross_app")
+    sso, idp_keys = JwtIssuer(SSO, work), JwtIssuer("https://idp.example.test", work)
+    with (
+        AuthServerProcess(
+            work / "idp",
+            client=[orjson.dumps(IDP_CLIENT).decode()],
+            signing_key=idp_keys.key_file,
+            trust=[sso.trust],
+            jag_client_id=MCP_CLIENT["client_id"],
+        ) as idp,
+        AuthServerProcess(
+            work / "as",
+            client=[orjson.dumps(MCP_CLIENT).decode()],
+            trust=[idp_keys.trusted_as(idp.issuer)],
+        ) as auth,
+    ):
+        yield {"idp": idp, "auth": auth, "sso": sso}
 
 
 def identity_oauth(idp: Any, identity_token: Any, **kw: Any) -> mcp.OAuth:
@@ -82,10 +95,11 @@ def test_cross_app_access_exchanges_the_identity_token_and_presents_the_id_jag(
 ) -> None:
     idp, auth, sso = cross_app["idp"], cross_app["auth"], cross_app["sso"]
     asked: list[int] = []
+    user = f"alice-{era}@corp"
 
     def identity_token() -> str:  # the application's single sign-on, asked at each use
         asked.append(1)
-        return sso.sign(sub="alice@corp", aud=IDP_CLIENT["client_id"])
+        return sso.sign(sub=user, aud=IDP_CLIENT["client_id"])
 
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
@@ -95,11 +109,11 @@ def test_cross_app_access_exchanges_the_identity_token_and_presents_the_id_jag(
             request_timeout=5,
         )
         assert client.call_tool("add", ADD).text == "3"  # no person anywhere
-        (exchange,) = idp.events("token_exchange")
+        (exchange,) = of(idp.events("token_exchange"), user)
         assert exchange["audience"] == auth.issuer and exchange["resource"] == srv.url
-        assert exchange["sub"] == "alice@corp" and exchange["client_id"] == "idp-app"
-        (issued,) = tokens(auth)
-        assert issued["grant"] == "jwt-bearer:id-jag" and issued["sub"] == "alice@corp"
+        assert exchange["client_id"] == "idp-app"
+        (issued,) = of(tokens(auth), user)
+        assert issued["grant"] == "jwt-bearer:id-jag"
         assert issued["client_id"] == "mcp-app" and issued["auth_method"] == "client_secret_basic"
         assert issued["resource"] == srv.url
         assert asked == [1]
@@ -107,7 +121,8 @@ def test_cross_app_access_exchanges_the_identity_token_and_presents_the_id_jag(
         # A token the server no longer accepts: the grant runs again, asking for a fresh one.
         auth.admin("expire")
         assert client.call_tool("add", ADD).text == "3"
-        assert len(idp.events("token_exchange")) == 2 and len(tokens(auth)) == 2
+        assert len(of(idp.events("token_exchange"), user)) == 2
+        assert len(of(tokens(auth), user)) == 2
         assert asked == [1, 1]
 
 
@@ -116,7 +131,7 @@ def test_an_identity_token_the_identity_provider_refuses_is_token_exchange_faile
 ) -> None:
     idp, auth, sso = cross_app["idp"], cross_app["auth"], cross_app["sso"]
     # Issued for another application: the identity provider refuses to exchange it.
-    stolen = sso.sign(sub="alice@corp", aud="another-app")
+    stolen = sso.sign(sub="mallory@corp", aud="another-app")
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         client = start_client(
@@ -126,7 +141,7 @@ def test_an_identity_token_the_identity_provider_refuses_is_token_exchange_faile
             client.call_tool("add", ADD)
     assert (err.value.kind, err.value.reason) == ("auth", "token_exchange_failed")
     assert "invalid_grant" in err.value.message and stolen not in repr(err.value)
-    assert tokens(auth) == []  # nothing reached the MCP server's authorization server
+    assert of(tokens(auth), "mallory@corp") == []  # nothing reached the MCP server's AS
 
 
 def test_an_id_jag_for_another_client_is_assertion_refused(
@@ -153,12 +168,16 @@ def test_an_id_jag_for_another_client_is_assertion_refused(
     assert len(idp.events("token_exchange")) == 1 and tokens(auth) == []
 
 
-@pytest.fixture
-def platform(auth_server: Any, tmp_path: Path) -> dict[str, Any]:
-    """The MCP server's authorization server, trusting the workload platform's keys."""
-    platform = JwtIssuer(PLATFORM, tmp_path)
-    auth = auth_server(client=[orjson.dumps(WORKLOAD).decode()], trust=[platform.trust])
-    return {"auth": auth, "platform": platform}
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The MCP server's authorization server, trusting the workload platform's keys, for the
+    module."""
+    work = tmp_path_factory.mktemp("platform")
+    issuer = JwtIssuer(PLATFORM, work)
+    with AuthServerProcess(
+        work / "as", client=[orjson.dumps(WORKLOAD).decode()], trust=[issuer.trust]
+    ) as auth:
+        yield {"auth": auth, "platform": issuer}
 
 
 def test_workload_identity_reads_the_rotating_token_file_at_each_request(
@@ -174,15 +193,19 @@ def test_workload_identity_reads_the_rotating_token_file_at_each_request(
         )
         client = start_client(mcp.Http(srv.url, auth=oauth), request_timeout=5)
         assert client.call_tool("add", ADD).text == "3"
-        (first,) = tokens(auth)
-        assert first["grant"] == "jwt-bearer:jwt" and first["sub"] == "ci:job-1"
+        (first,) = of(tokens(auth), "ci:job-1")
+        assert first["grant"] == "jwt-bearer:jwt"
         assert first["auth_method"] == "none" and first["resource"] == srv.url
         assert sent_capabilities(server)["extensions"] == {WIF: {}}
         # The platform rotates the token; the next token request presents the new one.
         token_file.write_text(issuer.sign(sub="ci:job-2", aud=auth.issuer))
         auth.admin("expire")
         assert client.call_tool("add", ADD).text == "3"
-        assert [t["sub"] for t in tokens(auth)] == ["ci:job-1", "ci:job-2"]
+        assert [t["sub"] for t in tokens(auth) if t["sub"].startswith("ci:job-")][-2:] == [
+            "ci:job-1",
+            "ci:job-2",
+        ]
+        assert len(of(tokens(auth), "ci:job-2")) == 1
 
 
 @pytest.mark.parametrize("flaw", ["untrusted_key", "wrong_audience", "expired"])
@@ -211,8 +234,10 @@ def test_a_refused_workload_token_is_assertion_refused(
         assert (err.value.kind, err.value.reason) == ("auth", "assertion_refused")
         assert "workload identity token" in err.value.message
         assert workload_token not in repr(err.value) + str(err.value.data)
-        refusals = [r for r in auth.requests("/token") if r.get("status") == 400]
-        assert len(refusals) == 1  # refused once, never retried nor another grant tried
+        requests = auth.requests("/token")
+        sent = [r for r in requests if (r.get("form") or {}).get("assertion") == workload_token]
+        assert [r["status"] for r in sent] == [400]  # refused once, never retried
+        assert [r for r in requests if r["t"] > sent[0]["t"]] == []  # nor another grant tried
         assert client.status().reason == "auth_failed"
 
 
@@ -220,6 +245,7 @@ def test_a_missing_token_file_is_assertion_unavailable(
     platform: dict[str, Any], make_server: Any, start_client: Any, tmp_path: Path
 ) -> None:
     auth = platform["auth"]
+    started = time.time()
     server = make_server()
     with server.http_server(require_oauth=auth.issuer) as srv:
         oauth = mcp.OAuth(
@@ -232,4 +258,4 @@ def test_a_missing_token_file_is_assertion_unavailable(
             client.call_tool("add", ADD)
     assert (err.value.kind, err.value.reason) == ("auth", "assertion_unavailable")
     assert "assertion_file" in err.value.message and "FileNotFoundError" in err.value.message
-    assert auth.requests("/token") == []
+    assert not [r for r in auth.requests("/token") if r["t"] >= started]
