@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
+from dataclasses import replace
 from typing import Any
 
 import pykka
@@ -38,6 +39,7 @@ from .notifications import Subscriber
 from .otp.registry import Registry
 from .otp.siblings import Siblings
 from .otp.supervisor import ChildSpec, Supervisor, WhichChildren
+from .protocol.client_caps import with_extensions
 from .published import Published
 from .telemetry import Telemetry
 from .telemetry.attributes import PIPE, TCP
@@ -142,6 +144,13 @@ class ClientTree:
         check_era(spec, config)
         self.name = name
         self.spec = spec
+        auth: Any = getattr(spec, "auth", None)
+        if is_oauth(auth) and auth.extensions:
+            # The OAuth extensions the client uses are declared, once, for every actor that
+            # sends capabilities (docs/oauth.md, "Declared extensions").
+            config = replace(
+                config, capabilities=with_extensions(config.capabilities, auth.extensions)
+            )
         self.config = config
         self.shared = Published()
         self.shared.log_level = config.log_level  # set_logging_level replaces it

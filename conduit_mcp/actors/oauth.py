@@ -341,7 +341,7 @@ class OAuthActor(SafeActor):
         delay = tokens.renewal_delay(time.time())
         if delay is None:
             return
-        if tokens.refresh_token is None and self._oauth.grant != "client_credentials":
+        if tokens.refresh_token is None and self._oauth.needs_person:
             return  # nothing to renew it with: a 401 asks a person
         ref, gen = self.actor_ref, self._refresh_gen
         loop = io_loop.io_loop()

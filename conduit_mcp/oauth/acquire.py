@@ -25,6 +25,11 @@ awaited, never polled. Which step failed decides what follows (:class:`_Failed`)
   grant: the server forgot it; it is deleted and replaced, once per acquisition;
 * a step-up (403 ``insufficient_scope``) the authorization server refuses: only the request
   that asked fails (not fatal).
+* the grants that present an assertion (``identity_assertion``, ``jwt_bearer``;
+  :mod:`.assertions`): the assertion is asked for, read or exchanged afresh at each token
+  request; one that cannot be had (``assertion_unavailable``), a refused token exchange
+  (``token_exchange_failed``) or a refused assertion (``assertion_refused``) closes the
+  client, never tried again with the same input.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ..errors import Error
 from . import store as stores
 from ._http import is_unreachable
+from .assertions import exchange_identity, jwt_bearer, read_secret
 from .challenge import Challenge
 from .discovery import discover
 from .flow import begin_authorization, select_scopes
@@ -208,7 +214,7 @@ class _Acquisition:
         tokens = self.held.tokens
         if tokens is not None and tokens.refresh_token is not None:
             return await self.refresh()
-        if self.oauth.grant == "client_credentials":
+        if not self.oauth.needs_person:
             return await self.credentials()
         return None
 
@@ -324,7 +330,7 @@ class _Acquisition:
             server_scopes=d.server_scopes,
             offline=self.oauth.grant == "authorization_code",
         )
-        if self.oauth.grant == "client_credentials":
+        if not self.oauth.needs_person:
             return await self.credentials()
         if self.oauth.on_authorize is None and not self.oauth.loopback:
             raise _Failed(
@@ -338,14 +344,13 @@ class _Acquisition:
         return await self.authorize()
 
     async def credentials(self) -> TokenSet:
-        """The ``client_credentials`` grant (again with a new registration, when the server
-        forgot the one it was asked with)."""
+        """A grant without a person (again with a new registration, when the server forgot
+        the one it was asked with): ``client_credentials``, or an assertion's
+        (:meth:`asserted`)."""
         d, client, around = self.found, await self.registered(None), self.around
         try:
-            got = await self.step(
-                "credentials",
-                "token_failed",
-                client_credentials(
+            if self.oauth.grant == "client_credentials":
+                work = client_credentials(
                     around.session(),
                     d,
                     client,
@@ -353,13 +358,60 @@ class _Acquisition:
                     self.held.wanted,
                     timeout=around.timeout,
                     dpop=self.prover(),
-                ),
-            )
+                )
+            else:
+                work = jwt_bearer(
+                    around.session(),
+                    d,
+                    client,
+                    self.oauth,
+                    await self.asserted(),
+                    self.held.wanted,
+                    timeout=around.timeout,
+                    dpop=self.prover(),
+                )
+            got = await self.step("credentials", "token_failed", work)
         except _Failed as failed:
             if await self.forgotten(failed.error):
                 return await self.credentials()
             raise self.step_up_refused(failed) from None
         return await self.keep(got)
+
+    async def asserted(self) -> str:
+        """The JWT-bearer grant's assertion, obtained now: the workload token as it is at
+        this moment (``jwt_bearer``: the string, the function's answer, the file's text), or
+        the ID-JAG the identity provider exchanges the user's identity token for
+        (``identity_assertion``). Neither is kept: each token request asks again."""
+        around = self.around
+        try:
+            secret = await asyncio.wait_for(
+                around.blocking(read_secret, self.oauth), 4 * around.timeout
+            )
+        except Error as exc:
+            raise _Failed(exc) from None
+        except TimeoutError:
+            raise _Failed(
+                Error(
+                    "auth",
+                    "assertion_unavailable",
+                    f"the OAuth {'identity_token' if self.oauth.grant == 'identity_assertion' else 'assertion'} "
+                    f"function did not answer within {4 * around.timeout:.0f} s",
+                )
+            ) from None
+        if self.oauth.grant != "identity_assertion":
+            return secret
+        return await self.step(
+            "token exchange",
+            "token_exchange_failed",
+            exchange_identity(
+                around.session(),
+                self.found,
+                self.oauth,
+                secret,
+                self.held.wanted,
+                timeout=around.timeout,
+            ),
+        )
 
     async def authorize(self) -> TokenSet:
         """A person's authorization: the loopback listener (when asked for), the

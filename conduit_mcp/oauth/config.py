@@ -7,6 +7,7 @@ pulling the ``oauth`` extra in; constructing an ``OAuth`` checks that the extra 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,11 +17,25 @@ from ..errors import Error
 from .store import MemoryTokenStore, TokenStore
 from .urls import is_loopback, is_secure
 
-Grant = Literal["authorization_code", "client_credentials"]
+Grant = Literal["authorization_code", "client_credentials", "identity_assertion", "jwt_bearer"]
 ApplicationType = Literal["native", "web"]
 AuthMethod = Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]
 
-GRANTS: frozenset[str] = frozenset({"authorization_code", "client_credentials"})
+GRANTS: frozenset[str] = frozenset(
+    {"authorization_code", "client_credentials", "identity_assertion", "jwt_bearer"}
+)
+#: The MCP extension each grant is (docs/oauth.md, "Declared extensions"): the client declares
+#: it in ``capabilities.extensions``. The person's grant is the core specification's.
+GRANT_EXTENSIONS: dict[str, str] = {
+    "client_credentials": "io.modelcontextprotocol/oauth-client-credentials",
+    "identity_assertion": "io.modelcontextprotocol/enterprise-managed-authorization",
+    "jwt_bearer": "io.modelcontextprotocol/auth/wif",
+}
+#: DPoP's extension, declared when ``OAuth(dpop=True)`` asks for bound tokens (with
+#: ``dpop=None`` the client binds them only when both servers ask, and declares nothing).
+DPOP_EXTENSION = "io.modelcontextprotocol/auth/dpop"
+#: A secret the application hands over: the text itself, or a function asked at each use.
+Secret = str | Callable[[], str]
 AUTH_METHODS: frozenset[str] = frozenset(
     {"none", "client_secret_basic", "client_secret_post", "private_key_jwt"}
 )
@@ -49,7 +64,9 @@ class OAuth:
     ``client_secret`` or ``private_key``), else ``client_metadata_url`` (a client ID
     metadata document) when the authorization server supports those, else dynamic
     registration. ``grant="client_credentials"`` is machine-to-machine: no person, no
-    redirect, a pre-registered client with a secret or a private key.
+    redirect, a pre-registered client with a secret or a private key;
+    ``grant="identity_assertion"`` (enterprise-managed authorization) and ``grant="jwt_bearer"``
+    (workload identity) have no person either.
 
     >>> auth = OAuth(client_id="app", client_secret="s3cret", grant="client_credentials")
     >>> "s3cret" in repr(auth)
@@ -83,7 +100,10 @@ class OAuth:
     the authorization server lists (a key: ``private_key_jwt``; a secret:
     ``client_secret_basic`` unless only ``client_secret_post`` is listed; else ``none``)."""
     grant: Grant = "authorization_code"
-    """``authorization_code`` (a person authorizes) or ``client_credentials`` (no person)."""
+    """``authorization_code`` (a person authorizes); without a person: ``client_credentials``
+    (a client secret or key), ``identity_assertion`` (the user's enterprise single sign-on,
+    exchanged at their identity provider) or ``jwt_bearer`` (a workload's platform-issued
+    identity token); docs/oauth.md."""
     scopes: tuple[str, ...] | None = None
     """The scopes to ask for; None: the challenge's, else the resource's
     ``scopes_supported``, else none."""
@@ -110,6 +130,53 @@ class OAuth:
     tokens, used as such); False: never."""
     dpop_alg: str = "ES256"
     """The DPoP proofs' algorithm: ``ES256`` (an EC P-256 key), ``ES384`` or ``ES512``."""
+    identity_token: Secret | None = field(default=None, repr=False)
+    """``grant="identity_assertion"``: the user's identity assertion from the enterprise
+    identity provider's single sign-on (an OpenID Connect ID token), or a function returning
+    it, called (on a worker thread) at each token exchange, so it may hand out a fresh one."""
+    idp_token_endpoint: str | None = None
+    """``grant="identity_assertion"``: the enterprise identity provider's token endpoint, where
+    the identity token is exchanged (RFC 8693) for an identity assertion authorization grant."""
+    idp_client_id: str | None = None
+    """``grant="identity_assertion"``: this client's ID at the identity provider (the audience
+    of the identity token)."""
+    idp_client_secret: str | None = field(default=None, repr=False)
+    """``grant="identity_assertion"``: this client's secret at the identity provider, when it
+    wants one (sent in the token exchange's body)."""
+    assertion: Secret | None = field(default=None, repr=False)
+    """``grant="jwt_bearer"``: the platform-issued workload identity token (a JWT), or a
+    function returning it, called (on a worker thread) at each token request."""
+    assertion_file: str | os.PathLike[str] | None = None
+    """``grant="jwt_bearer"``: a file holding the workload identity token (a Kubernetes
+    projected service account token, say), read again at each token request: it rotates."""
+
+    @property
+    def needs_person(self) -> bool:
+        """Whether a token comes from a person's authorization (``authorization_code``); the
+        other grants repeat by themselves, ahead of expiry too.
+
+        >>> OAuth(loopback=True).needs_person
+        True
+        >>> OAuth(grant="jwt_bearer", client_id="ci", assertion="eyJ.x.y").needs_person
+        False
+        """
+        return self.grant == "authorization_code"
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The MCP extensions this configuration uses, declared in the client's
+        capabilities (docs/oauth.md, "Declared extensions").
+
+        >>> OAuth(grant="client_credentials", client_id="svc", client_secret="s").extensions
+        ('io.modelcontextprotocol/oauth-client-credentials',)
+        >>> OAuth(loopback=True).extensions
+        ()
+        >>> OAuth(loopback=True, dpop=True).extensions
+        ('io.modelcontextprotocol/auth/dpop',)
+        """
+        ext = GRANT_EXTENSIONS.get(self.grant)
+        grant = (ext,) if ext is not None else ()
+        return (*grant, DPOP_EXTENSION) if self.dpop else grant
 
     def __repr__(self) -> str:
         return (
@@ -124,7 +191,15 @@ class OAuth:
                 "OAuth needs the oauth extra (authlib): pip install -e '.[oauth]' in a clone "
                 "of conduit-mcp, or pip install 'conduit-mcp[oauth]' once it is published",
             )
-        for name in ("client_id", "client_secret", "client_metadata_url", "private_key"):
+        for name in (
+            "client_id",
+            "client_secret",
+            "client_metadata_url",
+            "private_key",
+            "idp_token_endpoint",
+            "idp_client_id",
+            "idp_client_secret",
+        ):
             _check_str(getattr(self, name), name)
         if self.issuer is not None:
             parts = urlsplit(self.issuer) if isinstance(self.issuer, str) else None
@@ -135,7 +210,7 @@ class OAuth:
                     "(http only to 127.0.0.1, ::1 or localhost) without query or fragment",
                 )
         if self.grant not in GRANTS:
-            raise _bad("grant", "OAuth grant must be 'authorization_code' or 'client_credentials'")
+            raise _bad("grant", f"OAuth grant must be one of {sorted(GRANTS)}")
         if self.client_secret is not None and self.client_id is None:
             raise _bad("client_secret", "OAuth client_secret is given with a client_id")
         if self.client_id is not None and self.client_metadata_url is not None:
@@ -194,20 +269,76 @@ class OAuth:
             raise _bad("token_endpoint_auth", "private_key_jwt needs a private_key")
 
     def _check_grant(self) -> None:
-        if self.grant != "client_credentials":
+        self._check_grant_inputs()
+        if self.grant == "authorization_code":
             return
-        if self.client_id is None or (self.client_secret is None and self.private_key is None):
+        if self.grant == "client_credentials" and (
+            self.client_id is None or (self.client_secret is None and self.private_key is None)
+        ):
             raise _bad(
                 "grant",
                 "the client_credentials grant needs a pre-registered client_id with a "
                 "client_secret or a private_key",
             )
+        if self.client_id is None:
+            raise _bad(
+                "grant",
+                f"the {self.grant} grant needs the client_id this client is registered with "
+                "at the MCP server's authorization server",
+            )
         if self.loopback or self.redirect_uri is not None or self.on_authorize is not None:
             raise _bad(
                 "grant",
-                "the client_credentials grant has no person and no redirect: drop loopback, "
+                f"the {self.grant} grant has no person and no redirect: drop loopback, "
                 "redirect_uri and on_authorize",
             )
+
+    def _check_grant_inputs(self) -> None:
+        """Each grant's own inputs, and none of another grant's (a forgotten option would
+        otherwise be silently ignored)."""
+        exchange = ("identity_token", "idp_token_endpoint", "idp_client_id", "idp_client_secret")
+        workload = ("assertion", "assertion_file")
+        own = {"identity_assertion": exchange, "jwt_bearer": workload}.get(self.grant, ())
+        for name in (*exchange, *workload):
+            if getattr(self, name) is not None and name not in own:
+                raise _bad(name, f"OAuth {name} belongs to another grant than {self.grant!r}")
+        for name in ("identity_token", "assertion"):
+            value = getattr(self, name)
+            if (
+                value is not None
+                and not callable(value)
+                and (not isinstance(value, str) or not value)
+            ):
+                raise _bad(
+                    name, f"OAuth {name} must be a non-empty string or a function returning one"
+                )
+        if self.grant == "identity_assertion":
+            for name in ("identity_token", "idp_token_endpoint", "idp_client_id"):
+                if getattr(self, name) is None:
+                    raise _bad(name, f"the identity_assertion grant needs OAuth {name}")
+            endpoint = self.idp_token_endpoint
+            if (
+                not isinstance(endpoint, str)
+                or not is_secure(endpoint)
+                or urlsplit(endpoint).fragment
+            ):
+                raise _bad(
+                    "idp_token_endpoint",
+                    "OAuth idp_token_endpoint must be an https URL (http only to 127.0.0.1, "
+                    "::1 or localhost) without a fragment",
+                )
+        if self.grant == "jwt_bearer":
+            if (self.assertion is None) == (self.assertion_file is None):
+                raise _bad(
+                    "assertion",
+                    "the jwt_bearer grant needs exactly one of OAuth assertion (the token, or "
+                    "a function returning it) and assertion_file (a file holding it)",
+                )
+            path = self.assertion_file
+            if path is not None:
+                if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+                    raise _bad("assertion_file", "OAuth assertion_file must be a file path")
+                object.__setattr__(self, "assertion_file", os.fspath(path))
 
     def _check_scopes(self) -> None:
         if self.scopes is None:

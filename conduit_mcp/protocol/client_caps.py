@@ -17,7 +17,13 @@ from typing import Any
 
 from ..errors import Error
 
-__all__ = ["ELICITATION_MODES", "check_elicitation_modes", "client_capabilities", "for_handler"]
+__all__ = [
+    "ELICITATION_MODES",
+    "check_elicitation_modes",
+    "client_capabilities",
+    "for_handler",
+    "with_extensions",
+]
 
 #: The elicitation modes the protocol defines.
 ELICITATION_MODES = ("form", "url")
@@ -133,3 +139,28 @@ def for_handler(handler: Any, declared: Mapping[str, Any] | None = None) -> dict
     return client_capabilities(
         type(handler).implemented_methods(), handler.elicitation_modes, declared
     )
+
+
+def with_extensions(capabilities: Mapping[str, Any], extensions: Iterable[str]) -> dict[str, Any]:
+    """``capabilities`` with each of ``extensions`` declared under ``extensions`` (SEP-2133:
+    the identifier as key, its settings object as value, ``{}`` for none). The client uses
+    them (the OAuth extensions its ``auth`` configures: docs/oauth.md, "Declared
+    extensions"), so it says so; settings the user declared for one are kept as they are.
+
+    >>> with_extensions({"sampling": {}}, ["io.modelcontextprotocol/oauth-client-credentials"])
+    {'sampling': {}, 'extensions': {'io.modelcontextprotocol/oauth-client-credentials': {}}}
+    >>> with_extensions({"extensions": {"x.y/z": {"a": 1}}}, ["x.y/z"])
+    {'extensions': {'x.y/z': {'a': 1}}}
+    >>> with_extensions({}, [])
+    {}
+    """
+    out = dict(capabilities)
+    names = tuple(extensions)
+    if not names:
+        return out
+    declared = out.get("extensions")
+    merged = dict(declared) if isinstance(declared, Mapping) else {}
+    for name in names:
+        merged.setdefault(name, {})
+    out["extensions"] = merged
+    return out

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .auth.issuers import JwtIssuer
 from .auth.process import AuthServerProcess
 from .common.process_handle import pythonpath_env
 from .scripted.rules import ConfigError, parse_rules
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from .raw.stdio import RawPeer
     from .scripted.inprocess import ScriptedSession
 
-__all__ = ["AuthServerProcess", "ConfigError", "ScriptedServer"]
+__all__ = ["AuthServerProcess", "ConfigError", "JwtIssuer", "ScriptedServer"]
 
 Match = str | Mapping[str, Any] | Callable[[dict[str, Any]], bool]
 

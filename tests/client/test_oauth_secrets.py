@@ -253,3 +253,148 @@ def test_no_dpop_key_or_proof_anywhere(tmp_path, make_server, captured, monkeypa
     for secret in secrets:
         for text in texts:
             assert secret not in text, (secret[:6], text[:200])
+
+
+def test_no_assertion_secret_anywhere(tmp_path, make_server, captured, monkeypatch):
+    """The grants that present an assertion: the user's identity token, the ID-JAG the
+    identity provider exchanges it for, the workload token and the access tokens they buy
+    never reach a repr, a log record, an exception text, a span or the OAuth actor's crash
+    report, through a cross-app access, a renewal, a crash, a token exchange the identity
+    provider refuses and a workload token the authorization server refuses."""
+    from conduit_mcp.oauth import acquire
+    from conduit_mcp.testing import JwtIssuer
+
+    from .test_oauth_assertion_grants import IDP_CLIENT, MCP_CLIENT, PLATFORM, SSO, WORKLOAD
+
+    original = oauth_actor.OAuthActor.receive
+
+    def receive(self: Any, message: Any) -> Any:
+        if isinstance(message, _Boom):
+            raise RuntimeError("injected OAuth actor crash")
+        return original(self, message)
+
+    monkeypatch.setattr(oauth_actor.OAuthActor, "receive", receive)
+    secrets: list[str] = [MCP_CLIENT["client_secret"]]
+    exchange = acquire.exchange_identity
+
+    async def recorded(*args: Any, **kwargs: Any) -> str:
+        grant = await exchange(*args, **kwargs)
+        secrets.append(grant)  # the ID-JAG
+        return grant
+
+    monkeypatch.setattr(acquire, "exchange_identity", recorded)
+    idp_client = {  # confidential at the identity provider: its secret is one more to hide
+        **IDP_CLIENT,
+        "client_secret": "idp-secret-planted-0e4f",
+        "token_endpoint_auth_method": "client_secret_post",
+    }
+    sso, idp_keys = JwtIssuer(SSO, tmp_path), JwtIssuer("https://idp.example.test", tmp_path)
+    platform = JwtIssuer(PLATFORM, tmp_path)
+
+    def identity_token() -> str:
+        token = sso.sign(sub="alice@corp", aud=IDP_CLIENT["client_id"])
+        secrets.append(token)
+        return token
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    texts: list[str] = []
+    errors: list[BaseException] = []
+    with (
+        AuthServerProcess(
+            tmp_path / "idp",
+            client=[orjson.dumps(idp_client).decode()],
+            signing_key=idp_keys.key_file,
+            trust=[sso.trust],
+            jag_client_id=MCP_CLIENT["client_id"],
+        ) as idp,
+        AuthServerProcess(
+            tmp_path / "as",
+            client=[orjson.dumps(MCP_CLIENT).decode(), orjson.dumps(WORKLOAD).decode()],
+            trust=[
+                idp_keys.trusted_as(idp.issuer),
+                platform.trust,
+            ],
+        ) as auth,
+    ):
+        server = make_server()
+        with server.http_server(require_oauth=auth.issuer) as srv:
+
+            def start(oauth: mcp.OAuth) -> mcp.Client:
+                spec = mcp.Http(srv.url, auth=oauth)
+                texts.extend([repr(spec), str(spec), repr(oauth)])
+                return mcp.Client.start(spec, request_timeout=5, tracer_provider=provider)
+
+            cross = mcp.OAuth(
+                grant="identity_assertion",
+                identity_token=identity_token,
+                idp_token_endpoint=idp.endpoint("token"),
+                idp_client_id=IDP_CLIENT["client_id"],
+                idp_client_secret="idp-secret-planted-0e4f",
+                client_id=MCP_CLIENT["client_id"],
+                client_secret=MCP_CLIENT["client_secret"],
+            )
+            secrets.append("idp-secret-planted-0e4f")
+            client = start(cross)
+            try:
+                assert client.call_tool("add", ADD).text == "3"
+                runtime = client._handle.tree()
+                secrets.append(runtime.shared.token.current.header.split()[1])
+                auth.admin("expire")  # a 401: a new exchange, a new ID-JAG, a new token
+                assert client.call_tool("add", ADD).text == "3"
+                secrets.append(runtime.shared.token.current.header.split()[1])
+                before = runtime.registry.get("oauth")
+                before.tell(_Boom())  # a crash report while it holds them
+                deadline = time.monotonic() + 10
+                while runtime.registry.get("oauth") in (None, before):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+                assert client.call_tool("add", ADD).text == "3"
+                texts += [repr(client), str(client.status()), repr(runtime.shared.token)]
+            finally:
+                client.stop()
+            stolen = sso.sign(sub="alice@corp", aud="another-app")
+            untrusted = JwtIssuer(PLATFORM, tmp_path).sign(sub="ci", aud=auth.issuer)
+            workload_file = tmp_path / "workload-token"
+            workload_file.write_text(untrusted)
+            secrets += [stolen, untrusted]
+            refused = [
+                mcp.OAuth(
+                    grant="identity_assertion",
+                    identity_token=stolen,
+                    idp_token_endpoint=idp.endpoint("token"),
+                    idp_client_id=IDP_CLIENT["client_id"],
+                    idp_client_secret="idp-secret-planted-0e4f",
+                    client_id=MCP_CLIENT["client_id"],
+                    client_secret=MCP_CLIENT["client_secret"],
+                ),
+                mcp.OAuth(
+                    grant="jwt_bearer",
+                    assertion_file=workload_file,
+                    client_id=WORKLOAD["client_id"],
+                ),
+                mcp.OAuth(grant="jwt_bearer", assertion=untrusted, client_id="ci-workload"),
+            ]
+            for oauth in refused:
+                client = start(oauth)
+                try:
+                    with pytest.raises(mcp.Error) as err:
+                        client.call_tool("add", ADD)
+                    errors.append(err.value)
+                finally:
+                    client.stop()
+    assert [e.reason for e in errors] == [  # type: ignore[attr-defined]
+        "token_exchange_failed",
+        "assertion_refused",
+        "assertion_refused",
+    ]
+    for err in errors:
+        texts += [str(err), repr(err), repr(err.args), repr(getattr(err, "data", None))]
+    texts += captured.texts
+    texts += _span_texts(exporter)
+    assert any("injected OAuth actor crash" in t for t in captured.texts)
+    assert len(secrets) >= 8  # two identity tokens and two ID-JAGs at least
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text, (secret[:6], text[:200])

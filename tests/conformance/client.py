@@ -14,9 +14,11 @@ library hands the authorization URL to ``on_authorize``; a stand-in for the pers
 without following the redirect (the harness's authorization server answers with a 302 at
 once) and pastes the ``Location`` back with ``client.authorize``. Calls made while a person
 must act fail with ``auth``/``authorization_required`` and are made again once the person is
-done. The client-credentials scenarios have no person at all. The DPoP ones need no option:
-the library binds its tokens because the authorization server advertises DPoP and the MCP
-server challenges with the DPoP scheme.
+done. The client-credentials, enterprise-managed authorization (cross-app access) and
+workload identity scenarios have no person at all: the context's credentials go into
+``mcp.OAuth`` and the library performs every grant. The DPoP ones need no option: the library
+binds its tokens because the authorization server advertises DPoP and the MCP server
+challenges with the DPoP scheme.
 
 Run by hand: ``python tests/conformance/client.py http://localhost:PORT/mcp`` with
 ``MCP_CONFORMANCE_SCENARIO`` set.
@@ -237,6 +239,15 @@ REFUSALS: dict[str, frozenset[str]] = {
 #: What the test looks for on stderr, after which the reason follows.
 REFUSED_MARK = "conformance client: refused as expected:"
 CLIENT_CREDENTIALS = frozenset({"auth/client-credentials-basic", "auth/client-credentials-jwt"})
+#: Enterprise-managed authorization (cross-app access): the harness hands out the user's ID
+#: token from their single sign-on and the identity provider's token endpoint.
+IDENTITY_ASSERTION = frozenset(
+    {"auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"}
+)
+#: Workload identity: the harness hands out the platform-issued token.
+WORKLOAD = frozenset({"auth/wif-jwt-bearer"})
+#: Every scenario with no person.
+NO_PERSON = CLIENT_CREDENTIALS | IDENTITY_ASSERTION | WORKLOAD
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -345,6 +356,19 @@ def make_oauth(scenario: str, context: dict[str, Any], person: Person | None) ->
             client_id=context["client_id"],
             client_secret=context["client_secret"],
         )
+    if scenario in IDENTITY_ASSERTION:
+        return mcp.OAuth(
+            grant="identity_assertion",
+            identity_token=context["idp_id_token"],
+            idp_token_endpoint=context["idp_token_endpoint"],
+            idp_client_id=context["idp_client_id"],
+            client_id=context["client_id"],
+            client_secret=context["client_secret"],
+        )
+    if scenario in WORKLOAD:
+        return mcp.OAuth(
+            grant="jwt_bearer", assertion=context["valid_jwt"], client_id=context["client_id"]
+        )
     assert person is not None
     if context.get("client_id"):
         registered: dict[str, Any] = {
@@ -376,7 +400,7 @@ def run_auth(url: str, scenario: str, context: dict[str, Any]) -> int:
     if not hasattr(mcp, "OAuth"):
         print("conformance client: this conduit-mcp has no mcp.OAuth", file=sys.stderr)
         return 2
-    person = None if scenario in CLIENT_CREDENTIALS else Person()
+    person = None if scenario in NO_PERSON else Person()
     auth = make_oauth(scenario, context, person)
     expected = REFUSALS.get(scenario)
     try:

@@ -14,9 +14,9 @@ test fails and says so.
 
 Every scenario listed is one the harness offers a client at that version (``list --client``
 prints them), the auth ones included (tests/conformance/AUTH_SCENARIOS.md says what each
-checks). The auth extensions are left out but for the two client-credentials ones and the
-two DPoP ones, and
-``NOT_RUN`` names each left out, so that a scenario the harness adds is noticed. A scenario
+checks). The auth extensions run too (client credentials, DPoP, enterprise-managed
+authorization / cross-app access, workload identity), and ``NOT_RUN`` names each left out, so
+that a scenario the harness adds is noticed. A scenario
 where the right outcome is a refusal passes only when the client program saw the refusal it
 expects (an ``auth`` error with the reason that names it), not just any failure.
 """
@@ -87,12 +87,18 @@ AUTH_MODERN_ONLY = [
 CLIENT_CREDENTIALS = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
 # DPoP (RFC 9449): the library binds its tokens when the resource challenges with DPoP.
 DPOP = ["auth/dpop", "auth/dpop-nonce"]
+# Enterprise-managed authorization (token exchange for an ID-JAG, then the JWT-bearer grant) and
+# workload identity (the JWT-bearer grant): no person, every grant performed by the library.
+EXTENSIONS_V1 = [*CLIENT_CREDENTIALS, "auth/cross-app-access-complete-flow"]
+EXTENSIONS_V2 = [
+    *CLIENT_CREDENTIALS,
+    "auth/enterprise-managed-authorization",
+    "auth/wif-jwt-bearer",
+]
 # The harness's client scenarios not run here, and why (the check below wants each named).
-NOT_RUN = {
-    V1: {"auth/cross-app-access-complete-flow": "extension outside OAuth for HTTP servers"},
+NOT_RUN: dict[str, dict[str, str]] = {
+    V1: {},
     V2: {
-        "auth/enterprise-managed-authorization": "extension (ID-JAG token exchange)",
-        "auth/wif-jwt-bearer": "extension (workload identity jwt-bearer grant)",
     },
 }
 
@@ -102,7 +108,7 @@ SCENARIOS = [
     (V1, None, "tools_call"),
     (V1, None, "elicitation-sep1034-client-defaults"),
     (V1, None, "sse-retry"),
-    *[(V1, None, name) for name in AUTH_COMMON + AUTH_V1_ONLY + CLIENT_CREDENTIALS],
+    *[(V1, None, name) for name in AUTH_COMMON + AUTH_V1_ONLY + EXTENSIONS_V1],
     (V2, MODERN, "tools_call"),
     (V2, MODERN, "request-metadata"),
     (V2, MODERN, "sep-2322-client-request-state"),
@@ -112,7 +118,7 @@ SCENARIOS = [
     (V2, MODERN, "json-schema-ref-no-deref"),
     (V2, MODERN, "json-schema-2020-12-preservation"),
     *[(V2, MODERN, name) for name in AUTH_COMMON + AUTH_MODERN_ONLY],
-    *[(V2, None, name) for name in CLIENT_CREDENTIALS + DPOP],
+    *[(V2, None, name) for name in EXTENSIONS_V2 + DPOP],
 ]
 INSTALL_HINT = "`make test` installs it (`make peers`; see the Makefile)"
 

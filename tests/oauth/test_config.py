@@ -30,6 +30,40 @@ def test_paste_back_needs_a_redirect_uri_or_loopback():
     assert OAuth(redirect_uri="http://localhost:8765/callback").redirect_uri
 
 
+XAA = {
+    "grant": "identity_assertion",
+    "identity_token": "eyJ.id.token",
+    "idp_token_endpoint": "https://idp.example.com/oauth2/token",
+    "idp_client_id": "idp-app",
+    "client_id": "mcp-app",
+    "client_secret": "s",
+}
+#: Each mistake in configuring the assertion grants, and the option the error names.
+ASSERTION_GRANT_MISTAKES = [
+    ({**XAA, "identity_token": None}, "oauth.identity_token"),
+    ({**XAA, "identity_token": ""}, "oauth.identity_token"),
+    ({**XAA, "identity_token": 42}, "oauth.identity_token"),
+    ({**XAA, "idp_token_endpoint": None}, "oauth.idp_token_endpoint"),
+    ({**XAA, "idp_token_endpoint": "http://idp.example.com/token"}, "oauth.idp_token_endpoint"),
+    ({**XAA, "idp_client_id": None}, "oauth.idp_client_id"),
+    ({**XAA, "client_id": None, "client_secret": None}, "oauth.grant"),
+    ({**XAA, "assertion": "eyJ.x.y"}, "oauth.assertion"),
+    ({**XAA, **LOOP}, "oauth.grant"),
+    ({"grant": "jwt_bearer", "client_id": "ci"}, "oauth.assertion"),
+    (
+        {"grant": "jwt_bearer", "client_id": "ci", "assertion": "a", "assertion_file": "f"},
+        "oauth.assertion",
+    ),
+    ({"grant": "jwt_bearer", "assertion": "eyJ.x.y"}, "oauth.grant"),
+    ({"grant": "jwt_bearer", "client_id": "ci", "assertion_file": 3}, "oauth.assertion_file"),
+    (
+        {"grant": "jwt_bearer", "client_id": "ci", "assertion": "a", "idp_client_id": "x"},
+        "oauth.idp_client_id",
+    ),
+    ({"assertion_file": "/var/run/token", **LOOP}, "oauth.assertion_file"),
+]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
@@ -64,6 +98,7 @@ def test_paste_back_needs_a_redirect_uri_or_loopback():
             {"grant": "client_credentials", "client_id": "a", "client_secret": "s", **LOOP},
             "oauth.grant",
         ),
+        *[(bad, reason) for bad, reason in ASSERTION_GRANT_MISTAKES],
         ({"scopes": "a b", **LOOP}, "oauth.scopes"),
         ({"scopes": ["a b"], **LOOP}, "oauth.scopes"),
         ({"scopes": [""], **LOOP}, "oauth.scopes"),
@@ -92,6 +127,18 @@ def test_an_issuer_is_an_https_or_loopback_url_kept_as_given():
 
 def test_scopes_become_a_tuple_without_duplicates():
     assert OAuth(scopes=["a", "b", "a"], **LOOP).scopes == ("a", "b")
+
+
+def test_the_assertion_grants_declare_their_extensions(tmp_path):
+    cross = OAuth(**XAA)
+    workload = OAuth(grant="jwt_bearer", client_id="ci", assertion_file=tmp_path / "t")
+    assert cross.extensions == ("io.modelcontextprotocol/enterprise-managed-authorization",)
+    assert workload.extensions == ("io.modelcontextprotocol/auth/wif",)
+    assert workload.assertion_file == str(tmp_path / "t") and not workload.needs_person
+    m2m = OAuth(grant="client_credentials", client_id="svc", client_secret="s")
+    assert m2m.extensions == ("io.modelcontextprotocol/oauth-client-credentials",)
+    assert OAuth(**LOOP).extensions == () and OAuth(**LOOP).needs_person
+    assert "tok" not in repr(OAuth(**{**XAA, "identity_token": "tok-3f"}))
 
 
 def test_machine_to_machine():

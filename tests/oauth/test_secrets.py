@@ -213,3 +213,64 @@ def test_a_bad_key_is_refused_without_showing_it(rsa_key):
     shown = str(e.value) + repr(e.value) + "".join(traceback.format_exception(e.value))
     for part in secret_parts(rsa_key):
         assert part not in shown
+
+
+IDENTITY = "planted-identity-token-3b7e.x.y"
+JAG = "planted-id-jag-90c2.x.y"
+WORKLOAD = "planted-workload-token-61fd.x.y"
+
+
+def test_assertion_grants_refused_with_their_secrets_echoed_leak_nothing(server, caplog, tmp_path):
+    """A hostile identity provider and authorization server repeat the identity token, the
+    ID-JAG and the workload token in every field of their refusals; a function that raises
+    with the token in its message; none of it reaches an error, a log or a repr."""
+    from conduit_mcp.oauth.assertions import exchange_identity, jwt_bearer, read_secret
+
+    caplog.set_level(logging.DEBUG)
+    ev = Evidence()
+    server.json(
+        "/.well-known/oauth-protected-resource/mcp",
+        {"resource": f"{server.url}/mcp", "authorization_servers": [server.url]},
+    )
+    server.json("/.well-known/oauth-authorization-server", as_metadata(server.url))
+
+    def refuse(seen):
+        echo = [seen.form.get(k, "") for k in ("subject_token", "assertion", "client_secret")]
+        return web.json_response(hostile_echo(*[e for e in echo if e]), status=400)
+
+    server.handle("POST", "/idp/token", refuse)
+    server.handle("POST", "/token", refuse)
+    found = run(discover, f"{server.url}/mcp", bearer_challenge(["Bearer"]))
+    cross = OAuth(
+        grant="identity_assertion",
+        identity_token=IDENTITY,
+        idp_token_endpoint=f"{server.url}/idp/token",
+        idp_client_id="idp-app",
+        idp_client_secret=SECRET,
+        client_id="app",
+        client_secret=SECRET,
+    )
+    workload_file = tmp_path / "token"
+    workload_file.write_text(WORKLOAD)
+    workload = OAuth(grant="jwt_bearer", assertion_file=workload_file, client_id="ci")
+    ev.repr(cross, workload, mcp.Http(f"{server.url}/mcp", auth=cross))
+    client = ClientCredentials("app", SECRET, "client_secret_post", found.issuer)
+    ev.expect_error(run, exchange_identity, found, cross, IDENTITY)
+    ev.expect_error(run, jwt_bearer, found, client, cross, JAG)
+    ev.expect_error(run, jwt_bearer, found, client, workload, read_secret(workload))
+    # an answer that is not an ID-JAG, carrying the identity token as its type
+    server.json("/idp/token", {"access_token": JAG, "issued_token_type": IDENTITY}, method="POST")
+    ev.expect_error(run, exchange_identity, found, cross, IDENTITY)
+
+    def leaky() -> str:
+        raise RuntimeError(f"could not refresh {IDENTITY}")
+
+    ev.expect_error(read_secret, OAuth(grant="jwt_bearer", assertion=leaky, client_id="ci"))
+    ev.expect_error(
+        read_secret,
+        OAuth(grant="jwt_bearer", assertion=lambda: f"{WORKLOAD}\n{JAG}", client_id="c"),
+    )
+    assert [s.form["grant_type"] for s in server.requests("POST", "/token")] == [
+        "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    ] * 2
+    ev.check([IDENTITY, JAG, WORKLOAD, SECRET], caplog)

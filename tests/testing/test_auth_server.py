@@ -774,6 +774,7 @@ def test_bad_oauth_options_are_refused_at_start(args):
         ["--register-answer", "not json"],
         ["--register-answer", "[1]"],
         ["--bad-access-token", "tab"],
+        ["--trust", "https://issuer-without-a-jwks-file"],
     ],
 )
 def test_bad_auth_server_options_are_refused_at_start(args):

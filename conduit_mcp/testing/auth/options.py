@@ -63,6 +63,10 @@ class AuthOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_client_ca: str | None = None
+    # the assertion grants (testing/auth/assertions.py)
+    trust: dict[str, str] = field(default_factory=dict)
+    signing_key: str | None = None
+    jag_client_id: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,6 +186,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CODE",
         help="hostile: the token endpoint refuses every request with this OAuth error code",
     )
+    grants = p.add_argument_group("assertion grants (jwt-bearer, token exchange)")
+    grants.add_argument(
+        "--trust",
+        action="append",
+        default=[],
+        metavar="ISSUER=JWKS_FILE",
+        help="accept JWTs of ISSUER, verified with the JWKS in the file (read at each use)",
+    )
+    grants.add_argument(
+        "--signing-key",
+        metavar="PEM_FILE",
+        help="act as an identity provider: sign ID-JAGs (token exchange) with this key",
+    )
+    grants.add_argument(
+        "--jag-client-id",
+        help="the client_id the ID-JAGs name (default: the exchanging client's)",
+    )
     add_tls_arguments(p)
     return p
 
@@ -226,6 +247,12 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
             raise ValueError(f"--register-answer is not JSON: {e}") from None
         if not isinstance(register_answer, dict):
             raise ValueError("--register-answer must be a JSON object")
+    trust: dict[str, str] = {}
+    for item in ns.trust:
+        issuer, sep, jwks_path = item.rpartition("=")
+        if not sep or not issuer or not jwks_path:
+            raise ValueError("--trust takes ISSUER=JWKS_FILE")
+        trust[issuer] = jwks_path
     tls_problem = check_tls_arguments(ns.tls_cert, ns.tls_key, ns.tls_client_ca)
     if tls_problem is not None:
         raise ValueError(tls_problem)
@@ -264,6 +291,9 @@ def options_from_args(argv: Iterable[str] | None = None) -> AuthOptions:
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
         tls_client_ca=ns.tls_client_ca,
+        trust=trust,
+        signing_key=ns.signing_key,
+        jag_client_id=ns.jag_client_id,
     )
 
 

@@ -31,6 +31,7 @@ from ..common.dpop_proofs import ProofRefused
 from ..common.event_log import EventLog
 from ..common.split_body import write_split
 from ..common.tls import server_context
+from .assertions import JWT_BEARER_GRANT, TOKEN_EXCHANGE, Assertions
 from .base import NO_STORE, json_answer, with_query
 from .clients import ClientsMixin
 from .options import BAD_TOKEN_CHARS, AuthOptions, check_hostile, options_from_args
@@ -39,7 +40,7 @@ from .state import OAuthFailure, client_from_metadata, redirect_uri_matches
 __all__ = ["AuthServer", "main"]
 
 
-class AuthServer(ClientsMixin):
+class AuthServer(ClientsMixin, Assertions):
     """The aiohttp application: the endpoints."""
 
     def app(self) -> web.Application:
@@ -123,7 +124,13 @@ class AuthServer(ClientsMixin):
             "revocation_endpoint": self.endpoint("revoke"),
             "introspection_endpoint": self.endpoint("introspect"),
             "response_types_supported": ["code"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "grant_types_supported": [
+                "authorization_code",
+                "refresh_token",
+                "client_credentials",
+                JWT_BEARER_GRANT,
+                TOKEN_EXCHANGE,
+            ],
             "token_endpoint_auth_methods_supported": list(self.opt.auth_methods),
             "token_endpoint_auth_signing_alg_values_supported": ["RS256", "ES256"],
             "revocation_endpoint_auth_methods_supported": list(self.opt.auth_methods),
@@ -152,7 +159,7 @@ class AuthServer(ClientsMixin):
         return json_answer(self.metadata_document("openid-configuration" in request.path))
 
     async def jwks(self, request: web.Request) -> web.Response:
-        return json_answer({"keys": []})
+        return json_answer(self.public_jwks())
 
     # ---- authorization ----------------------------------------------------------------------
 
@@ -279,13 +286,24 @@ class AuthServer(ClientsMixin):
         if self.opt.token_error is not None:  # hostile: refuses everything
             raise OAuthFailure(self.opt.token_error, "refused by --token-error")
         grant_type = form.get("grant_type")
-        if grant_type not in ("authorization_code", "refresh_token", "client_credentials"):
+        grants = ("authorization_code", "refresh_token", "client_credentials", JWT_BEARER_GRANT)
+        if grant_type not in (*grants, TOKEN_EXCHANGE):
             raise OAuthFailure("unsupported_grant_type", f"grant_type {grant_type!r} unsupported")
         client, method = await self._authenticate(request, form)
+        if grant_type == TOKEN_EXCHANGE:
+            return json_answer(self.token_exchange(client, form), 200, NO_STORE)
         jkt = self._dpop(request)
         resource = form.get("resource")
         refresh = not self.opt.no_refresh
-        if grant_type == "authorization_code":
+        kind = grant_type
+        if grant_type == JWT_BEARER_GRANT:
+            self._check_resource(resource, required=False)
+            sub, assertion = self.jwt_bearer(client, form, resource)
+            kind = f"jwt-bearer:{assertion}"
+            scope = self._scopes(form.get("scope"), self.opt.default_scopes)
+            # No refresh token: the assertion is the grant to repeat (the extensions' examples).
+            family, refresh = secrets.token_hex(8), False
+        elif grant_type == "authorization_code":
             code = self.state.redeem_code(
                 client,
                 form.get("code"),
@@ -326,14 +344,14 @@ class AuthServer(ClientsMixin):
             scope=scope,
             resource=resource,
             family=family,
-            grant=grant_type,
+            grant=kind,
             refresh=refresh,
             jkt=jkt,
         )
         self._hostile_token(answer)
         self.event(
             "token",
-            grant=grant_type,
+            grant=kind,
             client_id=client.client_id,
             auth_method=method,
             sub=sub,
