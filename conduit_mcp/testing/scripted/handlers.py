@@ -178,6 +178,7 @@ class HandlersMixin(ServerState):
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
                 **self._logging_capability(),
+                **self._skills_capability(),  # type: ignore[attr-defined]
             },
             "_meta": self._result_meta,
             "instructions": self.config.instructions,
@@ -209,6 +210,7 @@ class HandlersMixin(ServerState):
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
                 **self._logging_capability(),
+                **self._skills_capability(),  # type: ignore[attr-defined]
             },
             "serverInfo": dict(self._server_info),
             "instructions": self.config.instructions,
@@ -294,6 +296,8 @@ class HandlersMixin(ServerState):
             content = {"uri": uri, "mimeType": "text/plain", "text": f"item {item}"}
         elif uri.startswith(ROUNDS_URI_PREFIX):  # not listed: input_required rounds
             return self._rounds_resource(ctx, uri)
+        elif uri.startswith("skill://") and self.config.skills is not None:
+            return self._skill_read(ctx, uri)  # type: ignore[attr-defined,no-any-return]
         elif ctx.era == "modern":
             raise RpcError(INVALID_PARAMS, "Resource not found", {"uri": uri})
         else:

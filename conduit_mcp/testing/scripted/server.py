@@ -61,12 +61,13 @@ from .protocol import (
 )
 from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
 from .rules import HTTP_FAULTS, Rule
+from .skills import SkillsMixin
 from .tools import ToolsMixin
 
 __all__ = ["ScriptedMcpServer"]
 
 
-class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
+class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, SkillsMixin):
     """One connection's worth of MCP server state (one process on stdio).
 
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
@@ -201,6 +202,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin):
             "logging/setLevel": self._h_set_level,
             **common,
         }
+        for table in (self._modern_handlers, self._legacy_handlers):
+            table.update(self._skill_handlers())  # with --skills
 
     # ---- entry points -----------------------------------------------------------------------
 
