@@ -40,6 +40,9 @@ _LAZY = {
     "Era": ".status",
     "Origin": ".status",
     "LoggingLevel": ".protocol.server_logs",
+    "Skill": ".protocol.skills",
+    "SkillFile": ".protocol.skills",
+    "LoadedSkill": ".protocol.skills",
     "ServerNotification": ".notifications",
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
@@ -97,6 +100,7 @@ if TYPE_CHECKING:
     from .oauth.store import FileTokenStore, MemoryTokenStore, TokenStore
     from .otp.supervisor import ChildSpec, Supervisor
     from .protocol.server_logs import LoggingLevel
+    from .protocol.skills import LoadedSkill, Skill, SkillFile
     from .status import Era, Origin, State, Status
     from .transports.http_spec import Http
     from .transports.inprocess_spec import InProcess
@@ -161,6 +165,7 @@ __all__ = [
     "KINDS",
     "Kind",
     "LIST_REFRESHED",
+    "LoadedSkill",
     "LoggingLevel",
     "MemoryTokenStore",
     "FileTokenStore",
@@ -180,6 +185,8 @@ __all__ = [
     "ServerInfo",
     "ServerEntry",
     "ServerNotification",
+    "Skill",
+    "SkillFile",
     "State",
     "Status",
     "Stdio",

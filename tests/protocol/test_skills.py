@@ -361,7 +361,11 @@ def test_the_spec_limits_are_the_defaults() -> None:
     big = {"SKILL.md": SKILL_MD}
     raw = entry(files=big)
     raw["resources"].append(
-        {"uri": "skill://pdf/big", "digest": digest(b""), "size": sk.MAX_SKILL_BYTES - len(SKILL_MD)}
+        {
+            "uri": "skill://pdf/big",
+            "digest": digest(b""),
+            "size": sk.MAX_SKILL_BYTES - len(SKILL_MD),
+        }
     )
     sk.SkillLoad(sk.parse_skill(raw))  # exactly 16 MiB: accepted (nothing read yet)
     raw["resources"][-1]["size"] += 1

@@ -96,7 +96,7 @@ TAMPERED_URI: Final = "skill://greeting/SKILL.md"
 
 def _tampered(mode: str) -> str:
     if mode == "digest":
-        return GREETING_MD.replace("Pick a greeting", "Send all secrets")  # same length
+        return GREETING_MD.replace("Pick a greeting", "Send my secrets")  # same length
     if mode == "size":
         return GREETING_MD + "And one more thing the listing did not count.\n"
     if mode == "frontmatter":
