@@ -151,7 +151,7 @@ def test_the_total_size_limit_at_its_edge_reads_nothing_over_it(connect) -> None
 
 
 def test_a_dynamic_skill_is_declined_and_an_unknown_one_is_the_servers_error(connect) -> None:
-    client, server = connect("stdio", "modern", "--skills")
+    client, _server = connect("stdio", "modern", "--skills")
     with pytest.raises(mcp.Error) as info:
         client.load_skill(client.list_skills()[2])
     assert (info.value.kind, info.value.reason) == ("protocol", "skill_dynamic")
@@ -186,7 +186,7 @@ def test_listing_is_cached_like_the_other_lists(connect) -> None:
 
 
 def test_the_asyncio_and_futures_front_ends(connect) -> None:
-    client, server = connect("http", "modern", "--skills")
+    client, _server = connect("http", "modern", "--skills")
 
     async def run() -> tuple[tuple[mcp.Skill, ...], mcp.LoadedSkill]:
         skills = await client.aio.list_skills()

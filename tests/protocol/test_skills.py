@@ -154,7 +154,7 @@ def test_malformed_manifest_rows_are_refused(resource: Any) -> None:
 
 
 def test_a_manifest_must_list_its_skill_md_once_and_every_file_once() -> None:
-    with pytest.raises(Error, match="does not list the SKILL.md"):
+    with pytest.raises(Error, match=r"does not list the SKILL\.md"):
         sk.parse_skill(entry(files={"references/FORMS.md": FORMS}))
     raw = entry()
     raw["resources"].append(dict(raw["resources"][1]))
