@@ -95,7 +95,16 @@ def _bad(message: str) -> Error:
 class SkillFile:
     """One file of a skill's manifest: its resource ``uri``, its ``path`` inside the skill's
     directory (``SKILL.md``, ``references/FORMS.md``), and the ``digest`` (``sha256:`` and 64
-    lowercase hex digits) and ``size`` in bytes its content must have."""
+    lowercase hex digits) and ``size`` in bytes its content must have.
+
+    >>> import sys
+    >>> import conduit_mcp as mcp
+    >>> server = mcp.Stdio(sys.executable, ["-m", "conduit_mcp.testing", "--skills"])
+    >>> with mcp.Client.start(server) as client:
+    ...     words = client.list_skills()[0].files[1]
+    >>> words.path, words.size, words.digest[:7]
+    ('references/WORDS.md', 20, 'sha256:')
+    """
 
     uri: str
     path: str
@@ -133,17 +142,35 @@ class Skill:
 
     @property
     def root(self) -> str:
-        """The skill's directory: ``uri`` without ``/SKILL.md``."""
+        """The skill's directory: ``uri`` without ``/SKILL.md``.
+
+        >>> from conduit_mcp import Skill
+        >>> Skill("skill://acme/refunds/SKILL.md", "refunds", "d", {}, None).root
+        'skill://acme/refunds'
+        """
         return self.uri[: -len(SKILL_MD) - 1]
 
     @property
     def dynamic(self) -> bool:
-        """True when the server publishes no manifest (``resources: "dynamic"``)."""
+        """True when the server publishes no manifest (``resources: "dynamic"``).
+
+        >>> from conduit_mcp import Skill
+        >>> Skill("skill://live/SKILL.md", "live", "d", {}, None).dynamic
+        True
+        """
         return self.files is None
 
     @property
     def total_size(self) -> int:
-        """The sum of the manifest's sizes (0 for a dynamic skill)."""
+        """The sum of the manifest's sizes (0 for a dynamic skill): what
+        :meth:`Client.load_skill`'s ``max_bytes`` is compared with.
+
+        >>> from conduit_mcp import Skill, SkillFile
+        >>> files = (SkillFile("skill://a/SKILL.md", "SKILL.md", "sha256:" + "0" * 64, 300),
+        ...          SkillFile("skill://a/b.md", "b.md", "sha256:" + "1" * 64, 20))
+        >>> Skill("skill://a/SKILL.md", "a", "d", {}, files).total_size
+        320
+        """
         return sum(f.size for f in self.files or ())
 
 
@@ -434,11 +461,23 @@ class LoadedSkill:
 
     @property
     def frontmatter(self) -> Mapping[str, Any]:
-        """The verified frontmatter (the entry's, which the ``SKILL.md`` matched)."""
+        """The verified frontmatter (the entry's, which the ``SKILL.md`` matched).
+
+        >>> from conduit_mcp import LoadedSkill, Skill
+        >>> skill = Skill("skill://a/SKILL.md", "a", "d", {"name": "a", "description": "d"}, ())
+        >>> LoadedSkill(skill, "", {}).frontmatter["name"]
+        'a'
+        """
         return self.skill.frontmatter
 
     def text(self, path: str) -> str:
-        """The file at ``path`` decoded as UTF-8 (``KeyError`` for a path not in the skill)."""
+        """The file at ``path`` decoded as UTF-8 (``KeyError`` for a path not in the skill).
+
+        >>> from conduit_mcp import LoadedSkill, Skill
+        >>> skill = Skill("skill://a/SKILL.md", "a", "d", {}, ())
+        >>> LoadedSkill(skill, "", {"notes/x.md": b"caf\xc3\xa9"}).text("notes/x.md")
+        'café'
+        """
         return self.files[path].decode("utf-8")
 
 
