@@ -210,3 +210,17 @@ def test_the_asyncio_and_futures_front_ends(connect) -> None:
     with pytest.raises(mcp.Error) as info:
         asyncio.run(refused())
     assert info.value.reason == "skill_mismatch"
+
+
+def test_a_broken_stream_on_a_skills_read_is_reissued_once(tmp_path) -> None:
+    rules = [
+        {"match": {"method": method}, "action": {"drop_stream": 0}, "times": 1}
+        for method in ("skills/list", "skills/get")
+    ]
+    server = ScriptedServer(tmp_path, era="modern", rules=rules, extra_args=["--skills"])
+    with server.http_server() as proc, mcp.Client.start(proc.spec()) as client:
+        assert client.list_skills()[0].uri == GREETING
+        assert client.get_skill(GREETING).name == "greeting"
+    for method in ("skills/list", "skills/get"):
+        sent = server.received(method)
+        assert len(sent) == 2 and sent[0]["id"] != sent[1]["id"]
