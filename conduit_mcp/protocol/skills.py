@@ -475,8 +475,8 @@ class LoadedSkill:
 
         >>> from conduit_mcp import LoadedSkill, Skill
         >>> skill = Skill("skill://a/SKILL.md", "a", "d", {}, ())
-        >>> LoadedSkill(skill, "", {"notes/x.md": b"caf\xc3\xa9"}).text("notes/x.md")
-        'café'
+        >>> LoadedSkill(skill, "", {"notes/x.md": b"cafe"}).text("notes/x.md")
+        'cafe'
         """
         return self.files[path].decode("utf-8")
 
