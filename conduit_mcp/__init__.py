@@ -40,6 +40,9 @@ _LAZY = {
     "Era": ".status",
     "Origin": ".status",
     "LoggingLevel": ".protocol.server_logs",
+    "Skill": ".protocol.skills",
+    "SkillFile": ".protocol.skills",
+    "LoadedSkill": ".protocol.skills",
     "ServerNotification": ".notifications",
     "LIST_REFRESHED": ".notifications",
     "TOOL_DEFINITION_CHANGED": ".notifications",
@@ -104,6 +107,7 @@ if TYPE_CHECKING:
     from .oauth.store import FileTokenStore, MemoryTokenStore, TokenStore
     from .otp.supervisor import ChildSpec, Supervisor
     from .protocol.server_logs import LoggingLevel
+    from .protocol.skills import LoadedSkill, Skill, SkillFile
     from .status import Era, Origin, State, Status
     from .task_store import MemoryTaskStore, SqliteTaskStore, TaskStore
     from .tasks import TaskHandle, Tasks
@@ -170,6 +174,7 @@ __all__ = [
     "KINDS",
     "Kind",
     "LIST_REFRESHED",
+    "LoadedSkill",
     "LoggingLevel",
     "MemoryTaskStore",
     "MemoryTokenStore",
@@ -188,6 +193,8 @@ __all__ = [
     "ServerEntry",
     "ServerInfo",
     "ServerNotification",
+    "Skill",
+    "SkillFile",
     "SqliteTaskStore",
     "Sse",
     "State",

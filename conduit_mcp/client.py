@@ -36,6 +36,7 @@ from .errors import Error
 from .futures import FutureClient
 from .protocol.results import parse_server_info
 from .protocol.server_logs import LoggingLevel
+from .protocol.skills import LoadedSkill, Skill
 from .replies import SyncReply
 from .request import Handle, ListKind, Request
 from .status import State, Status
@@ -607,6 +608,58 @@ class Client:
         """
         return self._list_all("resource_templates", timeout, refresh)
 
+    def list_skills(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> tuple[Skill, ...]:
+        """Every skill the server serves (the skills extension, ``skills/list``), following
+        cursors; cached like :meth:`list_all_tools`. Reads no file of any skill: a skill's files
+        are read by :meth:`load_skill`, when it is needed (docs/skills.md).
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``too_many_pages`` past 1000 pages;
+                ``unavailable``/``not_supported`` when the server does not declare the
+                ``io.modelcontextprotocol/skills`` extension; ``protocol``/``bad_result`` for a
+                malformed entry (a file outside the skill's directory, a bad digest, a name that
+                is not the URI's last segment).
+        """
+        return self._list_all("skills", timeout, refresh)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> Skill:
+        """One skill's entry by the URI of its ``SKILL.md`` (``skills/get``): for a skill named
+        by the server's instructions or by the user, which a listing may not hold, or to refresh
+        one entry.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``server`` (-32602) for a URI that is no skill of the server;
+                ``unavailable``/``not_supported`` as :meth:`list_skills`.
+        """
+        return self._call(rq.get_skill(uri), timeout)
+
+    def load_skill(
+        self, skill: Skill, *, timeout: float | None = None, max_bytes: int = 16_777_216
+    ) -> LoadedSkill:
+        """Read every file of ``skill`` and verify it against the skill's entry before returning
+        any of it: ``SKILL.md`` first, then the other files, one ``resources/read`` each; every
+        file's byte length and ``sha256:`` digest, and ``SKILL.md``'s frontmatter field by
+        field. The first file that fails stops the load (nothing after it is read). ``timeout``
+        bounds the whole load; a skill over 512 files or ``max_bytes`` in all (the extension's
+        limits: 16 MiB) is declined before anything is read.
+
+        Raises:
+            Error: ``argument``, ``timeout``, ``overloaded``, ``closed``, ``transport``,
+                ``unavailable``, ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``skill_mismatch`` for a file whose size, digest or frontmatter is
+                not what the entry says (the message names the file and what differed, never its
+                content); ``protocol``/``skill_too_large`` over the limits;
+                ``protocol``/``skill_dynamic`` for a skill whose server publishes no digests;
+                ``argument``/``skill`` or ``max_bytes``.
+        """
+        return self._load_skill(rq.begin_skill_load(self._handle, skill, timeout, max_bytes))
+
     # END GENERATED requests
 
     # -- the cache: reads that never fetch and never message ----------------------------------
@@ -686,6 +739,14 @@ class Client:
         return cast(
             "ResourceTemplate | None", self._cache().lookup("resource_templates", uri_template)
         )
+
+    def cached_skills(self) -> tuple[Skill, ...] | None:
+        """The cached skills (see :meth:`cached_tools`; filled by :meth:`list_skills`).
+
+        Raises:
+            Error: ``unavailable``/``cache_gone`` if the connection is gone;
+        """
+        return self._cache().items("skills")
 
     def _cache(self) -> Cache:
         cache = self._handle.tree().shared.cache
@@ -814,6 +875,12 @@ class Client:
         rq.store_walk_and_wait(self._handle, walk)
         return tuple(walk.items)
 
+    def _load_skill(self, walk: rq.SkillWalk) -> LoadedSkill:
+        while not walk.done:
+            request, remaining = walk.next()
+            walk.add(self._call(request, remaining))
+        return walk.loaded()
+
     def _call_tool(
         self,
         req: Request[CallToolResult],
@@ -919,6 +986,7 @@ CLIENT_ONLY: frozenset[str] = frozenset(
         "cached_prompts",
         "cached_resources",
         "cached_resource_templates",
+        "cached_skills",
         "tool",
         "prompt",
         "resource",

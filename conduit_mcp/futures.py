@@ -24,6 +24,7 @@ from .caller_watch import WATCH
 from .errors import Error
 from .otp._pykka import calling_actor_stopped
 from .protocol.server_logs import LoggingLevel
+from .protocol.skills import LoadedSkill, Skill
 from .replies import FutureReply
 from .request import Handle, ListKind, Request
 from .status import Status
@@ -429,6 +430,63 @@ class FutureClient:
         """
         return self._list_all("resource_templates", timeout, refresh)
 
+    def list_skills(
+        self, *, timeout: float | None = None, refresh: bool = False
+    ) -> pykka.Future[tuple[Skill, ...]]:
+        """Every skill the server serves (the skills extension, ``skills/list``), following
+        cursors; cached like :meth:`list_all_tools`. Reads no file of any skill: a skill's files
+        are read by :meth:`load_skill`, when it is needed (docs/skills.md). A worker thread
+        fetches the pages, one after another, never the caller's.
+
+        Raises:
+            Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
+                ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``too_many_pages`` past 1000 pages;
+                ``unavailable``/``not_supported`` when the server does not declare the
+                ``io.modelcontextprotocol/skills`` extension; ``protocol``/``bad_result`` for a
+                malformed entry (a file outside the skill's directory, a bad digest, a name that
+                is not the URI's last segment).
+        """
+        return self._list_all("skills", timeout, refresh)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> pykka.Future[Skill]:
+        """One skill's entry by the URI of its ``SKILL.md`` (``skills/get``): for a skill named
+        by the server's instructions or by the user, which a listing may not hold, or to refresh
+        one entry.
+
+        Raises:
+            Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
+                ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors"); ``server``
+                (-32602) for a URI that is no skill of the server;
+                ``unavailable``/``not_supported`` as :meth:`list_skills`.
+        """
+        return self._call(rq.get_skill(uri), timeout)
+
+    def load_skill(
+        self, skill: Skill, *, timeout: float | None = None, max_bytes: int = 16_777_216
+    ) -> pykka.Future[LoadedSkill]:
+        """Read every file of ``skill`` and verify it against the skill's entry before returning
+        any of it: ``SKILL.md`` first, then the other files, one ``resources/read`` each; every
+        file's byte length and ``sha256:`` digest, and ``SKILL.md``'s frontmatter field by
+        field. The first file that fails stops the load (nothing after it is read). ``timeout``
+        bounds the whole load; a skill over 512 files or ``max_bytes`` in all (the extension's
+        limits: 16 MiB) is declined before anything is read. A worker thread reads the files,
+        one after another.
+
+        Raises:
+            Error: at once ``argument`` or ``closed``; from ``get()``: ``argument``,
+                ``timeout``, ``overloaded``, ``closed``, ``transport``, ``unavailable``,
+                ``auth``, ``server`` or ``protocol`` (``Client``'s "Errors");
+                ``protocol``/``skill_mismatch`` for a file whose size, digest or frontmatter is
+                not what the entry says (the message names the file and what differed, never its
+                content); ``protocol``/``skill_too_large`` over the limits;
+                ``protocol``/``skill_dynamic`` for a skill whose server publishes no digests;
+                ``argument``/``skill`` or ``max_bytes``.
+        """
+        return self._load_skill(rq.begin_skill_load(self._handle, skill, timeout, max_bytes))
+
     # END GENERATED requests
 
     # -- how a future is answered -------------------------------------------------------------
@@ -492,6 +550,28 @@ class FutureClient:
             page_walk.add(self._call(request, remaining).get(timeout=remaining + rq.GRACE))
         rq.store_walk_and_wait(self._handle, page_walk)
         return tuple(page_walk.items)
+
+    def _load_skill(self, walk: rq.SkillWalk) -> pykka.Future[LoadedSkill]:
+        out: pykka.ThreadingFuture[LoadedSkill] = pykka.ThreadingFuture()
+        caller = _calling_actor_stopped()
+
+        def run() -> None:
+            # One read after another, in this (worker) thread, never the calling actor's.
+            try:
+                while not walk.done:
+                    if caller is not None and caller.is_set():
+                        return  # the calling actor died: nobody waits for the rest
+                    request, remaining = walk.next()
+                    walk.add(self._call(request, remaining).get(timeout=remaining + rq.GRACE))
+                out.set(walk.loaded())
+            except pykka.Timeout:
+                late = Error("timeout", "deadline", f"loading {walk.load.skill.uri} took too long")
+                out.set_exception((Error, late, None))
+            except BaseException as exc:
+                out.set_exception((type(exc), exc, exc.__traceback__))
+
+        _submit(run)
+        return out
 
     def _call_tool(
         self,

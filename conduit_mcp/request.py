@@ -48,6 +48,7 @@ from .protocol.results import (
 )
 from .protocol.server_logs import check_level
 from .protocol.server_requests import ROUND_METHODS
+from .protocol.skills import LoadedSkill, Skill, SkillLoad
 from .replies import FAIL, OK, Reply, SyncReply
 from .status import Status
 from .telemetry import Operation
@@ -67,7 +68,7 @@ from .types import (
 
 R = TypeVar("R")
 
-ListKind = Literal["tools", "prompts", "resources", "resource_templates"]
+ListKind = Literal["tools", "prompts", "resources", "resource_templates", "skills"]
 
 #: How long a blocked caller waits past its deadline for the connection's own ``timeout``
 #: answer (which comes after the server was told to cancel) before it gives up by itself.
@@ -91,6 +92,7 @@ LIST_METHODS: Mapping[ListKind, str] = {
     "prompts": "prompts/list",
     "resources": "resources/list",
     "resource_templates": "resources/templates/list",
+    "skills": "skills/list",
 }
 
 
@@ -251,6 +253,57 @@ def list_resource_templates(cursor: str | None) -> Request[Page[ResourceTemplate
 
 def read_resource(uri: str) -> Request[ReadResourceResult]:
     return Request("resources/read", {"uri": check_name(uri, "uri")}, parse_read_resource)
+
+
+def get_skill(uri: str) -> Request[Skill]:
+    """``skills/get``: one skill's entry by the URI of its ``SKILL.md`` (the skills
+    extension); the connection refuses it for a server that does not declare it."""
+    from .protocol.skills import parse_get
+
+    return Request("skills/get", {"uri": check_name(uri, "uri")}, parse_get)
+
+
+class SkillWalk:
+    """``load_skill``'s reads, one ``resources/read`` after another under one deadline: the
+    front ends run it the same way (as they run a :class:`PageWalk`); what is read and how
+    each file is verified is :class:`~conduit_mcp.protocol.skills.SkillLoad`'s."""
+
+    __slots__ = ("deadline", "load")
+
+    def __init__(self, load: SkillLoad, seconds: float) -> None:
+        self.load = load
+        self.deadline = time.monotonic() + seconds
+
+    @property
+    def done(self) -> bool:
+        return self.load.done
+
+    def next(self) -> tuple[Request[ReadResourceResult], float]:
+        """The next file's read and the time left for it."""
+        uri = self.load.next_uri()
+        remaining = self.deadline - time.monotonic()
+        if uri is None or remaining <= 0:
+            raise Error(
+                "timeout", "deadline", f"loading {self.load.skill.uri} took past its deadline"
+            )
+        return read_resource(uri), remaining
+
+    def add(self, result: ReadResourceResult) -> None:
+        self.load.add(result)
+
+    def loaded(self) -> LoadedSkill:
+        return self.load.loaded()
+
+
+def begin_skill_load(
+    handle: Handle, skill: Any, timeout: float | None, max_bytes: Any
+) -> SkillWalk:
+    """``load_skill``'s first step, in the caller: the argument checks and the extension's
+    limits, from the entry alone, before any file is read."""
+    load = SkillLoad(skill, max_bytes)
+    runtime = handle.find()
+    default = DEFAULT_TIMEOUT if runtime is None else runtime.config.request_timeout
+    return SkillWalk(load, check_timeout(timeout, default))
 
 
 def get_prompt(name: str, arguments: Any) -> Request[GetPromptResult]:

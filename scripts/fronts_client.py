@@ -212,6 +212,56 @@ METHODS = [
         "ResourceTemplate",
         "Every resource template, following cursors (cached like :meth:`list_all_tools`).",
     ),
+    Method(
+        "list_skills",
+        params=WALK,
+        result="tuple[Skill, ...]",
+        body='self._list_all("skills", timeout, refresh)',
+        doc="""Every skill the server serves (the skills extension, ``skills/list``), following
+        cursors; cached like :meth:`list_all_tools`. Reads no file of any skill: a skill's
+        files are read by :meth:`load_skill`, when it is needed (docs/skills.md).""",
+        raises=WALK_RAISES.removesuffix(".")
+        + """; ``unavailable``/``not_supported`` when the server does not declare the
+        ``io.modelcontextprotocol/skills`` extension; ``protocol``/``bad_result`` for a
+        malformed entry (a file outside the skill's directory, a bad digest, a name that is
+        not the URI's last segment).""",
+        notes={
+            "futures": "A worker thread fetches the pages, one after another, never the caller's."
+        },
+    ),
+    Method(
+        "get_skill",
+        params="uri: str, *, timeout: float | None = None",
+        result="Skill",
+        body="self._call(rq.get_skill(uri), timeout)",
+        doc="""One skill's entry by the URI of its ``SKILL.md`` (``skills/get``): for a skill
+        named by the server's instructions or by the user, which a listing may not hold, or
+        to refresh one entry.""",
+        raises=REQUEST_RAISES.removesuffix(".")
+        + """; ``server`` (-32602) for a URI that is no skill of the server;
+        ``unavailable``/``not_supported`` as :meth:`list_skills`.""",
+    ),
+    Method(
+        "load_skill",
+        params="""skill: Skill, *, timeout: float | None = None,
+        max_bytes: int = 16_777_216""",
+        result="LoadedSkill",
+        body="self._load_skill(rq.begin_skill_load(self._handle, skill, timeout, max_bytes))",
+        doc="""Read every file of ``skill`` and verify it against the skill's entry before
+        returning any of it: ``SKILL.md`` first, then the other files, one
+        ``resources/read`` each; every file's byte length and ``sha256:`` digest, and
+        ``SKILL.md``'s frontmatter field by field. The first file that fails stops the load
+        (nothing after it is read). ``timeout`` bounds the whole load; a skill over 512
+        files or ``max_bytes`` in all (the extension's limits: 16 MiB) is declined before
+        anything is read.""",
+        raises=REQUEST_RAISES.removesuffix(".")
+        + """; ``protocol``/``skill_mismatch`` for a file whose size, digest or
+        frontmatter is not what the entry says (the message names the file and what
+        differed, never its content); ``protocol``/``skill_too_large`` over the limits;
+        ``protocol``/``skill_dynamic`` for a skill whose server publishes no digests;
+        ``argument``/``skill`` or ``max_bytes``.""",
+        notes={"futures": "A worker thread reads the files, one after another."},
+    ),
 ]
 
 FAMILY = Family(

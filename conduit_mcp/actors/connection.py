@@ -78,6 +78,8 @@ from ..protocol.jsonrpc import (
     server_error,
 )
 from ..protocol.server_logs import set_level
+from ..protocol.skills import METHODS as SKILL_METHODS
+from ..protocol.skills import refusal as skill_refusal
 from ..protocol.tasks import task_refusal
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
@@ -786,6 +788,12 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             return
         if call.method == SET_LEVEL and self._set_log_level(call):
             return
+        if call.method in SKILL_METHODS:
+            # Sent only to a server that declared the skills extension (docs/skills.md).
+            refused = skill_refusal(call.method, self._shared.capabilities)
+            if refused is not None:
+                reply.fail(refused)
+                return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:
             reply.fail(

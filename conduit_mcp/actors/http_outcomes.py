@@ -25,6 +25,8 @@ _READS = frozenset(
         "prompts/get",
         "server/discover",
         "completion/complete",
+        "skills/list",  # the skills extension's two reads
+        "skills/get",
     }
 )
 

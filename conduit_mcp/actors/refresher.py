@@ -43,6 +43,7 @@ _METHODS = {
     "prompts": "prompts/list",
     "resources": "resources/list",
     "resource_templates": "resources/templates/list",
+    "skills": "skills/list",
 }
 
 

@@ -54,11 +54,17 @@ __all__ = [
 # (The HTTP transport's spec names it for such a callable; the rule lives here.)
 UNIDENTIFIED: Final = "unidentified"
 
-Kind = Literal["tools", "prompts", "resources", "resource_templates"]
+Kind = Literal["tools", "prompts", "resources", "resource_templates", "skills"]
 Scope = Literal["public", "private"]
 
 #: The cached list kinds, in the order the cache reports them.
-KINDS: Final[tuple[Kind, ...]] = ("tools", "prompts", "resources", "resource_templates")
+KINDS: Final[tuple[Kind, ...]] = (
+    "tools",
+    "prompts",
+    "resources",
+    "resource_templates",
+    "skills",
+)
 
 #: The owner of a public list: served whatever credentials the connection sends.
 PUBLIC: Final = "public"
@@ -85,6 +91,7 @@ _KEYS: Final[dict[str, Callable[[Any], str]]] = {
     "prompts": attrgetter("name"),
     "resources": attrgetter("uri"),
     "resource_templates": attrgetter("uri_template"),
+    "skills": attrgetter("uri"),  # a skill's identity is its uri, never its name
 }
 
 
@@ -96,7 +103,7 @@ def check_kind(kind: Any) -> Kind:
     >>> check_kind("tool")
     Traceback (most recent call last):
     ...
-    conduit_mcp.errors.Error: argument (kind): kind must be one of tools, prompts, resources, resource_templates
+    conduit_mcp.errors.Error: argument (kind): kind must be one of tools, prompts, resources, resource_templates, skills
     """
     if type(kind) is str and kind in _KEYS:
         return kind  # type: ignore[return-value]
@@ -104,8 +111,8 @@ def check_kind(kind: Any) -> Kind:
 
 
 def key_of(kind: Kind) -> Callable[[Any], str]:
-    """The function giving an item's key: tools and prompts by ``name``, resources by
-    ``uri``, resource templates by ``uri_template``."""
+    """The function giving an item's key: tools and prompts by ``name``, resources and
+    skills by ``uri``, resource templates by ``uri_template``."""
     return _KEYS[check_kind(kind)]
 
 

@@ -43,7 +43,7 @@ from .metadata import (
     parse_website_url,
 )
 
-ListKind = Literal["tools", "prompts", "resources", "resource_templates"]
+ListKind = Literal["tools", "prompts", "resources", "resource_templates", "skills"]
 
 
 def _bad(what: str) -> Error:
@@ -198,11 +198,19 @@ def _template(item: dict[str, Any], what: str) -> ResourceTemplate:
     )
 
 
+def _skill(item: dict[str, Any], what: str) -> Any:
+    # Imported on first use: the YAML parser it needs is not loaded by clients without skills.
+    from .skills import parse_skill
+
+    return parse_skill(item, what)
+
+
 _PAGES: Final[dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]]] = {
     "tools": ("tools", _tool),
     "prompts": ("prompts", _prompt),
     "resources": ("resources", _resource),
     "resource_templates": ("resourceTemplates", _template),
+    "skills": ("skills", _skill),
 }
 
 
@@ -220,8 +228,8 @@ def json_size(value: Any) -> int:
 
 
 def parse_page(kind: ListKind, result: Any) -> Page[Any]:
-    """One page of ``tools/list``, ``prompts/list``, ``resources/list`` or
-    ``resources/templates/list``.
+    """One page of ``tools/list``, ``prompts/list``, ``resources/list``,
+    ``resources/templates/list`` or ``skills/list`` (the skills extension).
 
     ``nextCursor`` absent (or null, which some serialisers write for "absent") ends the
     list; any string, including ``""``, is a cursor to send back (MCP spec 2026-07-28,

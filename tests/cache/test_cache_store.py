@@ -14,6 +14,7 @@ from conduit_mcp.cache import CURRENT, PUBLIC, UNIDENTIFIED, Cache, CachedList, 
 from conduit_mcp.errors import Error
 from conduit_mcp.protocol import cache_rules as rules
 from conduit_mcp.protocol.results import parse_page
+from conduit_mcp.protocol.skills import Skill
 from conduit_mcp.types import Prompt, Resource, ResourceTemplate, Tool
 
 pytestmark = pytest.mark.timeout(20)
@@ -133,8 +134,8 @@ def test_every_write_takes_a_new_version() -> None:
     cache = Cache()
     versions = [put(cache, [], kind=k).entry.version for k in rules.KINDS]  # type: ignore[union-attr]
     versions.append(put(cache, [tool("a")]).entry.version)  # type: ignore[union-attr]
-    assert versions == [1, 2, 3, 4, 5]
-    assert cache.version == 5
+    assert versions == list(range(1, len(rules.KINDS) + 2))
+    assert cache.version == len(rules.KINDS) + 1
 
 
 def test_an_unknown_kind_is_an_argument_error_for_every_method() -> None:
@@ -439,6 +440,7 @@ def test_the_cache_agrees_with_a_simple_model(operations: list[tuple[Any, ...]])
         "prompts": lambda k: Prompt(k, raw={"name": k}),
         "resources": lambda k: Resource(k, k, raw={"uri": k}),
         "resource_templates": lambda k: ResourceTemplate(k, k, raw={"uriTemplate": k}),
+        "skills": lambda k: Skill(k, k, "d", {}, None, {"uri": k}),
     }
     cache = Cache()
     model: dict[str, tuple[Any, tuple[str, ...], bool]] = {}  # kind -> (owner, keys, stale)

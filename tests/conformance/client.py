@@ -185,6 +185,26 @@ def schema_preservation(client: mcp.Client, context: dict[str, Any]) -> None:
     expect_text(result, "json_schema_echo")
 
 
+def list_skills_only(client: mcp.Client, context: dict[str, Any]) -> None:
+    """List the skills and load none: the listing must read no skill file."""
+    skills = client.list_skills(timeout=TIMEOUT)
+    print(f"conformance client: {len(skills)} skill(s), none loaded", file=sys.stderr)
+
+
+def load_tampered_skill(client: mcp.Client, context: dict[str, Any]) -> None:
+    """Load every listed skill: the server tampers with one, whose load must be refused
+    (``protocol``/``skill_mismatch``) with nothing read after the file that failed."""
+    for skill in client.list_skills(timeout=TIMEOUT):
+        try:
+            client.load_skill(skill, timeout=TIMEOUT)
+        except mcp.Error as error:
+            if (error.kind, error.reason) != ("protocol", "skill_mismatch"):
+                raise
+            print(f"{REFUSED_MARK} protocol/{error.reason}: {error.message}", file=sys.stderr)
+            return
+    raise SystemExit("conformance client: every skill loaded; a refusal was expected")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "initialize": initialize,
     "tools_call": tools_call,
@@ -197,6 +217,10 @@ SCENARIOS: dict[str, Scenario] = {
     "http-invalid-tool-headers": invalid_tool_headers,
     "json-schema-ref-no-deref": list_tools_only,
     "json-schema-2020-12-preservation": schema_preservation,
+    "sep-2640-client-no-prefetch": list_skills_only,
+    "sep-2640-client-verify-digest": load_tampered_skill,
+    "sep-2640-client-verify-size": load_tampered_skill,
+    "sep-2640-client-verify-frontmatter": load_tampered_skill,
 }
 #: Scenarios that need a handler: the server asks for an elicitation, or (``request-metadata``)
 #: checks that every client capability is declared, which takes the methods that serve them.
@@ -235,6 +259,10 @@ REFUSALS: dict[str, frozenset[str]] = {
     "auth/iss-normalized": frozenset({"issuer_mismatch"}),
     "auth/metadata-issuer-mismatch": frozenset({"issuer_mismatch", "discovery_failed"}),
     "auth/scope-retry-limit": frozenset({"step_up_limit", "insufficient_scope"}),
+    # The skills extension: the server tampers with a skill (load_tampered_skill).
+    "sep-2640-client-verify-digest": frozenset({"skill_mismatch"}),
+    "sep-2640-client-verify-size": frozenset({"skill_mismatch"}),
+    "sep-2640-client-verify-frontmatter": frozenset({"skill_mismatch"}),
 }
 #: What the test looks for on stderr, after which the reason follows.
 REFUSED_MARK = "conformance client: refused as expected:"

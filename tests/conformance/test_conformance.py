@@ -95,6 +95,13 @@ EXTENSIONS_V2 = [
     "auth/enterprise-managed-authorization",
     "auth/wif-jwt-bearer",
 ]
+# The skills extension (SEP-2640, docs/skills.md): at the harness's default wire too.
+SKILLS = [
+    "sep-2640-client-no-prefetch",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-size",
+    "sep-2640-client-verify-frontmatter",
+]
 # The harness's client scenarios not run here, and why (the check below wants each named).
 NOT_RUN: dict[str, dict[str, str]] = {
     V1: {},
@@ -118,7 +125,7 @@ SCENARIOS = [
     (V2, MODERN, "json-schema-ref-no-deref"),
     (V2, MODERN, "json-schema-2020-12-preservation"),
     *[(V2, MODERN, name) for name in AUTH_COMMON + AUTH_MODERN_ONLY],
-    *[(V2, None, name) for name in EXTENSIONS_V2 + DPOP],
+    *[(V2, None, name) for name in EXTENSIONS_V2 + DPOP + SKILLS],
 ]
 INSTALL_HINT = "`make test` installs it (`make peers`; see the Makefile)"
 
@@ -202,8 +209,8 @@ def run_scenario(node: str, version: str, spec: str | None, scenario: str, out: 
         if REFUSED_MARK not in stderr:
             pytest.fail(
                 f"conformance {version} {scenario}: the harness passed it, but the client "
-                f"program did not see the refusal it expects (auth/"
-                f"{' or auth/'.join(sorted(REFUSALS[scenario]))}).\n"
+                f"program did not see the refusal it expects "
+                f"({' or '.join(sorted(REFUSALS[scenario]))}).\n"
                 f"client stderr (end):\n{stderr[-2000:] or '(empty)'}",
                 pytrace=False,
             )
@@ -262,3 +269,12 @@ def test_every_auth_extension_of_0_2_is_run_or_named(node: str) -> None:
         if name.startswith("auth/") and "extension" in tags
     }
     assert extensions == run_here(V2, None) | set(NOT_RUN[V2])
+
+
+def test_every_other_extension_of_0_2_is_run(node: str) -> None:
+    extensions = {
+        name
+        for name, tags in listed(node, V2, None).items()
+        if not name.startswith("auth/") and "extension" in tags
+    }
+    assert extensions == set(SKILLS)

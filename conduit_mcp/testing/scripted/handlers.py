@@ -169,6 +169,13 @@ class HandlersMixin(ServerState):
 
     # ---- method handlers -------------------------------------------------------------------------
 
+    def _modern_extensions(self) -> dict[str, Any]:
+        """Every extension this server serves (tasks, skills) in the one ``extensions`` map:
+        two spreads of an ``extensions`` key would keep only the last."""
+        served: dict[str, Any] = {TASKS_EXTENSION: {}} if self.config.tasks else {}
+        served.update(self._skills_capability().get("extensions", {}))  # type: ignore[attr-defined]
+        return {"extensions": served} if served else {}
+
     def _h_discover(self, ctx: Ctx) -> dict[str, Any]:
         return {
             "resultType": "complete",
@@ -179,7 +186,7 @@ class HandlersMixin(ServerState):
                 "resources": {"subscribe": True, "listChanged": True},
                 "completions": {},
                 **self._logging_capability(),
-                **({"extensions": {TASKS_EXTENSION: {}}} if self.config.tasks else {}),
+                **self._modern_extensions(),
             },
             "_meta": self._result_meta,
             "instructions": self.config.instructions,
@@ -212,6 +219,7 @@ class HandlersMixin(ServerState):
                 "completions": {},
                 **self._logging_capability(),
                 **({"tasks": LEGACY_TASKS_CAPABILITY} if self.config.tasks else {}),
+                **self._skills_capability(),  # type: ignore[attr-defined]
             },
             "serverInfo": dict(self._server_info),
             "instructions": self.config.instructions,
@@ -297,6 +305,8 @@ class HandlersMixin(ServerState):
             content = {"uri": uri, "mimeType": "text/plain", "text": f"item {item}"}
         elif uri.startswith(ROUNDS_URI_PREFIX):  # not listed: input_required rounds
             return self._rounds_resource(ctx, uri)
+        elif uri.startswith("skill://") and self.config.skills is not None:
+            return self._skill_read(ctx, uri)  # type: ignore[attr-defined,no-any-return]
         elif ctx.era == "modern":
             raise RpcError(INVALID_PARAMS, "Resource not found", {"uri": uri})
         else:

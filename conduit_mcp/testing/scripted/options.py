@@ -23,6 +23,10 @@ from .rules import ConfigError, Rule, parse_rules
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "Config", "build_parser", "config_from_args"]
 
+#: ``--skills`` values: ``honest`` (the default), or what of a skill to tamper with
+#: (``conduit_mcp.testing.scripted.skills``).
+SKILL_MODES = ("honest", "digest", "size", "frontmatter")
+
 DEFAULT_INSTRUCTIONS = (
     "Scripted MCP test server (conduit_mcp.testing): deterministic tools for exercising clients."
 )
@@ -54,6 +58,7 @@ class Config:
     header_tools: bool = False
     flood_tools: bool = False
     metadata: bool = False
+    skills: str | None = None
     ask_roots: bool = False
     no_logging: bool = False
     on_initialized: list[dict[str, Any]] = field(default_factory=list)
@@ -177,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="give the server info, some tools, prompts, resources and templates a title, "
         "icons (one unsafe), annotations and _meta",
+    )
+    p.add_argument(
+        "--skills",
+        nargs="?",
+        const="honest",
+        choices=SKILL_MODES,
+        help="serve the skills extension (skills/list, skills/get, skill:// files); a mode "
+        "serves the greeting skill's SKILL.md tampered: digest, size or frontmatter",
     )
     p.add_argument(
         "--ask-roots",
@@ -354,6 +367,7 @@ def config_from_args(argv: Iterable[str] | None = None) -> Config:
         header_tools=ns.header_tools,
         flood_tools=ns.flood_tools,
         metadata=ns.metadata,
+        skills=ns.skills,
         ask_roots=ns.ask_roots,
         no_logging=ns.no_logging,
         on_initialized=on_initialized,

@@ -48,6 +48,8 @@ CACHEABLE = frozenset(
         "resources/list",
         "resources/templates/list",
         "resources/read",
+        "skills/list",
+        "skills/get",
     }
 )
 GARBAGE_LINE = b"<<conduit_mcp.testing: this line is not JSON>>\n"

@@ -63,12 +63,15 @@ from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
 from .rules import HTTP_FAULTS, Rule
 from .task_state import shared_table
 from .tasks import CONFORMANCE_TASK_TOOL_SPECS, TASK_TOOL_SPECS, TasksMixin
+from .skills import SkillsMixin
 from .tools import ToolsMixin
 
 __all__ = ["ScriptedMcpServer"]
 
 
-class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksMixin):
+class ScriptedMcpServer(
+    HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksMixin, SkillsMixin
+):
     """One connection's worth of MCP server state (one process on stdio).
 
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
@@ -223,6 +226,8 @@ class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksM
             "tasks/cancel": self._h_legacy_tasks_cancel,
             **common,
         }
+        for table in (self._modern_handlers, self._legacy_handlers):
+            table.update(self._skill_handlers())  # with --skills
 
     # ---- entry points -----------------------------------------------------------------------
 
