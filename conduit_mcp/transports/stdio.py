@@ -221,6 +221,7 @@ class StdioTransport:
             self.send(cancelled(tag, "listen_closed"))
 
     def close(self) -> None:
+        self.flush()  # what a burst held goes first, as it would have unheld
         self._closing = True
         io_loop.submit(self._close())
 
