@@ -1,8 +1,13 @@
 """Streamable HTTP throughput: conduit-mcp vs the official ``mcp`` 2.3.0 client, both eras.
 
-Both clients talk to the same server process (started once per server kind, on 127.0.0.1),
-calling the tool ``add`` ``{"a": 1, "b": 2}``, in the modern era (2026-07-28: one stateless
-POST per request) and the legacy era (2025-11-25: ``initialize``, ``Mcp-Session-Id``):
+All talk to the same server process (started once per server kind, on 127.0.0.1), calling
+the tool ``add`` ``{"a": 1, "b": 2}``, in the modern era (2026-07-28: one stateless POST per
+request) and the legacy era (2025-11-25: ``initialize``, ``Mcp-Session-Id``):
+
+  bare      the first row of each table: no client at all, a bare ``aiohttp`` loop posting
+            the JSON-RPC line with the era's headers and decoding the answer (orjson), over
+            one keep-alive session: sequential (the limit of sequential calls on this machine)
+            and 32 tasks
 
   official  ``mcp.Client(url, mode="auto" | "legacy")`` under anyio (its streamable HTTP
             client, httpx2): sequential awaits, and 32 tasks in one task group
@@ -19,9 +24,12 @@ Servers (``--server``, a comma list):
             starlette, dual-era); realistic, but its own per-request CPU is most of the time
 
 Each client connects and warms up before timing; each scenario is run ``--repeat`` times (a
-fresh client each time, official and conduit alternating) and its best run is kept. Prints
-one table per server and era: calls/s, per-call latency p50/p99, and the ratio
-conduit/official for the matching pattern (sequential vs sequential, 32 in flight vs 32).
+fresh client each time, bare, official and conduit taking turns) and its median run is kept
+(``--keep best`` for the best). Prints one table per server and era: calls/s, per-call
+latency p50/p99, the ratio conduit/official for the matching pattern (sequential vs
+sequential, 32 in flight vs 32), and every row against the bare sequential loop of the same
+run (``/bare``), with issue 23's goals checked (32 in flight at or above the bare sequential
+loop, sequential at 0.6 of it or more).
 
     .venv/bin/python benchmarks/bench_http.py                 # fast server, both eras
     .venv/bin/python benchmarks/bench_http.py --server official --calls 300 --concurrent-calls 600
@@ -49,7 +57,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
-from bench_stdio import Row, _split, _threads
+from bench_stdio import GOALS, Row, _split, _threads, keep
 
 HERE = Path(__file__).resolve().parent
 
@@ -157,6 +165,100 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- the bare loop
+
+
+def _bare_headers(era: str, session: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if era == "modern" or session is not None:
+        headers["MCP-Protocol-Version"] = ERAS[era]
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return headers
+
+
+def bench_bare(
+    url: str, era: str, n: int, total: int, conc: int, warmup: int, server: str
+) -> list[HRow]:
+    """No client: aiohttp posts the line, orjson decodes the answer (the limit over HTTP)."""
+    seq = HRow("bare", "sequential", "bare aiohttp loop: sequential POST", server=server, era=era)
+    par = HRow("bare", "concurrent", f"bare aiohttp loop: {conc} tasks", server=server, era=era)
+    try:
+        import aiohttp
+    except ImportError as e:
+        seq.error = par.error = f"not available (ImportError: {e})"
+        return [seq, par]
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as http:
+            session = None
+            if era == "legacy":
+                init = {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": ERAS[era],
+                        "capabilities": {},
+                        "clientInfo": {"name": "bare", "version": "0"},
+                    },
+                }
+                async with http.post(
+                    url, data=orjson.dumps(init), headers=_bare_headers(era, None)
+                ) as resp:
+                    await resp.read()
+                    session = resp.headers.get("Mcp-Session-Id")
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                async with http.post(
+                    url, data=orjson.dumps(note), headers=_bare_headers(era, session)
+                ) as resp:
+                    await resp.read()
+            headers = _bare_headers(era, session)
+            params: dict[str, object] = {"name": "add", "arguments": ARGS}
+            if era == "modern":
+                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": ERAS[era]}
+            next_id = 0
+
+            async def call() -> None:
+                nonlocal next_id
+                next_id += 1
+                body = orjson.dumps(
+                    {"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params}
+                )
+                async with http.post(url, data=body, headers=headers) as resp:
+                    msg = orjson.loads(await resp.read())
+                if "result" not in msg:
+                    raise RuntimeError(f"unexpected answer: {msg}")
+
+            for _ in range(warmup):
+                await call()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                t = time.perf_counter()
+                await call()
+                seq.latencies.append(time.perf_counter() - t)
+            seq.seconds, seq.calls = time.perf_counter() - t0, n
+
+            async def worker(k: int) -> None:
+                for _ in range(k):
+                    t = time.perf_counter()
+                    await call()
+                    par.latencies.append(time.perf_counter() - t)
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker(k) for k in _split(total, conc)))
+            par.seconds, par.calls = time.perf_counter() - t0, total
+
+    try:
+        asyncio.run(run())
+    except Exception as e:
+        for r in (seq, par):
+            if not r.calls:
+                r.error = f"failed ({type(e).__name__}: {e})"
+        traceback.print_exc()
+    return [seq, par]
 
 
 # --------------------------------------------------------------------------- official mcp
@@ -311,24 +413,34 @@ def _official(rows: list[HRow], r: HRow) -> HRow | None:
     return None
 
 
+def _bare(rows: list[HRow], server: str, era: str) -> float | None:
+    for r in rows:
+        if (r.client, r.server, r.era, r.pattern) == ("bare", server, era, "sequential"):
+            return r.rate if r.calls else None
+    return None
+
+
 def report(rows: list[HRow]) -> str:
     head = (
         f"{'scenario':<52} {'calls':>6} {'calls/s':>8} {'p50 us':>8} {'p99 us':>8} {'/official':>9}"
+        f" {'/bare':>6}"
     )
     lines: list[str] = []
     groups = list(dict.fromkeys((r.server, r.era) for r in rows))
     for server, era in groups:
         lines += ["", f"server: {server}, era: {era} ({ERAS[era]})", head, "-" * len(head)]
         group = [r for r in rows if (r.server, r.era) == (server, era)]
+        bare = _bare(rows, server, era)
         for r in group:
             if r.error:
                 lines.append(f"{r.label:<52} {r.error}")
                 continue
             o = _official(rows, r)
             ratio = f"{r.rate / o.rate:.2f}x" if r.client == "conduit" and o else ""
+            vs_bare = f"{r.rate / bare:.2f}x" if bare else ""
             lines.append(
                 f"{r.label:<52} {r.calls:>6} {r.rate:>8.0f} {r.pct(0.5):>8.0f} {r.pct(0.99):>8.0f}"
-                f" {ratio:>9}"
+                f" {ratio:>9} {vs_bare:>6}"
             )
         verdicts = []
         for pattern, target in TARGETS.items():
@@ -342,6 +454,20 @@ def report(rows: list[HRow]) -> str:
             if got:
                 name = "sequential" if pattern == "sequential" else "32 in flight"
                 verdicts.append(f"{name} (target >= {target}x): {', '.join(got)}")
+        if bare:
+            verdicts.append(f"this machine's bare sequential loop: {bare:.0f} calls/s (/bare)")
+            for pattern, target in GOALS.items():
+                got = []
+                for r in group:
+                    if r.client == "conduit" and r.pattern == pattern and r.calls:
+                        front = "aio" if "aio" in r.label else "blocking"
+                        ok = "ok" if r.rate / bare >= target else "MISSED"
+                        got.append(f"{front} {r.rate / bare:.2f}x {ok}")
+                if got:
+                    name = "32 in flight" if pattern == "concurrent" else "sequential"
+                    verdicts.append(
+                        f"{name} vs the bare sequential loop (goal >= {target}x): {', '.join(got)}"
+                    )
         lines += [f"  {v}" for v in verdicts]
     return "\n".join(lines).lstrip("\n")
 
@@ -359,8 +485,13 @@ def main() -> int:
     )
     p.add_argument("--concurrency", type=int, default=32, help="concurrent callers (32)")
     p.add_argument("--warmup", type=int, default=100, help="untimed calls before timing (100)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per client; best kept (3)")
-    p.add_argument("--only", default="official,conduit", help="comma list of official,conduit")
+    p.add_argument("--repeat", type=int, default=3, help="runs per client (3)")
+    p.add_argument(
+        "--keep", choices=("median", "best"), default="median", help="which run to report (median)"
+    )
+    p.add_argument(
+        "--only", default="bare,official,conduit", help="comma list of bare,official,conduit"
+    )
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     a = p.parse_args()
     total = a.concurrent_calls if a.concurrent_calls is not None else 2 * a.calls
@@ -372,10 +503,10 @@ def main() -> int:
     print(
         f"streamable HTTP benchmark: python {platform.python_version()}, {os.cpu_count()} cpus, "
         f"{a.calls} sequential calls, {total} calls over {a.concurrency} callers, "
-        f"best of {a.repeat}",
+        f"{a.keep} of {a.repeat}",
         flush=True,
     )
-    fns = {"official": bench_official, "conduit": bench_conduit}
+    fns = {"bare": bench_bare, "official": bench_official, "conduit": bench_conduit}
     rows: list[HRow] = []
     started = time.perf_counter()
     for kind in [s.strip() for s in a.server.split(",") if s.strip()]:
@@ -388,7 +519,7 @@ def main() -> int:
         try:
             for era in eras:
                 t = time.perf_counter()
-                best: dict[str, HRow] = {}
+                runs: dict[str, list[HRow]] = {}
                 dead: set[str] = set()
                 for _ in range(max(1, a.repeat)):
                     for name in which:
@@ -398,18 +529,14 @@ def main() -> int:
                             server.url, era, a.calls, total, a.concurrency, a.warmup, kind
                         )
                         for r in got:
-                            old = best.get(r.label)
-                            if (
-                                old is None
-                                or (old.error and not r.error)
-                                or (not r.error and r.rate > old.rate)
-                            ):
-                                best[r.label] = r
+                            runs.setdefault(r.label, []).append(r)
                         if all(r.error and r.error.startswith("not available") for r in got):
                             dead.add(name)
                     if server.proc.poll() is not None:
                         raise RuntimeError(f"the {kind} server died: {server.tail()}")
-                rows += sorted(best.values(), key=lambda r: r.client != "official")
+                order = {"bare": 0, "official": 1, "conduit": 2}
+                kept = [keep(rs, a.keep) for rs in runs.values()]
+                rows += sorted(kept, key=lambda r: order[r.client])
                 print(f"  {kind}/{era}: done in {time.perf_counter() - t:.1f} s", flush=True)
         finally:
             server.stop()

@@ -89,6 +89,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        # asyncio's recv asks 256 KiB, over glibc's mmap threshold: every recv mapped and
+        # unmapped its buffer (~100 us). The server must never be the bottleneck.
+        if getattr(transport, "max_size", 0) > 65536:
+            transport.max_size = 65536  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data

@@ -51,6 +51,15 @@ class Reply:
     def fail(self, error: Error) -> None:
         raise NotImplementedError
 
+    def ok_soon(self, result: Any) -> None:
+        """:meth:`ok`, from the transport's reader (pending.py), which answers many calls per
+        read: a channel that can gather them (:class:`AsyncReply`) settles them together."""
+        self.ok(result)
+
+    def fail_soon(self, error: Error) -> None:
+        """:meth:`fail` from the transport's reader; see :meth:`ok_soon`."""
+        self.fail(error)
+
 
 #: Progress notifications kept per call for a caller that has not run them yet; past it the
 #: oldest is dropped (the latest are kept) and counted.
@@ -179,10 +188,64 @@ class AsyncReply(Reply):
             self.done = True
             self._call(_set_exception, self.future, error)
 
+    def ok_soon(self, result: Any) -> None:
+        if not self.done:
+            self.done = True
+            _settle_soon(self.loop, self.future, True, result)
+
+    def fail_soon(self, error: Error) -> None:
+        if not self.done:
+            self.done = True
+            _settle_soon(self.loop, self.future, False, error)
+
     def _call(self, fn: Any, *args: Any) -> None:
         # A closed loop means the caller is gone: nothing to answer.
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(fn, *args)
+
+
+# Answers the readers gave asyncio callers during one turn of the loop they run on (the I/O
+# loop): reading loop -> caller loop -> [(future, ok, value)]. Measured: with 32 calls in
+# flight a read carries many answers, and a ``call_soon_threadsafe`` each cost a write to the
+# caller loop's self-pipe and, often, a wake-up each; gathered, a caller loop is woken once per
+# turn and settles them all. Each reading loop's entry is touched only by its own thread.
+_held: dict[asyncio.AbstractEventLoop, dict[asyncio.AbstractEventLoop, list[Any]]] = {}
+
+
+def _settle_soon(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], ok: bool, value: Any
+) -> None:
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:  # not on a loop (an in-process server's thread): settle it now
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_all, [(future, ok, value)])
+        return
+    batch = _held.get(here)
+    if batch is None:
+        batch = _held[here] = {}
+        here.call_soon(_release, here)  # after this turn's other callbacks: no wake-up
+    items = batch.get(loop)
+    if items is None:
+        batch[loop] = [(future, ok, value)]
+    else:
+        items.append((future, ok, value))
+
+
+def _release(here: asyncio.AbstractEventLoop) -> None:
+    for loop, items in _held.pop(here, {}).items():
+        # A closed loop means the callers are gone: nothing to answer.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_all, items)
+
+
+def _settle_all(items: list[Any]) -> None:
+    for future, ok, value in items:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
 
 
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:

@@ -136,6 +136,8 @@ _monotonic = time.monotonic
 _RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
 #: Handled by the connection in both eras (``_set_log_level``).
 SET_LEVEL = "logging/setLevel"
+#: At most this many requests are held in one burst before they are written (receive()).
+CORK_FRAMES = 32
 
 # The messages the ChangeTracker handles, in any state (the listen actor's included).
 _CHANGE_EVENTS = (
@@ -200,6 +202,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._factory = transport_factory
         self._backoff = GuardedBackoff(config.backoff, config.backoff_base, config.backoff_max)
         self._transport = None
+        self._corked = None
+        self._corked_frames = 0
         self._memory = {}
         self._gen = 0
         self._last_id = shared.last_id  # never reset: a crashed predecessor's ids go on
@@ -280,6 +284,30 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
 
     def __repr__(self) -> str:
         return f"<Connection state={getattr(self, 'state', '?')} gen={self._gen}>"
+
+    def receive(self, message: Any) -> Any:
+        """The statem's, then the end of a burst: requests sent while more messages waited in
+        the mailbox were held by the transport (``_send_call``); they are written at once
+        (one syscall over stdio, one hand-off to the I/O loop over HTTP) when the mailbox is
+        empty, when a message other than a request was handled, or at :data:`CORK_FRAMES`
+        of them, so a request is never held behind more than that many others, nor past the
+        next message that is not one. (The one message that skips ``receive``, SafeActor's
+        start check ``PING``, comes only before the connection can be ready.)"""
+        try:
+            return super().receive(message)
+        finally:
+            corked = self._corked
+            if corked is not None and (
+                type(message) is not Call
+                or self._corked_frames >= CORK_FRAMES
+                or self.actor_inbox.empty()
+            ):
+                self._corked = None
+                self._corked_frames = 0
+                try:
+                    corked.flush()
+                except Exception as exc:  # a dying transport must not take the router down
+                    log.debug("flush failed: %s", type(exc).__name__)
 
     # -- statem hooks -------------------------------------------------------------------------
 
@@ -822,9 +850,20 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         # id the reader does not know yet would be lost.
         reply.request_id = rid
         pending[rid] = call
+        transport = self._transport
+        if self._corked is None:
+            if not self.actor_inbox.empty():
+                # More requests may follow in this burst: hold this one (receive() flushes)
+                cork = getattr(transport, "cork", None)
+                if cork is not None:
+                    cork()
+                    self._corked = transport
+                    self._corked_frames = 1
+        elif self._corked is transport:
+            self._corked_frames += 1
         try:
             # ready always has a transport: no None check on the hot path
-            self._transport.send(message)  # type: ignore[union-attr]
+            transport.send(message)  # type: ignore[union-attr]
         except Error as exc:
             pending.pop(rid, None)
             reply.fail(exc)

@@ -70,6 +70,8 @@ class ConnectionCore(Statem):
     _transport: Transport | None  # the current attempt's transport; None between attempts
     _gen: int  # the transport's generation: events of an older one are ignored
     _memory: dict[str, Any]  # kept across transports (HTTP: the tools' Mcp-Param plans)
+    _corked: Any  # the transport holding a burst of requests (connection.receive), or None
+    _corked_frames: int  # how many requests it holds
 
     # -- requests ------------------------------------------------------------------------------
     _last_id: int  # the request id counter, never reset (a late answer never matches)

@@ -113,7 +113,7 @@ class PendingTable:
                 if call is None:
                     forward.append(m)
                     continue
-                call.reply.ok(m.result)
+                call.reply.ok_soon(m.result)
                 answered.append(call)
             elif t is ErrorResponse and m.code != UNSUPPORTED_PROTOCOL_VERSION:
                 # -32022 goes to the connection: it re-negotiates and retries
@@ -122,7 +122,7 @@ class PendingTable:
                 if call is None:
                     forward.append(m)
                     continue
-                call.reply.fail(server_error(m, call.method))
+                call.reply.fail_soon(server_error(m, call.method))
                 answered.append(call)
             elif t is Notification and m.method == "notifications/progress":
                 params = m.params

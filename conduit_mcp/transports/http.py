@@ -200,6 +200,9 @@ class HttpTransport:
         # that timed out before it is no era evidence (docs/tls.md). Written on the loop,
         # read by the connection: one bool, no lock.
         self.connected = False
+        # Requests held back while the connection sends a burst (cork/flush; its thread).
+        self._corked = False
+        self._held: list[tuple[Any, str, bytes, dict[str, str], bool]] = []
 
     def __repr__(self) -> str:
         # Never a header, a token or the session id.
@@ -228,7 +231,28 @@ class HttpTransport:
         else:
             headers = {}
             modern = False
+        if self._corked:
+            self._held.append((rid, method or "", body, headers, modern))
+            return
         io_loop.call_soon(self._start, rid, method or "", body, headers, modern)
+
+    def cork(self) -> None:
+        """Hold the requests sent from now on until :meth:`flush` (the connection sends a
+        burst). Connection's thread, as every ``send``."""
+        self._corked = True
+
+    def flush(self) -> None:
+        """Hand what :meth:`cork` held to the I/O loop at once: one ``call_soon_threadsafe``
+        (one wake-up of the loop) for a burst instead of one each. Connection's thread."""
+        self._corked = False
+        held = self._held
+        if held:
+            self._held = []
+            io_loop.call_soon(self._start_all, held)
+
+    def _start_all(self, held: list[tuple[Any, str, bytes, dict[str, str], bool]]) -> None:
+        for item in held:
+            self._start(*item)
 
     def send_answer(self, message: dict[str, Any]) -> None:
         """An answer to a server request, POSTed like a notification. At most
@@ -238,6 +262,8 @@ class HttpTransport:
         that floods requests cannot pile up POSTs or memory. Connection's thread."""
         body = encode(message)
         size = len(body)
+        if self._held:
+            self.flush()  # the requests held first, in order
         if (
             self._answers_started - self._answers_done + size > self._max_answers
             or self._answers_handed - self._answers_finished >= ANSWER_POSTS + ANSWER_WAITING
@@ -284,6 +310,8 @@ class HttpTransport:
         self._spec = spec
 
     def cancel(self, request_id: int | str, reason: str) -> None:
+        if self._held:
+            self.flush()  # a held request must start before its cancellation reaches the loop
         sent = self._sent.get(request_id)
         if sent is not None and not sent.modern:
             # 2025-11-25: a disconnect is not a cancellation; say it.
@@ -292,6 +320,7 @@ class HttpTransport:
 
     def close(self) -> None:
         self._closing = True
+        self._held = []  # never started: the connection fails what is pending
         io_loop.submit(self._close())
 
     def stderr(self) -> bytes:

@@ -89,6 +89,10 @@ class StdioTransport:
         # bytes (docs/connection.md, "Floods").
         self._backlog = bytearray()
         self._max_answers = max_answer_backlog
+        # Frames held back while the connection sends a burst (cork/flush, under _wlock):
+        # written with one syscall when it flushes.
+        self._corked = False
+        self._held = bytearray()
         self._drain_scheduled = False
         self._writer_added = False
         self._fd: int | None = None
@@ -141,19 +145,43 @@ class StdioTransport:
         # goes to a backlog the loop drains when the pipe is writable. The lock keeps the
         # byte order: no direct write while a backlog exists. A write never blocks.
         with self._wlock:
-            if self._backlog or self._fd is None:
-                self._backlog += data
-                self._schedule_drain()
+            if self._corked:
+                self._held += data
                 return
-            try:
-                n = os.write(self._fd, data)
-            except BlockingIOError:
-                n = 0
-            except OSError:
-                return  # the pipe is broken: the exit is reported when the process dies
-            if n < len(data):
-                self._backlog += memoryview(data)[n:]
-                self._schedule_drain()
+            self._write_locked(data)
+
+    def cork(self) -> None:
+        """Hold the frames sent from now on until :meth:`flush` (the connection sends a
+        burst: more requests wait in its mailbox). Connection's thread."""
+        with self._wlock:
+            self._corked = True
+
+    def flush(self) -> None:
+        """Write what :meth:`cork` held, with one syscall, and stop holding. Measured: with
+        32 calls in flight one ``write`` for a burst of frames replaces one each, and the
+        server reads and answers them in one batch. Connection's thread."""
+        with self._wlock:
+            self._corked = False
+            if self._held:
+                data = bytes(self._held)
+                self._held.clear()
+                self._write_locked(data)
+
+    def _write_locked(self, data: bytes) -> None:
+        # Called with _wlock held.
+        if self._backlog or self._fd is None:
+            self._backlog += data
+            self._schedule_drain()
+            return
+        try:
+            n = os.write(self._fd, data)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            return  # the pipe is broken: the exit is reported when the process dies
+        if n < len(data):
+            self._backlog += memoryview(data)[n:]
+            self._schedule_drain()
 
     def _schedule_drain(self) -> None:
         # Called with _wlock held.
@@ -193,6 +221,7 @@ class StdioTransport:
             self.send(cancelled(tag, "listen_closed"))
 
     def close(self) -> None:
+        self.flush()  # what a burst held goes first, as it would have unheld
         self._closing = True
         io_loop.submit(self._close())
 
@@ -454,6 +483,7 @@ class StdioTransport:
         with self._wlock:
             fd, self._fd = self._fd, None
             self._backlog.clear()
+            self._held.clear()
             if fd is None:
                 return
             if self._writer_added:
