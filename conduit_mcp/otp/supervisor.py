@@ -42,6 +42,7 @@ import pykka
 
 from conduit_mcp.errors import Error
 from conduit_mcp.otp.base import PING, Link, SafeActor, safe_tell
+from conduit_mcp.otp.pooled import PooledActor, stop_here
 from conduit_mcp.otp.registry import Registry
 
 __all__ = [
@@ -197,7 +198,7 @@ def _notify(
     safe_tell(sup, ChildExited(child_id, urn, reason))
 
 
-class Supervisor(SafeActor):
+class Supervisor(PooledActor):
     """Starts, watches and restarts its children; see the module docstring for the rules.
 
     ``on_give_up(reason)`` is called when the supervisor exits on its own (intensity exceeded,
@@ -368,7 +369,7 @@ class Supervisor(SafeActor):
             ref.stop(block=False)
             return
         try:
-            ref.stop(block=True, timeout=child.spec.shutdown)
+            stop_here(ref, timeout=child.spec.shutdown)
         except pykka.Timeout:
             logger.warning(
                 "%s: child %r did not stop within %s s; leaving its thread behind",
