@@ -180,8 +180,10 @@ class ClientTree:
         siblings = self.siblings
 
         def start_connection(link: Any) -> pykka.ActorRef[Any]:
-            # self.spec, read at each (re)start: set_auth may have changed the credentials
-            return Connection.start(
+            # self.spec, read at each (re)start: set_auth may have changed the credentials.
+            # Its init runs here, in the supervisor's (or Client.start's) thread: no
+            # hand-off to a pool worker and back to learn that it started (otp/pooled.py).
+            return Connection.start_here(
                 self.spec,
                 cfg,
                 shared,

@@ -44,7 +44,7 @@ from conduit_mcp.otp._pykka import (
 )
 from conduit_mcp.otp.base import SafeActor
 
-__all__ = ["IDLE_SECONDS", "PooledActor", "pool_threads", "stop_here"]
+__all__ = ["IDLE_SECONDS", "PooledActor", "init_ran", "pool_threads", "stop_here"]
 
 logger = logging.getLogger("conduit_mcp.actors")
 
@@ -135,13 +135,14 @@ def pool_threads() -> int:
 class _Inbox:
     """A C-level queue, and whether the actor is on a worker (or being run by a caller)."""
 
-    __slots__ = ("_busy", "_lock", "_queue", "turn")
+    __slots__ = ("_busy", "_lock", "_queue", "init_ran", "turn")
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = True  # until the actor is started: messages told before wait
         self.turn: Callable[[], None] | None = None
+        self.init_ran = False  # set once init returned (or raised)
 
     def put(self, envelope: Any) -> None:
         self._queue.put(envelope)
@@ -209,7 +210,7 @@ class PooledActor(SafeActor):
         on the pool."""
         obj = cls(*args, **kwargs)
         pykka.ActorRegistry.register(obj.actor_ref)
-        actor_loop_setup(obj)
+        obj._setup()
         obj._end_turn()
         return obj.actor_ref
 
@@ -218,8 +219,12 @@ class PooledActor(SafeActor):
         _pool.submit(self._first_turn)
 
     def _first_turn(self) -> None:
-        actor_loop_setup(self)
+        self._setup()
         self._turn()
+
+    def _setup(self) -> None:
+        actor_loop_setup(self)
+        self._inbox.init_ran = True
 
     def _end_turn(self) -> None:
         if not self._inbox.release():
@@ -262,6 +267,19 @@ class PooledActor(SafeActor):
                 self.on_failure(*info)
             except BaseException:
                 handle_failure(self, sys.exc_info())
+
+
+def init_ran(ref: pykka.ActorRef[Any]) -> bool:
+    """Whether ``ref`` is a :class:`PooledActor` whose ``init`` has returned (or raised):
+    after :meth:`PooledActor.start_here`, always; then no start handshake is needed (alive:
+    it succeeded; dead: its link has heard why).
+
+    >>> ref = PooledActor.start_here()
+    >>> init_ran(ref), stop_here(ref)
+    (True, True)
+    """
+    inbox = ref.actor_inbox
+    return isinstance(inbox, _Inbox) and inbox.init_ran
 
 
 def stop_here(ref: pykka.ActorRef[Any], timeout: float | None = None) -> bool:

@@ -42,7 +42,7 @@ import pykka
 
 from conduit_mcp.errors import Error
 from conduit_mcp.otp.base import PING, Link, SafeActor, safe_tell
-from conduit_mcp.otp.pooled import PooledActor, stop_here
+from conduit_mcp.otp.pooled import PooledActor, init_ran, stop_here
 from conduit_mcp.otp.registry import Registry
 
 __all__ = [
@@ -325,9 +325,13 @@ class Supervisor(PooledActor):
         if box is None:
             return ref
         # Synchronous start: the ping is answered only after init returned (Pykka's start
-        # returns before on_start has run).
+        # returns before on_start has run). A child started with ``start_here`` has run its
+        # init already: no hand-off to ask it.
         try:
-            ref.ask(PING, timeout=spec.start_timeout)
+            if not init_ran(ref):
+                ref.ask(PING, timeout=spec.start_timeout)
+            elif not ref.is_alive():
+                raise pykka.ActorDeadError(f"{ref} failed in init")
         except pykka.ActorDeadError:
             self._forget(child)
             box.event.wait(spec.start_timeout)
