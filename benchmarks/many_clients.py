@@ -22,7 +22,9 @@ process. Each N runs in a fresh interpreter (so threads and memory are its own),
 * **stop**: ``Client.stop_all(clients)`` (``--stop serial``: ``client.stop()`` one by one);
 * RSS: this process's resident memory with all clients ready (``VmRSS``), and its peak.
 
-Every wait is bounded (``--deadline``, seconds per phase); a phase that runs out fails the run.
+The handshake's timeouts are 120 s (``PATIENCE``): thousands of clients connecting at once
+queue behind each other on the one I/O loop, and a probe unanswered within the default 5 s
+would close a client under ``protocol="modern"``. Every wait is bounded (``--deadline``, seconds per phase); a phase that runs out fails the run.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 FAST_SERVER = str(HERE / "fast_server.py")
 FAST_HTTP_SERVER = str(HERE / "fast_http_server.py")
+#: The handshake's timeouts (``probe_timeout``, ``request_timeout``, ``connect_timeout``):
+#: thousands of clients connecting at once queue behind each other on the one I/O loop, and
+#: the default 5 s probe timeout would close some of them under ``protocol="modern"``.
+PATIENCE = 120.0
 #: Seconds idle before the second thread count: longer than an actor pool worker stays idle.
 IDLE_WAIT = 6.0
 
@@ -126,13 +132,14 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
     server = HttpServer() if transport == "http" else None
     try:
         if server is not None:
-            spec: Any = mcp.Http(server.url)
+            spec: Any = mcp.Http(server.url, connect_timeout=PATIENCE)
         else:
             spec = mcp.Stdio(sys.executable, [FAST_SERVER])
+        options = {"protocol": era, "probe_timeout": PATIENCE, "request_timeout": PATIENCE}
         threads_before = threading.active_count()
         rss_before = _rss_mib()
         t0 = time.monotonic()
-        clients = [mcp.Client.start(spec, protocol=era) for _ in range(n)]
+        clients = [mcp.Client.start(spec, **options) for _ in range(n)]
         t1 = time.monotonic()
         end = t1 + deadline
         for client in clients:
