@@ -47,7 +47,7 @@ def test_idle_clients_hold_no_thread_and_stop_all_stops_them(serve_http, monkeyp
 
 
 def test_stop_all_fails_calls_in_flight_as_stop_does(serve_http) -> None:
-    server, srv = serve_http()
+    _, srv = serve_http()
     clients = [mcp.Client.start(srv.spec(), protocol="modern") for _ in range(3)]
     for client in clients:
         client.await_ready(timeout=10)
