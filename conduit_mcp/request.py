@@ -606,7 +606,7 @@ class Handle:
             return Status("closed", status.era, status.version, "stopped", status.origin)
         return status
 
-    def runtime(self) -> tree.ClientTree | None:
+    def runtime(self) -> ClientTree | None:
         """The tree this handle stops: the pinned one, or the one running under its name."""
         return self.pinned or tree.lookup(self.name)
 
