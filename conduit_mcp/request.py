@@ -659,9 +659,13 @@ class Handle:
             return Status("closed", status.era, status.version, "stopped", status.origin)
         return status
 
+    def runtime(self) -> ClientTree | None:
+        """The tree this handle stops: the pinned one, or the one running under its name."""
+        return self.pinned or tree.lookup(self.name)
+
     def stop(self, timeout: float) -> None:
         """Stop the client's tree and wait (bounded) for its server processes to be gone."""
-        runtime = self.pinned or tree.lookup(self.name)
+        runtime = self.runtime()
         if runtime is None:
             return
         runtime.stop(timeout)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..backoff import GuardedBackoff
 from ..config import Config
 from ..errors import Error
+from ..otp.pooled import PooledActor
 from ..otp.statem import NextEvent, Statem, Step
 from ..protocol import messages as msgs
 from ..protocol.failures import Failure
@@ -47,7 +48,7 @@ Handlers = dict[type, Handler]
 TransportFactory = Callable[..., Transport]
 
 
-class ConnectionCore(Statem):
+class ConnectionCore(PooledActor, Statem):
     """Every attribute the connection and its state-function modules share (see the module
     docstring); the state functions themselves are in the subclasses."""
 

@@ -55,7 +55,8 @@ from typing import Any, NamedTuple
 
 from ..backoff import GuardedBackoff
 from ..config import Config
-from ..otp.base import Link, SafeActor, safe_tell
+from ..otp.base import Link, safe_tell
+from ..otp.pooled import PooledActor
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
 from ..otp.timers import TimerHandle, schedule
@@ -240,7 +241,7 @@ class _Listen:
 # -- the actor -----------------------------------------------------------------------------
 
 
-class ListenStream(SafeActor):
+class ListenStream(PooledActor):
     """See the module docstring. ``registry`` finds the connection at every tell (a
     restarted connection is a new actor)."""
 

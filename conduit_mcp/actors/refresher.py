@@ -26,7 +26,8 @@ import pykka
 
 from ..config import DEFAULT_MAX_LIST_BYTES
 from ..errors import Error
-from ..otp.base import Link, SafeActor
+from ..otp.base import Link
+from ..otp.pooled import PooledActor
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
 from ..protocol.results import json_size, parse_page
@@ -141,7 +142,7 @@ class _Walk:
         self.cursor: str | None = None
 
 
-class Refresher(SafeActor):
+class Refresher(PooledActor):
     """See the module docstring. ``registry`` finds the connection at every send (a restarted
     connection is a new actor)."""
 

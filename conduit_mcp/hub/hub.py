@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Unpack
 
@@ -18,6 +16,7 @@ import pykka
 
 from .. import request as rq
 from .. import tree
+from ..client import Client
 from ..config import ClientOptions
 from ..errors import Error
 from ..otp.base import PING
@@ -658,11 +657,5 @@ def _keyed(config: Any, server: str) -> Any:
 
 
 def _stop_members(members: list[Member], timeout: float) -> None:
-    """Stop member clients in parallel, bounded by ``timeout`` in all."""
-    clients = [m.client for m in members if m.client is not None]
-    threads = [threading.Thread(target=c.stop, args=(timeout,), daemon=True) for c in clients]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + timeout
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    """Stop member clients concurrently (``Client.stop_all``), bounded by ``timeout`` in all."""
+    Client.stop_all([m.client for m in members if m.client is not None], timeout)

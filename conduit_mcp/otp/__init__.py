@@ -7,6 +7,7 @@ actor is a :class:`SafeActor` started with a :class:`Link` by a :class:`Supervis
 """
 
 from conduit_mcp.otp.base import ActorCrashed, Link, SafeActor, safe_tell
+from conduit_mcp.otp.pooled import PooledActor, stop_here
 from conduit_mcp.otp.registry import Registry
 from conduit_mcp.otp.statem import (
     Action,
@@ -35,6 +36,7 @@ __all__ = [
     "ChildSpec",
     "Link",
     "NextEvent",
+    "PooledActor",
     "Postpone",
     "Registry",
     "SafeActor",
@@ -50,4 +52,5 @@ __all__ = [
     "child_spec_for",
     "safe_tell",
     "schedule",
+    "stop_here",
 ]

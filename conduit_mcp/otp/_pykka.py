@@ -1,7 +1,7 @@
 """The Pykka internals this runtime relies on, named in one place.
 
 Pykka (pinned ``>=4.5,<5``) has no supervision, timers or state machines; building them needs
-four things Pykka does not promise as public API. Each is used only through this module, and
+a few things Pykka does not promise as public API. Each is used only through this module, and
 ``tests/otp/test_pykka_guard.py`` checks every one, so a Pykka release that moves one fails
 that test with its name instead of breaking an actor at run time.
 
@@ -18,6 +18,11 @@ that test with its name instead of breaking an actor at run time.
 * ``ActorRegistry._actor_refs`` and ``_actor_refs_lock``: in a forked child, forgetting the
   parent's actors (their threads were not copied) without taking a lock that a thread of the
   parent may have held at the fork.
+* ``Actor._actor_loop_setup`` (runs ``on_start``, logs and stops the actor if it raises),
+  ``Actor._actor_loop_teardown`` (answers what is left in a dead actor's mailbox) and
+  ``Actor._handle_failure`` (logs an unhandled error, stops the actor): the pieces of Pykka's
+  own actor loop that a :class:`~.pooled.PooledActor` runs on a pool worker instead of a
+  thread of its own. Its ``_start_actor_loop`` is Pykka's hook for new actor types.
 * A ``ThreadingActor``'s thread runs the bound method ``actor._actor_loop`` as its target,
   kept by CPython's ``Thread`` as ``_target`` while it runs: :func:`calling_actor_stopped`
   finds the actor calling from the current thread (Pykka has no "current actor" API).
@@ -67,6 +72,22 @@ def forget_refs_in_child(keep: Callable[[Any], bool]) -> None:
     registry._actor_refs[:] = [ref for ref in registry._actor_refs if keep(ref)]
 
 
+def actor_loop_setup(actor: pykka.Actor) -> None:
+    """Pykka's start of an actor's loop: ``on_start``, and on an error the failure path."""
+    actor._actor_loop_setup()
+
+
+def actor_loop_teardown(actor: pykka.Actor) -> None:
+    """Pykka's end of an actor's loop: every message left gets ``ActorDeadError`` (a stop
+    gets its answer)."""
+    actor._actor_loop_teardown()
+
+
+def handle_failure(actor: pykka.Actor, info: Any) -> None:
+    """Pykka's handling of an unhandled error: logged, the actor unregistered and stopped."""
+    actor._handle_failure(*info)
+
+
 def calling_actor_stopped() -> threading.Event | None:
     """The ``actor_stopped`` event of the Pykka actor whose thread calls this, or None when
     the current thread is not an actor's. Costs two attribute reads."""
@@ -78,7 +99,10 @@ def calling_actor_stopped() -> threading.Event | None:
 
 
 __all__ = [
+    "actor_loop_setup",
+    "actor_loop_teardown",
     "calling_actor_stopped",
+    "handle_failure",
     "ACTOR_STOP",
     "CREATE_INBOX",
     "HANDLE_RECEIVE",

@@ -42,6 +42,7 @@ import pykka
 
 from conduit_mcp.errors import Error
 from conduit_mcp.otp.base import PING, Link, SafeActor, safe_tell
+from conduit_mcp.otp.pooled import PooledActor, init_ran, stop_here
 from conduit_mcp.otp.registry import Registry
 
 __all__ = [
@@ -197,7 +198,7 @@ def _notify(
     safe_tell(sup, ChildExited(child_id, urn, reason))
 
 
-class Supervisor(SafeActor):
+class Supervisor(PooledActor):
     """Starts, watches and restarts its children; see the module docstring for the rules.
 
     ``on_give_up(reason)`` is called when the supervisor exits on its own (intensity exceeded,
@@ -324,9 +325,13 @@ class Supervisor(SafeActor):
         if box is None:
             return ref
         # Synchronous start: the ping is answered only after init returned (Pykka's start
-        # returns before on_start has run).
+        # returns before on_start has run). A child started with ``start_here`` has run its
+        # init already: no hand-off to ask it.
         try:
-            ref.ask(PING, timeout=spec.start_timeout)
+            if not init_ran(ref):
+                ref.ask(PING, timeout=spec.start_timeout)
+            elif not ref.is_alive():
+                raise pykka.ActorDeadError(f"{ref} failed in init")
         except pykka.ActorDeadError:
             self._forget(child)
             box.event.wait(spec.start_timeout)
@@ -368,7 +373,7 @@ class Supervisor(SafeActor):
             ref.stop(block=False)
             return
         try:
-            ref.stop(block=True, timeout=child.spec.shutdown)
+            stop_here(ref, timeout=child.spec.shutdown)
         except pykka.Timeout:
             logger.warning(
                 "%s: child %r did not stop within %s s; leaving its thread behind",

@@ -75,3 +75,13 @@ def test_the_calling_actor_is_found_from_its_thread() -> None:
     finally:
         ref.stop()
     assert _pykka.calling_actor_stopped() is None  # not an actor's thread
+
+
+def test_the_actor_loop_pieces_a_pooled_actor_runs_exist() -> None:
+    for name in ("_actor_loop_setup", "_actor_loop_teardown", "_handle_failure"):
+        assert callable(getattr(pykka.Actor, name, None)), (
+            f"pykka.Actor.{name} is gone: a PooledActor cannot run its actor on a pool worker"
+        )
+    assert callable(getattr(pykka.ThreadingActor, "_start_actor_loop", None)), (
+        "pykka.Actor._start_actor_loop is gone: a PooledActor cannot replace its thread"
+    )

@@ -1,0 +1,256 @@
+"""Many clients in one process: N clients start, all get ready, each answers one call, all stop.
+
+    .venv/bin/python benchmarks/many_clients.py --clients 1000,10000            # streamable HTTP
+    .venv/bin/python benchmarks/many_clients.py --transport stdio --clients 1000
+    .venv/bin/python benchmarks/many_clients.py --clients 1000 --json /tmp/many.json
+
+HTTP: every client talks to one ``fast_http_server.py`` process (``127.0.0.1``, modern era
+by default, ``--era legacy`` for sessions). Stdio: each client has its own ``fast_server.py``
+process. Each N runs in a fresh interpreter (so threads and memory are its own), in phases:
+
+* **start**: ``Client.start`` for every client (returns at once: connecting runs in the
+  connection actor);
+* **ready**: from the first start until every client is ready (``await_ready`` on each, in
+  start order, under one deadline);
+* **call each**: one ``call_tool("add")`` to each client, one after another from one thread
+  (the first call of each client lists its tools first, for the output check); then
+  **all at once**: a second call to each, all in flight together from asyncio tasks
+  (``client.aio.call_tool``);
+* **idle**: the threads of this process once all are ready, and again after 6 s idle, by
+  what they are for (an actor thread is named after its actor class, ``conduit-mcp-actor-N``
+  is a worker of the actor pool, ``conduit-mcp-io`` the shared I/O loop);
+* **stop**: ``Client.stop_all(clients)`` (``--stop serial``: ``client.stop()`` one by one);
+* RSS: this process's resident memory with all clients ready (``VmRSS``), and its peak.
+
+The handshake's timeouts are 120 s (``PATIENCE``): thousands of clients connecting at once
+queue behind each other on the one I/O loop, and a probe unanswered within the default 5 s
+would close a client under ``protocol="modern"``. Every wait is bounded (``--deadline``, seconds per phase); a phase that runs out fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import resource
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FAST_SERVER = str(HERE / "fast_server.py")
+FAST_HTTP_SERVER = str(HERE / "fast_http_server.py")
+#: The handshake's timeouts (``probe_timeout``, ``request_timeout``, ``connect_timeout``):
+#: thousands of clients connecting at once queue behind each other on the one I/O loop, and
+#: the default 5 s probe timeout would close some of them under ``protocol="modern"``.
+PATIENCE = 120.0
+#: Seconds idle before the second thread count: longer than an actor pool worker stays idle.
+IDLE_WAIT = 6.0
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _threads_by_purpose() -> dict[str, int]:
+    """Live threads grouped by name with the counter dropped (``Connection-17`` ->
+    ``Connection``): Pykka names an actor's thread after its class."""
+    names = Counter(re.sub(r"[-_]\d+$", "", t.name) for t in threading.enumerate())
+    return dict(names.most_common())
+
+
+class HttpServer:
+    """One ``fast_http_server.py`` process for the whole run."""
+
+    def __init__(self) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, FAST_HTTP_SERVER, "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+        )
+        try:
+            self.port = self._read_port(time.monotonic() + 20)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+
+    def _read_port(self, deadline: float) -> int:
+        assert self.proc.stdout is not None
+        fd, buf = self.proc.stdout.fileno(), b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("fast_http_server.py did not start")
+                if sel.select(0.1):
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        raise RuntimeError("fast_http_server.py exited")
+                    buf += chunk
+        self.proc.stdout.close()
+        words = buf.split(b"\n", 1)[0].split()
+        if len(words) != 2 or words[0] != b"listening":
+            raise RuntimeError(f"unexpected start-up line {buf!r}")
+        return int(words[1])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.stderr.close()
+
+
+async def _call_all(clients: list[Any], deadline: float) -> list[str | None]:
+    async def one(client: Any) -> str | None:
+        result = await client.aio.call_tool("add", {"a": 1, "b": 2}, timeout=deadline)
+        return result.text  # type: ignore[no-any-return]
+
+    return await asyncio.gather(*(one(client) for client in clients))
+
+
+def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -> dict[str, Any]:
+    import conduit_mcp as mcp
+
+    server = HttpServer() if transport == "http" else None
+    try:
+        if server is not None:
+            spec: Any = mcp.Http(server.url, connect_timeout=PATIENCE)
+        else:
+            spec = mcp.Stdio(sys.executable, [FAST_SERVER])
+        options = {"protocol": era, "probe_timeout": PATIENCE, "request_timeout": PATIENCE}
+        threads_before = threading.active_count()
+        rss_before = _rss_mib()
+        t0 = time.monotonic()
+        clients = [mcp.Client.start(spec, **options) for _ in range(n)]
+        t1 = time.monotonic()
+        end = t1 + deadline
+        for client in clients:
+            client.await_ready(timeout=max(0.001, end - time.monotonic()))
+        t2 = time.monotonic()
+        rss_ready = _rss_mib()
+        idle = _threads_by_purpose()
+        threads_idle = threading.active_count() - threads_before
+        # Idle for longer than the actor pool keeps an unused worker (otp/pooled.py).
+        time.sleep(IDLE_WAIT)
+        threads_long_idle = threading.active_count() - threads_before
+        idle_long = _threads_by_purpose()
+        t3 = time.monotonic()
+        end = t3 + deadline
+        for client in clients:
+            result = client.call_tool(
+                "add", {"a": 1, "b": 2}, timeout=max(0.001, end - time.monotonic())
+            )
+            if result.text != "3":
+                raise RuntimeError(f"unexpected answer {result.text!r}")
+        t4 = time.monotonic()
+        threads_after_calls = threading.active_count() - threads_before
+        # The second call to each, all at once from asyncio tasks (the tools were listed by
+        # the first call, for the output check).
+        t_all = time.monotonic()
+        texts = asyncio.run(_call_all(clients, deadline))
+        t_all_end = time.monotonic()
+        if set(texts) != {"3"}:
+            raise RuntimeError(f"unexpected answers {set(texts)!r}")
+        rss_calls = _rss_mib()
+        t5 = time.monotonic()
+        if stop_mode == "serial":
+            for client in clients:
+                client.stop()
+        else:
+            mcp.Client.stop_all(clients, timeout=deadline)
+        t6 = time.monotonic()
+        threads_left = threading.active_count() - threads_before
+    finally:
+        if server is not None:
+            server.stop()
+    return {
+        "clients": n,
+        "transport": transport,
+        "era": era,
+        "stop_mode": stop_mode,
+        "start_s": round(t1 - t0, 3),
+        "ready_s": round(t2 - t0, 3),
+        "call_each_s": round(t4 - t3, 3),
+        "call_each_all_at_once_s": round(t_all_end - t_all, 3),
+        "stop_s": round(t6 - t5, 3),
+        "rss_ready_mib": round(rss_ready, 1),
+        "rss_after_calls_mib": round(rss_calls, 1),
+        "rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_before_mib": round(rss_before, 1),
+        "threads_idle": threads_idle,
+        "threads_after_calls": threads_after_calls,
+        "threads_left_after_stop": threads_left,
+        "threads_idle_by_name": idle,
+        "threads_long_idle": threads_long_idle,
+        "threads_long_idle_by_name": idle_long,
+    }
+
+
+def _print(row: dict[str, Any]) -> None:
+    n = row["clients"]
+    print(
+        f"{n:>6} {row['transport']:<5} {row['era']:<6} ready {row['ready_s']:7.2f} s "
+        f"(start {row['start_s']:.2f} s)  call each {row['call_each_s']:6.2f} s "
+        f"({1000 * row['call_each_s'] / n:.2f} ms a call), all at once "
+        f"{row['call_each_all_at_once_s']:.2f} s  stop {row['stop_s']:6.2f} s "
+        f"({row['stop_mode']})  RSS {row['rss_ready_mib']:.0f} MiB ready, "
+        f"{row['rss_peak_mib']:.0f} MiB peak  threads {row['threads_idle']} ready, "
+        f"{row['threads_long_idle']} idle "
+        f"({row['threads_long_idle'] / n:.2f} a client), {row['threads_after_calls']} after calls, "
+        f"{row['threads_left_after_stop']} left after stop",
+        flush=True,
+    )
+    for key, when in (("threads_idle_by_name", "ready"), ("threads_long_idle_by_name", "6 s idle")):
+        by_name = ", ".join(f"{name} {count}" for name, count in row[key].items())
+        print(f"       threads when {when}, by name: {by_name}", flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--clients", default="1000", help="comma list of N (1000)")
+    p.add_argument("--transport", choices=("http", "stdio"), default="http")
+    p.add_argument("--era", choices=("modern", "legacy"), default="modern")
+    p.add_argument("--stop", choices=("all", "serial"), default="all", help="how to stop them")
+    p.add_argument("--deadline", type=float, default=600.0, help="seconds per phase (600)")
+    p.add_argument("--json", help="append each row as a JSON line to this file")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child: run one N here
+    args = p.parse_args()
+    if args.one is not None:
+        print(json.dumps(run_one(args.one, args.transport, args.era, args.stop, args.deadline)))
+        return 0
+    for n in [int(x) for x in args.clients.split(",") if x]:
+        cmd = [sys.executable, __file__, "--one", str(n), "--transport", args.transport]
+        cmd += ["--era", args.era, "--stop", args.stop, "--deadline", str(args.deadline)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=6 * args.deadline)
+        if out.returncode != 0:
+            sys.stderr.write(out.stderr[-4000:])
+            print(f"{n} clients: failed (exit {out.returncode})", flush=True)
+            return 1
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        _print(row)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
