@@ -69,6 +69,7 @@ class Channel:
         linger: float,
         wait_alive: Callable[[HostHandle, float], dict[str, Any]],
         info: dict[str, Any] | None = None,
+        respawn: Callable[[dict[str, Any]], tuple[HostHandle, dict[str, Any]]] | None = None,
     ) -> None:
         self.handle = handle
         self.name = handle.name
@@ -80,9 +81,14 @@ class Channel:
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(1)
         self.pid: int | None = (info or {}).get("pid")
+        self.info: dict[str, Any] = dict(info or {})
+        # Starts the host again from its spec when it died for good with its node (the
+        # owner's side only): a new actor, a new handle.
+        self._respawn = respawn
         self.restarts = 0
         self.lost = 0
         self.messages = 0
+        self.calls = 0
         self.down: Error | None = None
         self.closed = False
         self.notes: Callable[[dict[str, Any]], None] | None = None
@@ -149,6 +155,7 @@ class Channel:
 
     def _submit(self, batch: list[dict[str, Any]]) -> None:
         self.messages += 1
+        self.calls += len(batch)
         try:
             events = self.handle.submit(self.caller, batch, self.linger)
         except HostLost as exc:
@@ -228,7 +235,10 @@ class Channel:
                 self._lost(exc)
                 if self.down is not None:
                     return
-                self._back()
+                if exc.permanent:
+                    self._again()
+                else:
+                    self._back()
                 continue
             except Exception as exc:
                 if self.closed:
@@ -245,7 +255,7 @@ class Channel:
             self._restarting = not exc.permanent
             sent = [cid for cid, item in self._pending.items() if item.sent]
             failed = [(cid, self._pending.pop(cid)) for cid in sent]
-            if exc.permanent and self.down is None:
+            if exc.permanent and self.down is None and self._respawn is None:
                 self.down = Error(
                     "unavailable",
                     "host_down",
@@ -263,12 +273,39 @@ class Channel:
         for cid, item in failed:
             item.sink.fail(error if cid in sent else _copy(self.down or error))
 
+    def _again(self) -> None:
+        """A host that died for good: started again from its spec (when this caller owns
+        it and its node is gone), else every call fails ``host_down`` from now on."""
+        respawn = self._respawn
+        try:
+            if respawn is None:
+                raise HostLost(self.name, permanent=True)
+            handle, info = respawn(self.info)
+        except Exception as exc:
+            if respawn is not None:
+                log.warning(
+                    "cluster: host %s could not start again (%s)", self.name, type(exc).__name__
+                )
+            self._respawn = None
+            self._lost(HostLost(self.name, permanent=True))
+            return
+        finally:
+            with self._cv:
+                self._restarting = False
+                self._cv.notify_all()
+        self.handle = handle
+        self.info = info
+        self.restarts += 1
+        self.pid = info.get("pid")
+
     def _back(self) -> None:
         """Wait for the host to restart; count the restart; send what queued meanwhile."""
         try:
             info = self._wait_alive(self.handle, 60.0)
         except HostLost as exc:
             self._lost(HostLost(exc.host, permanent=True))
+            if self.down is None:
+                self._again()
             return
         except Exception:
             return
@@ -279,6 +316,7 @@ class Channel:
         if info.get("pid") != self.pid:
             self.restarts += 1
             self.pid = info.get("pid")
+        self.info = info
 
     def _deliver(self, events: list[dict[str, Any]]) -> None:
         for event in events:

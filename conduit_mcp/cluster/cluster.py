@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import Error
@@ -43,6 +43,11 @@ class HostStatus:
     """How many of them are ready."""
     in_flight: int
     """This caller's calls not yet answered."""
+    messages: int = 0
+    """Messages this caller sent the host with calls (batches: fewer than its calls when
+    many were in flight)."""
+    calls: int = 0
+    """Calls this caller sent the host."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class Cluster:
                     "argument", "tenant", f"no hosts of tenant {tenant!r} run in this engine"
                 )
             owned = False
+            specs: list[p.HostSpec] = []
             infos = [engine.wait_alive(h, timeout) for h in handles]
             placement_of = {
                 name: handles[i] for i, info in enumerate(infos) for name in info.get("servers", ())
@@ -162,9 +168,12 @@ class Cluster:
             owned = True
             placement_of = {n: handles[i] for i, chunk in enumerate(chunks) for n in chunk}
             separator = str(options.get("separator", "."))
+        respawns: list[Any] = [None] * len(handles)
+        if owned:
+            respawns = [self._respawner(spec, i) for i, spec in enumerate(specs)]
         channels = [
-            Channel(h, engine.linger, engine.wait_alive, info)
-            for h, info in zip(handles, infos, strict=True)
+            Channel(h, engine.linger, engine.wait_alive, info, respawns[i])
+            for i, (h, info) in enumerate(zip(handles, infos, strict=True))
         ]
         by_handle = {id(h): c for h, c in zip(handles, channels, strict=True)}
         placement = {name: by_handle[id(h)] for name, h in placement_of.items()}
@@ -173,6 +182,33 @@ class Cluster:
         with self._lock:
             self._hubs[tenant] = (hub, handles, owned)
         return hub
+
+    def _respawner(self, spec: p.HostSpec, index: int) -> Any:
+        """Start a host that died with its node again, from its spec, on a live node."""
+
+        generation = [0]
+
+        def respawn(last: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+            engine = self.engine
+            if self.stopped or last.get("node") in engine.nodes():
+                raise HostLost(spec.name, permanent=True)  # died for another reason: stays down
+            with self._lock:
+                found = self._hubs.get(spec.tenant)
+            if found is not None:
+                found[1][index].kill()  # the old actor, so that its name is free
+            # A new name: Ray keeps the old one while the dead actor's record lingers.
+            generation[0] += 1
+            again = replace(spec, name=f"{spec.name}.r{generation[0]}")
+            handle = engine.start_host(again, index)
+            info = engine.wait_alive(handle, 120.0)
+            with self._lock:
+                found = self._hubs.get(spec.tenant)
+                if found is not None:
+                    found[1][index] = handle
+            log.warning("cluster: host %s started again on another node", spec.name)
+            return handle, info
+
+        return respawn
 
     def _stopped_hub(self, hub: RemoteHub) -> None:
         with self._lock:
@@ -214,6 +250,8 @@ class Cluster:
                         clients=int(info.get("clients", 0)),
                         ready=int(info.get("ready", 0)),
                         in_flight=channel.in_flight(),
+                        messages=channel.messages,
+                        calls=channel.calls,
                     )
                 )
         return ClusterStatus(tuple(hosts), placement, tuple(self.engine.nodes()))

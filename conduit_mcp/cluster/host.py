@@ -107,9 +107,9 @@ class HostCore:
             for task in caller.tasks.values():
                 task.cancel()
         self._callers.clear()
-        for task in (self._watch, self._fan):
-            if task is not None:
-                task.cancel()
+        for background in (self._watch, self._fan):
+            if background is not None:
+                background.cancel()
         if self.hub is not None:
             self.hub.stop()
 

@@ -4,8 +4,12 @@
 Each host is a named actor (``conduit-<tenant>-<index>`` in the engine's namespace: the
 registry a second caller finds it by), created with ``max_task_retries=0`` (a call that may
 have run is never sent again) and ``max_restarts`` from the options (Ray rebuilds the host
-from its spec: the actor's constructor arguments). A host prefers a node chosen by its
-tenant (soft node affinity: when that node is gone, Ray starts it on another).
+from its spec: the actor's constructor arguments). A host runs on the node its tenant maps to
+(node affinity); when that node is gone, the cluster starts the host again from its spec on a
+node that is alive (``Cluster``'s respawn: Ray cannot restart an actor bound to a dead node).
+Soft affinity would do that by itself, but Ray 2.60 spilled soft-placed actors to another
+node while the preferred one was alive and idle (seen on the two-node test cluster), so the
+placement would not hold.
 
 Loopback: a Ray this engine starts has every node and worker address on 127.0.0.1
 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve its node address to the loopback
@@ -100,6 +104,10 @@ def _restarting(exc: Exception) -> bool:
     return "restart" in text and "max_restarts" not in text and "will not be restarted" not in text
 
 
+#: How much longer than its own wait a poll may take before the host counts as lost.
+POLL_SLACK = 15.0
+
+
 class RayHandle:
     """The caller's handle of one host actor: each method one Ray message, a host that died
     under it raised as :class:`~conduit_mcp.cluster.engine.HostLost`."""
@@ -117,6 +125,8 @@ class RayHandle:
             raise HostLost(self.name, permanent=False) from exc
         except ray.exceptions.ActorDiedError as exc:
             raise HostLost(self.name, permanent=not _restarting(exc)) from exc
+        except ray.exceptions.ActorUnschedulableError as exc:  # its node is gone
+            raise HostLost(self.name, permanent=True) from exc
         except ray.exceptions.RayActorError as exc:
             raise HostLost(self.name, permanent=False) from exc
         except ray.exceptions.GetTimeoutError:
@@ -139,7 +149,12 @@ class RayHandle:
         return self._get(self.actor.submit.remote(caller, calls, linger))
 
     def poll(self, caller: str, wait: float) -> Any:
-        return self._get(self.actor.poll.remote(caller, wait))
+        # Bounded: a poll Ray holds on to for an actor it cannot place (its node is gone)
+        # would otherwise never return; a host that silent counts as lost.
+        try:
+            return self._get(self.actor.poll.remote(caller, wait), timeout=wait + POLL_SLACK)
+        except Error:
+            raise HostLost(self.name, permanent=False) from None
 
     def leave(self, caller: str) -> Any:
         return self._get(self.actor.leave.remote(caller), timeout=10.0)
@@ -179,9 +194,9 @@ class RayEngine:
     """Hosts as async Ray actors. Give it to :meth:`conduit_mcp.Cluster.start`.
 
     Args:
-        address: a Ray cluster to attach to (``ray.init(address=...)``); without it, the
-            application's Ray when ``ray.is_initialized()``, else a local Ray this engine
-            starts (and ``cluster.stop()`` stops).
+        address: a Ray cluster to attach to (``ray.init(address=...)``; ``RAY_ADDRESS``
+            too); without it, the application's Ray when ``ray.is_initialized()``, else a
+            local Ray this engine starts (and ``cluster.stop()`` stops).
         namespace: where the hosts' names live (the registry).
         max_restarts: how often Ray starts a host again after its process died.
         clients_per_host: a tenant's servers are split over hosts of at most this many.
@@ -246,11 +261,12 @@ class RayEngine:
                 "Cluster.start runs ray.init, which must run on the main thread "
                 "(Ray's processes die with the thread that started them)",
             )
-        ray = self.ray = import_ray(loopback=self.address is None)
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        ray = self.ray = import_ray(loopback=address is None)
         if ray.is_initialized():
             self.started = self.connected = False
-        elif self.address is not None:
-            ray.init(address=self.address, namespace=self.namespace, log_to_driver=False)
+        elif address is not None:
+            ray.init(address=address, namespace=self.namespace, log_to_driver=False)
             self.connected = True
         else:
             ray.init(
@@ -307,7 +323,7 @@ class RayEngine:
             "max_concurrency": 10_000,
         }
         if node is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         try:
             actor = self._actor.options(**options).remote(spec.to_data(), self.caller_lease)
         except ValueError as exc:  # the name is taken
@@ -320,14 +336,26 @@ class RayEngine:
         return RayHandle(self, spec.name, actor)
 
     def find_hosts(self, tenant: str) -> list[RayHandle]:
-        """The hosts of a tenant another caller started, found by name."""
+        """The hosts of a tenant another caller started, found by name (a host started
+        again after its node died carries a generation: ``conduit-t-0.r1``)."""
+        prefix = f"conduit-{tenant}-"
+        latest: dict[int, tuple[int, str]] = {}
+        for name in self.ray.util.list_named_actors(all_namespaces=False):
+            if not name.startswith(prefix):
+                continue
+            index_text, _, generation = name[len(prefix) :].partition(".r")
+            if not index_text.isdigit() or (generation and not generation.isdigit()):
+                continue
+            index, gen = int(index_text), int(generation or 0)
+            if index not in latest or latest[index][0] < gen:
+                latest[index] = (gen, name)
         found = []
-        for index in range(10_000):
-            name = self.host_name(tenant, index)
+        for index in sorted(latest):
+            name = latest[index][1]
             try:
                 actor = self.ray.get_actor(name, namespace=self.namespace)
             except ValueError:
-                break
+                continue
             found.append(RayHandle(self, name, actor))
         return found
 

@@ -102,7 +102,9 @@ def test_references_pass_and_a_secure_engine_takes_literals() -> None:
 
 
 def test_errors_cross_as_redacted_data() -> None:
-    error = mcp.Error("server", "tool_failed", f"bad key {PLANTED}", code=-32000, data={"k": PLANTED})
+    error = mcp.Error(
+        "server", "tool_failed", f"bad key {PLANTED}", code=-32000, data={"k": PLANTED}
+    )
     data = p.failure(7, error, (PLANTED,))
     assert PLANTED not in repr(data)
     back = p.error_of(data["error"])
@@ -173,7 +175,9 @@ async def _make(data: Any, lease: float) -> HostCore:
 
 
 def test_a_batch_runs_and_fast_calls_come_back_in_its_reply(loop: Any, core: HostCore) -> None:
-    calls = [p.call(i, "call_tool", {"name": "a.add", "arguments": {"a": i, "b": 1}}) for i in range(8)]
+    calls = [
+        p.call(i, "call_tool", {"name": "a.add", "arguments": {"a": i, "b": 1}}) for i in range(8)
+    ]
     events = loop.run_until_complete(core.submit("c1", calls, 2.0))
     events += _events_until(core, "c1", 8 - len(events)) if len(events) < 8 else []
     texts = sorted(int(p.decode("call_tool", e["ok"]).text) for e in events if "ok" in e)
