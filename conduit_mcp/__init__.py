@@ -53,6 +53,8 @@ _LAZY = {
     "ServerEntry": ".hub",
     "Collision": ".hub",
     "load_config": ".hub",
+    "Cluster": ".cluster",
+    "RayEngine": ".cluster",
     "Http": ".transports.http_spec",
     "Sse": ".transports.sse_spec",
     "InProcess": ".transports.inprocess_spec",
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
     from .aio import AsyncClient
     from .backoff import full_jitter
     from .client import Client
+    from .cluster import Cluster, RayEngine
     from .config import ClientOptions
     from .futures import FutureClient
     from .handler import Declined, Handler, HandlerContext
@@ -168,6 +171,8 @@ __all__ = [
     "Http",
     "Hub",
     "HubConfig",
+    "Cluster",
+    "RayEngine",
     "HubNotification",
     "Icon",
     "InProcess",

@@ -22,7 +22,7 @@ if str(HERE) not in sys.path:  # the spec modules import fronts, beside this fil
 from fronts import Family, GenerationError, generate  # noqa: E402
 
 #: The spec modules, each with a ``FAMILY``.
-FAMILIES = ["fronts_client", "fronts_hub"]
+FAMILIES = ["fronts_client", "fronts_hub", "fronts_cluster"]
 
 
 def families() -> list[Family]:

@@ -37,6 +37,8 @@ RULES: dict[str, tuple[str, frozenset[str]]] = {
     "cli": ("never", frozenset()),
     # the Hub is a user of the client's public API and runtime, never of the CLI
     "hub": ("never", frozenset({"cli", "testing"})),
+    # hub members on remote hosts: a user of the Hub, never of the CLI or the test servers
+    "cluster": ("never", frozenset({"cli", "testing"})),
 }
 
 

@@ -29,7 +29,11 @@ DEADLINE = 60.0
 TOKEN = "readme-t0k"
 # Setups this file provides, and those another test file runs.
 SETUPS = {None, "http"}
-ELSEWHERE = {"tls": "tests/tls/test_tls_docs.py", "sse": "tests/sse/test_sse_docs.py"}
+ELSEWHERE = {
+    "tls": "tests/tls/test_tls_docs.py",
+    "sse": "tests/sse/test_sse_docs.py",
+    "ray": "tests/cluster/test_ray.py",
+}
 
 _BLOCK = re.compile(
     r"(?:<!--\s*docs-test:\s*(?P<marker>[^>]*?)\s*-->\s*\n)?^```python\n(?P<code>.*?)^```",

@@ -1,0 +1,207 @@
+"""The cluster on Ray (docs/cluster.md): per-call overhead through a host against the same
+call on a local Hub, batched throughput, memory per host and per client, the start of a
+host with many HTTP clients, and a host killed under load.
+
+    .venv/bin/python benchmarks/ray_bench.py                 # everything (a few minutes)
+    .venv/bin/python benchmarks/ray_bench.py --clients 200   # a smaller many-clients host
+
+Starts a local Ray (loopback only, one CPU, 80 MiB object store, no dashboard), like
+``mcp.RayEngine()`` does. Figures vary with other jobs on the machine: each is printed with
+what it is compared to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import conduit_mcp as mcp
+
+HERE = Path(__file__).resolve().parent
+SERVER = {"command": sys.executable, "args": ["-m", "conduit_mcp.testing"]}
+ADD = {"a": 1, "b": 2}
+
+
+def seq_ms(call: Any, n: int) -> float:
+    for _ in range(20):
+        call()
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    return (time.perf_counter() - start) / n * 1000
+
+
+def windowed(futures_front: Any, name: str, n: int, window: int) -> float:
+    """Calls per second with ``window`` in flight (pykka futures, refilled as they finish)."""
+    start = time.perf_counter()
+    pending: list[Any] = []
+    sent = 0
+    while sent < n or pending:
+        while sent < n and len(pending) < window:
+            pending.append(futures_front.call_tool(name, ADD))
+            sent += 1
+        pending.pop(0).get(timeout=60)
+    return n / (time.perf_counter() - start)
+
+
+def aio_window(front: Any, name: str, n: int, window: int) -> float:
+    async def run() -> float:
+        sem = asyncio.Semaphore(window)
+
+        async def one() -> None:
+            async with sem:
+                await front.call_tool(name, ADD)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        return n / (time.perf_counter() - start)
+
+    return asyncio.run(run())
+
+
+def rss_mib(pid: int) -> float:
+    proc = psutil.Process(pid)
+    total = proc.memory_info().rss
+    for child in proc.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=1000, help="HTTP clients on one host")
+    parser.add_argument("--skip-many", action="store_true")
+    args = parser.parse_args()
+    n = args.calls
+
+    print("== direct: a local Hub in this process ==")
+    with mcp.Hub.start({"mcpServers": {"a": SERVER}}, max_in_flight=1000) as local:
+        local.await_ready(timeout=30)
+        d_seq = seq_ms(lambda: local.call_tool("a.add", ADD), n // 2)
+        d_32 = windowed(local.futures, "a.add", n, 32)
+        print(f"sequential: {d_seq:.3f} ms/call; 32 in flight: {d_32:,.0f} calls/s")
+
+    t0 = time.perf_counter()
+    cluster = mcp.Cluster.start(mcp.RayEngine(max_restarts=5))
+    print(f"\n== through a host (Ray started in {time.perf_counter() - t0:.1f} s) ==")
+    try:
+        t0 = time.perf_counter()
+        hub = cluster.hub("bench", {"mcpServers": {"a": SERVER}}, max_in_flight=1000)
+        hub.await_ready(timeout=60)
+        print(f"a host with 1 stdio client, ready in {time.perf_counter() - t0:.2f} s")
+        r_seq = seq_ms(lambda: hub.call_tool("a.add", ADD), n // 2)
+        r_32 = windowed(hub.futures, "a.add", n, 32)
+        r_aio = aio_window(hub.aio, "a.add", n, 32)
+        (host,) = cluster.status().hosts
+        print(
+            f"sequential: {r_seq:.3f} ms/call (direct {d_seq:.3f}: +{r_seq - d_seq:.3f} ms); "
+            f"32 in flight: futures {r_32:,.0f} calls/s, asyncio {r_aio:,.0f} calls/s "
+            f"(direct {d_32:,.0f}); {host.calls} calls in {host.messages} messages "
+            f"({host.calls / max(host.messages, 1):.1f} per message)"
+        )
+        m0 = host.messages
+        start = time.perf_counter()
+        burst = [hub.futures.call_tool("a.add", ADD) for _ in range(n)]
+        for f in burst:
+            f.get(timeout=60)
+        rate = n / (time.perf_counter() - start)
+        (host,) = cluster.status().hosts
+        print(
+            f"burst of {n}: {rate:,.0f} calls/s, {host.messages - m0} messages "
+            f"({n / max(host.messages - m0, 1):.0f} calls per message)"
+        )
+        base = rss_mib(host.pid)
+        print(
+            f"memory: the host with 1 stdio client {base:.0f} MiB (its server's process included)"
+        )
+        hub.stop()
+
+        # -- a host killed under load ------------------------------------------------------
+        print("\n== a host killed under load ==")
+        hub = cluster.hub("kill", {"mcpServers": {"a": SERVER}}, max_in_flight=1000)
+        hub.await_ready(timeout=60)
+        (before,) = cluster.status().hosts
+        futures = [hub.futures.call_tool("a.slow", {"seconds": 30}) for _ in range(32)]
+        deadline = time.monotonic() + 20
+        while cluster.status().hosts[0].in_flight < 32 or time.monotonic() < deadline - 19:
+            if time.monotonic() > deadline:
+                break
+        killed = time.monotonic()
+        os.kill(before.pid, signal.SIGKILL)
+        answered: list[float] = []
+        outcomes: dict[str, int] = {}
+        for f in futures:
+            try:
+                f.get(timeout=30)
+                outcomes["result"] = outcomes.get("result", 0) + 1
+            except mcp.Error as e:
+                outcomes[e.reason] = outcomes.get(e.reason, 0) + 1
+            answered.append(time.monotonic() - killed)
+        hub.await_ready(timeout=60, servers="all")
+        back = time.monotonic() - killed
+        ok = hub.call_tool("a.add", ADD).text == "3"
+        (after,) = cluster.status().hosts
+        print(
+            f"32 calls in flight: {outcomes} (0 lost: {len(answered)} of 32 answered; each "
+            f"answered once, never sent again); slowest answer {max(answered):.2f} s after "
+            f"the kill, median {statistics.median(answered):.2f} s; the host back with its "
+            f"client in {back:.2f} s (pid {before.pid} -> {after.pid}, restarts "
+            f"{after.restarts}); a call after: {'ok' if ok else 'FAILED'}"
+        )
+        hub.stop()
+
+        # -- many clients on one host --------------------------------------------------------
+        if not args.skip_many:
+            print(f"\n== one host with {args.clients} HTTP clients ==")
+            server = subprocess.Popen(
+                [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                line = server.stdout.readline() if server.stdout else ""
+                port = int(line.split()[-1])
+                url = f"http://127.0.0.1:{port}/mcp"
+                config = {"mcpServers": {f"s{i}": {"url": url} for i in range(args.clients)}}
+                t0 = time.perf_counter()
+                hub = cluster.hub("many", config)
+                started = time.perf_counter() - t0
+                hub.await_ready(timeout=300, servers="all")
+                ready = time.perf_counter() - t0
+                (host,) = cluster.status().hosts
+                total = rss_mib(host.pid)
+                t1 = time.perf_counter()
+                futures = [hub.futures.call_tool(f"s{i}.add", ADD) for i in range(args.clients)]
+                texts = [f.get(timeout=120).text for f in futures]
+                calls = time.perf_counter() - t1
+                print(
+                    f"host started in {started:.2f} s, {host.clients} clients all ready in "
+                    f"{ready:.2f} s; one call each in {calls:.2f} s ({texts.count('3')} ok); "
+                    f"host RSS {total:.0f} MiB: {(total - base) / args.clients * 1024:.0f} KiB "
+                    f"per client over the 1-client host"
+                )
+                t2 = time.perf_counter()
+                hub.stop()
+                print(f"all stopped in {time.perf_counter() - t2:.2f} s")
+            finally:
+                server.kill()
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+"""The Ray engine: hosts are async Ray actors (``pip install 'conduit-mcp[ray]'``).
+
+``ray`` is imported only when an engine opens, so ``import conduit_mcp`` never needs it.
+Each host is a named actor (``conduit-<tenant>-<index>`` in the engine's namespace: the
+registry a second caller finds it by), created with ``max_task_retries=0`` (a call that may
+have run is never sent again) and ``max_restarts`` from the options (Ray rebuilds the host
+from its spec: the actor's constructor arguments). A host runs on the node its tenant maps to
+(node affinity); when that node is gone, the cluster starts the host again from its spec on a
+node that is alive (``Cluster``'s respawn: Ray cannot restart an actor bound to a dead node).
+Soft affinity would do that by itself, but Ray 2.60 spilled soft-placed actors to another
+node while the preferred one was alive and idle (seen on the two-node test cluster), so the
+placement would not hold.
+
+Loopback: a Ray this engine starts has every node and worker address on 127.0.0.1
+(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve its node address to the loopback
+one, read when ``ray`` is first imported), no dashboard, no usage stats, one CPU and a small
+object store. A Ray the application started is attached to and left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import Error
+from . import protocol as p
+from .engine import HostLost
+
+#: Environment a Ray this engine starts needs, set before ``ray`` is first imported.
+LOOPBACK_ENV: Mapping[str, str] = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node address: get_localhost_ip()
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def import_ray(loopback: bool = True) -> Any:
+    """``ray``, imported now (after the loopback environment when it is first imported).
+
+    Raises:
+        Error: ``config``/``ray`` when the extra is not installed.
+    """
+    import sys
+
+    if loopback and "ray" not in sys.modules:
+        for key, value in LOOPBACK_ENV.items():
+            os.environ.setdefault(key, value)
+    try:
+        import ray
+    except ImportError:
+        raise Error(
+            "config",
+            "ray",
+            "the Ray engine needs Ray: pip install 'conduit-mcp[ray]'",
+        ) from None
+    return ray
+
+
+def _host_actor(ray: Any) -> Any:
+    """The host's actor class (made once Ray is imported; Ray pickles it to its workers)."""
+
+    class RayHost:
+        def __init__(self, spec: dict[str, Any], lease: float) -> None:
+            from conduit_mcp.cluster.host import HostCore
+
+            self.core = HostCore(spec, lease=lease)
+            self.node = ray.get_runtime_context().get_node_id()
+
+        async def submit(
+            self, caller: str, calls: list[dict[str, Any]], linger: float
+        ) -> list[dict[str, Any]]:
+            return await self.core.submit(caller, calls, linger)
+
+        async def poll(self, caller: str, wait: float) -> list[dict[str, Any]]:
+            return await self.core.poll(caller, wait)
+
+        async def leave(self, caller: str) -> int:
+            return self.core.leave(caller)
+
+        async def notes(self, caller: str, methods: Any, servers: Any) -> None:
+            self.core.notes(caller, methods, servers)
+
+        async def info(self) -> dict[str, Any]:
+            self.core.begin()
+            return {**self.core.info(), "node": self.node}
+
+        async def views(self) -> dict[str, Any]:
+            return self.core.views()
+
+        async def await_ready(self, timeout: float, servers: Any) -> dict[str, Any]:
+            return await self.core.await_ready(timeout, servers)
+
+        async def shutdown(self) -> None:
+            self.core.stop()
+
+    return ray.remote(RayHost)
+
+
+def _restarting(exc: Exception) -> bool:
+    """An ActorDiedError of an actor Ray will start again (its text says so)."""
+    text = str(exc)
+    return "restart" in text and "max_restarts" not in text and "will not be restarted" not in text
+
+
+#: How much longer than its own wait a poll may take before the host counts as lost.
+POLL_SLACK = 15.0
+
+
+class RayHandle:
+    """The caller's handle of one host actor: each method one Ray message, a host that died
+    under it raised as :class:`~conduit_mcp.cluster.engine.HostLost`."""
+
+    def __init__(self, engine: RayEngine, name: str, actor: Any) -> None:
+        self.engine = engine
+        self.name = name
+        self.actor = actor
+
+    def _get(self, ref: Any, timeout: float | None = None) -> Any:
+        ray = self.engine.ray
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.ActorUnavailableError as exc:  # restarting, or unreachable
+            raise HostLost(self.name, permanent=False) from exc
+        except ray.exceptions.ActorDiedError as exc:
+            raise HostLost(self.name, permanent=not _restarting(exc)) from exc
+        except ray.exceptions.ActorUnschedulableError as exc:  # its node is gone
+            raise HostLost(self.name, permanent=True) from exc
+        except ray.exceptions.RayActorError as exc:
+            raise HostLost(self.name, permanent=False) from exc
+        except ray.exceptions.GetTimeoutError:
+            raise Error("timeout", "host_busy", f"host {self.name!r} did not answer") from None
+
+    def _read(self, method: str, timeout: float, *args: Any) -> Any:
+        """A message that changes nothing on the host, sent again while the host restarts
+        (until ``timeout``): reads are safe to repeat, calls never are."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._get(getattr(self.actor, method).remote(*args), timeout=max(left, 0.05))
+            except HostLost as exc:
+                if exc.permanent or time.monotonic() + 0.05 > deadline:
+                    raise
+                time.sleep(0.05)  # bounded: the host is restarting; Ray gives no event for it
+
+    def submit(self, caller: str, calls: list[dict[str, Any]], linger: float) -> Any:
+        return self._get(self.actor.submit.remote(caller, calls, linger))
+
+    def poll(self, caller: str, wait: float) -> Any:
+        # Bounded: a poll Ray holds on to for an actor it cannot place (its node is gone)
+        # would otherwise never return; a host that silent counts as lost.
+        try:
+            return self._get(self.actor.poll.remote(caller, wait), timeout=wait + POLL_SLACK)
+        except Error:
+            raise HostLost(self.name, permanent=False) from None
+
+    def leave(self, caller: str) -> Any:
+        return self._get(self.actor.leave.remote(caller), timeout=10.0)
+
+    def notes(self, caller: str, methods: Any, servers: Any) -> None:
+        self._read("notes", 30.0, caller, methods, servers)
+
+    def info(self, timeout: float = 30.0) -> dict[str, Any]:
+        result: dict[str, Any] = self._get(self.actor.info.remote(), timeout=timeout)
+        return result
+
+    def views(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._read("views", 30.0)
+        return result
+
+    def await_ready(self, timeout: float, servers: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        result: dict[str, Any] = self._read("info", timeout)
+        left = max(deadline - time.monotonic(), 0.05)
+        result = self._read("await_ready", left + 30.0, left, servers)
+        return result
+
+    def kill(self) -> None:
+        """Stop the host for good (its servers closed first, when it answers)."""
+        ray = self.engine.ray
+        try:
+            ray.get(self.actor.shutdown.remote(), timeout=10.0)
+        except Exception:
+            pass
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except Exception:
+            pass
+
+
+class RayEngine:
+    """Hosts as async Ray actors. Give it to :meth:`conduit_mcp.Cluster.start`.
+
+    Args:
+        address: a Ray cluster to attach to (``ray.init(address=...)``; ``RAY_ADDRESS``
+            too); without it, the application's Ray when ``ray.is_initialized()``, else a
+            local Ray this engine starts (and ``cluster.stop()`` stops).
+        namespace: where the hosts' names live (the registry).
+        max_restarts: how often Ray starts a host again after its process died.
+        clients_per_host: a tenant's servers are split over hosts of at most this many.
+        caller_lease: a caller that stops polling a host this long has its calls cancelled.
+        linger: a batch waits up to this long on the host for its calls, so fast calls come
+            back in the submit's reply (one message each way).
+        num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
+        init: more keywords for the local ``ray.init``.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        namespace: str = "conduit_mcp",
+        max_restarts: int = 3,
+        clients_per_host: int = 1000,
+        caller_lease: float = 10.0,
+        linger: float = 0.005,
+        num_cpus: int = 1,
+        object_store_memory: int = 80 * 1024 * 1024,
+        init: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(max_restarts, int) or max_restarts < -1:
+            raise Error("config", "max_restarts", "max_restarts must be an int >= 0 (-1: always)")
+        if not isinstance(clients_per_host, int) or clients_per_host < 1:
+            raise Error("config", "clients_per_host", "clients_per_host must be an int >= 1")
+        for key, value in (("caller_lease", caller_lease), ("linger", linger)):
+            if (
+                not isinstance(value, (int, float))
+                or value < 0
+                or (key == "caller_lease" and value == 0)
+            ):
+                raise Error("config", key, f"{key} must be a number of seconds > 0")
+        self.address = address
+        self.namespace = namespace
+        self.max_restarts = max_restarts
+        self.clients_per_host = clients_per_host
+        self.caller_lease = float(caller_lease)
+        self.linger = float(linger)
+        self.num_cpus = num_cpus
+        self.object_store_memory = object_store_memory
+        self.init = dict(init or {})
+        self.ray: Any = None
+        self.started = False  # a Ray this engine started (stop() shuts it down)
+        self.connected = False  # a driver connection this engine made (stop() drops it)
+        self._actor: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<RayEngine namespace={self.namespace!r} started={self.started}>"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Attach to a Ray or start one; on the main thread (Ray's processes die with the
+        thread that started them)."""
+        if threading.current_thread() is not threading.main_thread():
+            raise Error(
+                "config",
+                "main_thread",
+                "Cluster.start runs ray.init, which must run on the main thread "
+                "(Ray's processes die with the thread that started them)",
+            )
+        address = self.address or os.environ.get("RAY_ADDRESS") or None
+        ray = self.ray = import_ray(loopback=address is None)
+        if ray.is_initialized():
+            self.started = self.connected = False
+        elif address is not None:
+            ray.init(address=address, namespace=self.namespace, log_to_driver=False)
+            self.connected = True
+        else:
+            ray.init(
+                **{
+                    "_node_ip_address": "127.0.0.1",
+                    "num_cpus": self.num_cpus,
+                    "include_dashboard": False,
+                    "object_store_memory": self.object_store_memory,
+                    "namespace": self.namespace,
+                    "log_to_driver": False,
+                    **self.init,
+                }
+            )
+            self.started = self.connected = True
+        self._actor = _host_actor(ray)
+
+    def close(self) -> None:
+        """Stop the Ray this engine started, or drop the connection it made; a Ray the
+        application started is left as it is."""
+        if self.ray is not None and self.connected and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.connected = False
+
+    @property
+    def secure(self) -> bool:
+        """Ray's token authentication and TLS are both on: literals may cross."""
+        if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
+            return False
+        try:
+            from ray._private.authentication.authentication_utils import is_token_auth_enabled
+        except ImportError:
+            return False
+        return bool(is_token_auth_enabled())
+
+    # -- hosts --------------------------------------------------------------------------------
+
+    def nodes(self) -> list[str]:
+        return [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")]
+
+    def host_name(self, tenant: str, index: int) -> str:
+        return f"conduit-{tenant}-{index}"
+
+    def start_host(self, spec: p.HostSpec, index: int) -> RayHandle:
+        """Create the host's actor, placed by tenant; returns once it has started."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node = p.placement(spec.tenant, self.nodes(), index)
+        options: dict[str, Any] = {
+            "name": spec.name,
+            "namespace": self.namespace,
+            "max_restarts": self.max_restarts,
+            "max_task_retries": 0,
+            "num_cpus": 0,
+            "max_concurrency": 10_000,
+        }
+        if node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        try:
+            actor = self._actor.options(**options).remote(spec.to_data(), self.caller_lease)
+        except ValueError as exc:  # the name is taken
+            raise Error(
+                "config",
+                "tenant",
+                f"a host named {spec.name!r} already runs in namespace {self.namespace!r}: "
+                "stop its hub first, or attach to it with cluster.hub(tenant)",
+            ) from exc
+        return RayHandle(self, spec.name, actor)
+
+    def find_hosts(self, tenant: str) -> list[RayHandle]:
+        """The hosts of a tenant another caller started, found by name (a host started
+        again after its node died carries a generation: ``conduit-t-0.r1``)."""
+        prefix = f"conduit-{tenant}-"
+        latest: dict[int, tuple[int, str]] = {}
+        for name in self.ray.util.list_named_actors(all_namespaces=False):
+            if not name.startswith(prefix):
+                continue
+            index_text, _, generation = name[len(prefix) :].partition(".r")
+            if not index_text.isdigit() or (generation and not generation.isdigit()):
+                continue
+            index, gen = int(index_text), int(generation or 0)
+            if index not in latest or latest[index][0] < gen:
+                latest[index] = (gen, name)
+        found = []
+        for index in sorted(latest):
+            name = latest[index][1]
+            try:
+                actor = self.ray.get_actor(name, namespace=self.namespace)
+            except ValueError:
+                continue
+            found.append(RayHandle(self, name, actor))
+        return found
+
+    def wait_alive(self, handle: RayHandle, timeout: float) -> dict[str, Any]:
+        """The host's info once it answers (a restart in progress is waited for)."""
+        result: dict[str, Any] = handle._read("info", timeout)
+        return result
