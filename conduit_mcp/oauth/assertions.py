@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from authlib.common.urls import url_encode
@@ -35,6 +35,9 @@ from .config import OAuth
 from .discovery import Discovered
 from .records import ClientCredentials, TokenSet, header_safe, safe_code
 from .tokens import token_request
+
+if TYPE_CHECKING:
+    from .dpop import Prover
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"

@@ -105,8 +105,7 @@ SKILLS = [
 # The harness's client scenarios not run here, and why (the check below wants each named).
 NOT_RUN: dict[str, dict[str, str]] = {
     V1: {},
-    V2: {
-    },
+    V2: {},
 }
 
 # (harness version, --spec-version or None, scenario)

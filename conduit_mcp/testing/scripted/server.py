@@ -61,17 +61,15 @@ from .protocol import (
 )
 from .rounds import MAX_CARRIERS, MAX_KEPT, RoundsMixin
 from .rules import HTTP_FAULTS, Rule
+from .skills import SkillsMixin
 from .task_state import shared_table
 from .tasks import CONFORMANCE_TASK_TOOL_SPECS, TASK_TOOL_SPECS, TasksMixin
-from .skills import SkillsMixin
 from .tools import ToolsMixin
 
 __all__ = ["ScriptedMcpServer"]
 
 
-class ScriptedMcpServer(
-    HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksMixin, SkillsMixin
-):
+class ScriptedMcpServer(HandlersMixin, ToolsMixin, AskMixin, RoundsMixin, TasksMixin, SkillsMixin):
     """One connection's worth of MCP server state (one process on stdio).
 
     ``emit(msg)`` sends a JSON-RPC message; ``emit_raw(line)`` writes raw bytes (a whole line,
