@@ -167,7 +167,10 @@ class ClientTree:
         self.subscribers: dict[Hashable, Subscriber] = {}
         self.supervisor: pykka.ActorRef[Any] | None = None
         # The lazy children (notifier, refresher), told without blocking (otp/siblings.py).
-        self.siblings = Siblings(self.registry, lambda: self.supervisor)
+        # Known from the supervisor's construction on: its init (in the caller's thread) starts
+        # the children, and one may tell a sibling not started yet (Supervisor(announce=)).
+        self._announced: pykka.ActorRef[Any] | None = None
+        self.siblings = Siblings(self.registry, lambda: self.supervisor or self._announced)
         # Set when the tree exits on its own (restart intensity, or a significant child).
         self.stopped = threading.Event()
         # Started under an application's supervisor (``Client.child_spec``): a parent may
@@ -233,6 +236,9 @@ class ClientTree:
             )
         return specs
 
+    def _announce(self, ref: pykka.ActorRef[Any]) -> None:
+        self._announced = ref
+
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:
         self.supervised = link is not None
 
@@ -252,6 +258,7 @@ class ClientTree:
             registry=self.registry,
             on_give_up=gave_up,
             link=link,
+            announce=self._announce,
         )
         self.supervisor = sup
         if not sup.is_alive():

@@ -235,6 +235,7 @@ class Supervisor(PooledActor):
         registry: Registry | None = None,
         on_give_up: Callable[[BaseException | None], None] | None = None,
         link: Link | None = None,
+        announce: Callable[[pykka.ActorRef[Any]], None] | None = None,
     ) -> None:
         # Validated here, in the caller's thread, so a bad tree fails ``start`` itself.
         if strategy not in ("one_for_one", "rest_for_one", "one_for_all"):
@@ -254,6 +255,11 @@ class Supervisor(PooledActor):
                     f"child {spec.id!r}: permanent cannot be significant (it is always restarted)",
                 )
         super().__init__(link=link)
+        if announce is not None:
+            # Its ref before init starts the children: under ``start_here`` init runs in the
+            # caller's thread, and a child that tells a sibling not yet started (the
+            # connection's first 401 asks the OAuth actor) reaches it through this ref.
+            announce(self.actor_ref)
         self._children = [_Child(spec, i) for i, spec in enumerate(children)]
         self._by_id = {child.spec.id: child for child in self._children}
         self._strategy = strategy
