@@ -162,6 +162,10 @@ class _Inbox:
     def empty(self) -> bool:
         return self._queue.empty()
 
+    def qsize(self) -> int:
+        """Messages waiting (as Pykka's inbox has it: replies.py reads it to batch)."""
+        return self._queue.qsize()
+
     def claim(self) -> bool:
         """Take the actor for the calling thread if it is idle."""
         with self._lock:
@@ -207,7 +211,18 @@ class PooledActor(SafeActor):
     def start_here(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
         """Start the actor and run its ``init`` in the calling thread; return once it ran
         (it succeeded if ``ref.is_alive()``). Messages told meanwhile are handled after it,
-        on the pool."""
+        on the pool.
+
+        >>> import threading
+        >>> class Where(PooledActor):
+        ...     def init(self):
+        ...         self.started_on = threading.current_thread().name
+        ...     def receive(self, message):
+        ...         return self.started_on
+        >>> ref = Where.start_here()
+        >>> ref.ask("where") == threading.current_thread().name, ref.stop()
+        (True, True)
+        """
         obj = cls(*args, **kwargs)
         pykka.ActorRegistry.register(obj.actor_ref)
         obj._setup()
@@ -286,7 +301,14 @@ def stop_here(ref: pykka.ActorRef[Any], timeout: float | None = None) -> bool:
     """``ref.stop(block=True, timeout=timeout)``; for an idle :class:`PooledActor`, the
     calling thread runs the stop (and what was queued before it) itself instead of waking a
     pool worker and waiting for it. ``False`` if the actor was already dead; raises
-    ``pykka.Timeout`` as ``ref.stop`` does."""
+    ``pykka.Timeout`` as ``ref.stop`` does.
+
+    >>> class Idle(PooledActor):
+    ...     pass
+    >>> ref = Idle.start_here()
+    >>> stop_here(ref, timeout=5), stop_here(ref, timeout=5)
+    (True, False)
+    """
     inbox = ref.actor_inbox
     if not isinstance(inbox, _Inbox) or not inbox.claim():
         return ref.stop(block=True, timeout=timeout)

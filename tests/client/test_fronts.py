@@ -348,6 +348,8 @@ FRONT_FILES = (
     # the Hub's family (scripts/fronts_hub.py): gen_fronts renders every family
     "conduit_mcp/hub/hub.py",
     "conduit_mcp/hub/fronts.py",
+    # the cluster's remote hub (scripts/fronts_cluster.py)
+    "conduit_mcp/cluster/remote.py",
 )
 
 

@@ -40,7 +40,9 @@ class Logs(mcp.Handler):
 
 
 def connection_threads() -> set[str]:
-    return {t.name for t in threading.enumerate() if t.name.startswith("Connection")}
+    """The threads the connection runs on: the shared actor pool's (otp/pooled.py), which
+    serves only library actors that never run user code."""
+    return {t.name for t in threading.enumerate() if t.name.startswith("conduit-mcp-actor-")}
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])

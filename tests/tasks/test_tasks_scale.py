@@ -1,5 +1,5 @@
 """A thousand concurrent tasks on one client poll without a thread each: every task is a
-coroutine on the shared I/O loop (docs/tasks.md, "Where the poll runs"), so the process's
+coroutine on the shared I/O loop (docs/tasks.md, "Polling"), so the process's
 thread count stays where it was, and the server still sees at most one ``tasks/get`` per
 ``pollIntervalMs`` per task."""
 
