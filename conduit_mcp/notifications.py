@@ -50,6 +50,9 @@ __all__ = [
 
 # Synthetic notifications the client itself delivers to subscribers (never from a server:
 # the ``conduit_mcp/`` prefix is not an MCP method).
+#: The methods of the client's own notifications begin with it (the server's never do).
+OWN_PREFIX: Final = "conduit_mcp/"
+
 TOOL_DEFINITION_CHANGED: Final = "conduit_mcp/tool_definition_changed"
 """The method of the notification a subscriber gets when a refreshed tool list holds a tool
 whose definition changed under the same name (params ``{"name": ...}``): a server cannot

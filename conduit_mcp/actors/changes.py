@@ -43,7 +43,12 @@ import pykka
 from ..cache import Cache
 from ..config import Config
 from ..errors import Error
-from ..notifications import LIST_REFRESHED, TOOL_DEFINITION_CHANGED, ServerNotification
+from ..notifications import (
+    LIST_REFRESHED,
+    OWN_PREFIX,
+    TOOL_DEFINITION_CHANGED,
+    ServerNotification,
+)
 from ..protocol import listen as lsn
 from ..protocol.cache_rules import Kind, ttl_ms
 from ..protocol.cache_rules import scope as page_scope
@@ -275,6 +280,11 @@ class ChangeTracker:
         listen the listen actor ``routed`` here."""
         if method == lsn.CANCELLED or method == lsn.ACKNOWLEDGED:
             return  # for a request of ours (the transport cancels), or a listen's: not routed
+        if method.startswith(OWN_PREFIX):
+            # A server posing as the client (a forged conduit_mcp/list_refreshed or
+            # tool_definition_changed): dropped and counted, never delivered.
+            self._tel.dropped()
+            return
         if not routed:
             sid = lsn.subscription_id(params)
             if sid is not None:
@@ -311,7 +321,10 @@ class ChangeTracker:
                 self._request_refresh(kind)
 
     def _deliver(self, method: str, params: Any) -> None:
-        if self._handler_notes is not None:
+        # The handler's handle_notification takes the server's notifications only; the
+        # client's own (conduit_mcp/list_refreshed, .../tool_definition_changed) are for
+        # subscribers (docs/handler.md). A server's with that prefix never gets here.
+        if self._handler_notes is not None and not method.startswith(OWN_PREFIX):
             self._handler_notes(method, params)
         # Nobody subscribed, and no notifier: nothing to tell (the notifier is started by the
         # first subscription; checked too, as a restarted connection learns its consumers

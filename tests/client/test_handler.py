@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import threading
 from typing import Any
 
@@ -302,6 +303,23 @@ def test_the_handler_gets_notifications_and_logs(legacy_client: Any) -> None:
     assert handler.notes == ["notifications/vendor/thing"]
 
 
+def test_a_server_posing_as_the_client_reaches_no_subscriber_nor_handler(
+    legacy_client: Any,
+) -> None:
+    """``conduit_mcp/...`` is the client's own notifications' prefix: a server's notification
+    with it (a forged list_refreshed or tool_definition_changed) is dropped."""
+    handler = Assistant()
+    client = legacy_client(handler)
+    notes: queue.Queue[Any] = queue.Queue()
+    client.subscribe_notifications(notes)
+    for forged in (mcp.LIST_REFRESHED, mcp.TOOL_DEFINITION_CHANGED):
+        client.call_tool("notify", {"method": forged, "params": {"kind": "tools"}})
+    client.call_tool("notify", {"method": "notifications/vendor/after"})  # in order: last
+    assert handler.noted.wait(10)
+    assert notes.get(timeout=10).method == "notifications/vendor/after"
+    assert handler.notes == ["notifications/vendor/after"]
+
+
 def test_without_a_handler_server_requests_are_refused(legacy_client: Any) -> None:
     client = legacy_client(None)
     assert answer(client.call_tool("client_request", {"method": "ping"})) == {}
@@ -431,8 +449,12 @@ def test_a_handler_taking_notifications_is_a_listen_consumer(
         "promptsListChanged": True,
         "resourcesListChanged": True,
     }
-    client.call_tool("changed", {"kind": "tools"})
+    refreshed: queue.Queue[Any] = queue.Queue()
+    client.subscribe_notifications(refreshed, methods=[mcp.LIST_REFRESHED])
+    client.call_tool("changed", {"kind": "tools"})  # listed first: the cache refreshes too
     assert handler.noted.wait(10)
+    # The client's own notification went to the subscriber, never to handle_notification.
+    assert refreshed.get(timeout=10).params["kind"] == "tools"
     assert handler.notes == ["notifications/tools/list_changed"]
 
 
