@@ -20,7 +20,15 @@ process. Each N runs in a fresh interpreter (so threads and memory are its own),
   what they are for (an actor thread is named after its actor class, ``conduit-mcp-actor-N``
   is a worker of the actor pool, ``conduit-mcp-io`` the shared I/O loop);
 * **stop**: ``Client.stop_all(clients)`` (``--stop serial``: ``client.stop()`` one by one);
-* RSS: this process's resident memory with all clients ready (``VmRSS``), and its peak.
+* RSS: this process's resident memory with all clients ready (``VmRSS``), and its peak;
+* GC: the time CPython's cyclic collector took in each phase (``gc.callbacks``), and how
+  many full (generation 2) collections ran. A full collection walks every tracked object
+  of the process, ~300 a client: at 10,000 clients one takes 1-2 s with the GIL held, and
+  they were a third of the run. ``--gc freeze`` is what an application holding thousands
+  of clients can do about it: no collection while the clients start
+  (``gc.disable()``), then ``gc.freeze()`` once all are ready (their objects leave the
+  collector's generations, so later full collections walk only what came after) and
+  ``gc.enable()``. The library itself never touches the collector.
 
 The handshake's timeouts are 120 s (``PATIENCE``): thousands of clients connecting at once
 queue behind each other on the one I/O loop, and a probe unanswered within the default 5 s
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import re
@@ -126,9 +135,42 @@ async def _call_all(clients: list[Any], deadline: float) -> list[str | None]:
     return await asyncio.gather(*(one(client) for client in clients))
 
 
-def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -> dict[str, Any]:
+class GcClock:
+    """Seconds CPython's collector ran, and full collections, per phase (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._began = 0.0
+        self._marks: dict[str, tuple[float, int]] = {}
+        self._last = (0.0, 0)
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._began
+        if info["generation"] == 2:
+            self.full += 1
+
+    def mark(self, phase: str) -> None:
+        """The time and full collections since the previous mark, as ``phase``'s."""
+        now = (self.seconds, self.full)
+        self._marks[phase] = (round(now[0] - self._last[0], 3), now[1] - self._last[1])
+        self._last = now
+
+    def close(self) -> dict[str, tuple[float, int]]:
+        gc.callbacks.remove(self._callback)
+        return self._marks
+
+
+def run_one(
+    n: int, transport: str, era: str, stop_mode: str, deadline: float, gc_mode: str = "default"
+) -> dict[str, Any]:
     import conduit_mcp as mcp
 
+    clock = GcClock()
     server = HttpServer() if transport == "http" else None
     try:
         if server is not None:
@@ -138,6 +180,9 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
         options = {"protocol": era, "probe_timeout": PATIENCE, "request_timeout": PATIENCE}
         threads_before = threading.active_count()
         rss_before = _rss_mib()
+        clock.mark("before")
+        if gc_mode == "freeze":
+            gc.disable()
         t0 = time.monotonic()
         clients = [mcp.Client.start(spec, **options) for _ in range(n)]
         t1 = time.monotonic()
@@ -145,6 +190,10 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
         for client in clients:
             client.await_ready(timeout=max(0.001, end - time.monotonic()))
         t2 = time.monotonic()
+        clock.mark("ready")
+        if gc_mode == "freeze":
+            gc.freeze()
+            gc.enable()
         rss_ready = _rss_mib()
         idle = _threads_by_purpose()
         threads_idle = threading.active_count() - threads_before
@@ -161,12 +210,14 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
             if result.text != "3":
                 raise RuntimeError(f"unexpected answer {result.text!r}")
         t4 = time.monotonic()
+        clock.mark("call_each")
         threads_after_calls = threading.active_count() - threads_before
         # The second call to each, all at once from asyncio tasks (the tools were listed by
         # the first call, for the output check).
         t_all = time.monotonic()
         texts = asyncio.run(_call_all(clients, deadline))
         t_all_end = time.monotonic()
+        clock.mark("all_at_once")
         if set(texts) != {"3"}:
             raise RuntimeError(f"unexpected answers {set(texts)!r}")
         rss_calls = _rss_mib()
@@ -177,8 +228,11 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
         else:
             mcp.Client.stop_all(clients, timeout=deadline)
         t6 = time.monotonic()
+        clock.mark("stop")
         threads_left = threading.active_count() - threads_before
     finally:
+        gc.enable()
+        gc_marks = clock.close()
         if server is not None:
             server.stop()
     return {
@@ -186,6 +240,10 @@ def run_one(n: int, transport: str, era: str, stop_mode: str, deadline: float) -
         "transport": transport,
         "era": era,
         "stop_mode": stop_mode,
+        "gc_mode": gc_mode,
+        "gc_s_by_phase": {k: v[0] for k, v in gc_marks.items() if k != "before"},
+        "gc_full_by_phase": {k: v[1] for k, v in gc_marks.items() if k != "before"},
+        "load_avg_1min": round(os.getloadavg()[0], 2),
         "start_s": round(t1 - t0, 3),
         "ready_s": round(t2 - t0, 3),
         "call_each_s": round(t4 - t3, 3),
@@ -215,7 +273,13 @@ def _print(row: dict[str, Any]) -> None:
         f"{row['rss_peak_mib']:.0f} MiB peak  threads {row['threads_idle']} ready, "
         f"{row['threads_long_idle']} idle "
         f"({row['threads_long_idle'] / n:.2f} a client), {row['threads_after_calls']} after calls, "
-        f"{row['threads_left_after_stop']} left after stop",
+        f"{row['threads_left_after_stop']} left after stop  load {row['load_avg_1min']:.2f}",
+        flush=True,
+    )
+    gc_s, full = row["gc_s_by_phase"], row["gc_full_by_phase"]
+    print(
+        f"       GC ({row['gc_mode']}), seconds (full collections) by phase: "
+        + ", ".join(f"{k} {gc_s[k]:.2f} s ({full[k]})" for k in gc_s),
         flush=True,
     )
     for key, when in (("threads_idle_by_name", "ready"), ("threads_long_idle_by_name", "6 s idle")):
@@ -231,14 +295,22 @@ def main() -> int:
     p.add_argument("--stop", choices=("all", "serial"), default="all", help="how to stop them")
     p.add_argument("--deadline", type=float, default=600.0, help="seconds per phase (600)")
     p.add_argument("--json", help="append each row as a JSON line to this file")
+    p.add_argument(
+        "--gc",
+        choices=("default", "freeze"),
+        default="default",
+        help="the collector as is, or off while starting and gc.freeze() once all are ready",
+    )
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child: run one N here
     args = p.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.transport, args.era, args.stop, args.deadline)))
+        row = run_one(args.one, args.transport, args.era, args.stop, args.deadline, args.gc)
+        print(json.dumps(row))
         return 0
     for n in [int(x) for x in args.clients.split(",") if x]:
         cmd = [sys.executable, __file__, "--one", str(n), "--transport", args.transport]
         cmd += ["--era", args.era, "--stop", args.stop, "--deadline", str(args.deadline)]
+        cmd += ["--gc", args.gc]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=6 * args.deadline)
         if out.returncode != 0:
             sys.stderr.write(out.stderr[-4000:])

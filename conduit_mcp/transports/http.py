@@ -166,8 +166,12 @@ class HttpTransport:
         self._session: aiohttp.ClientSession | None = None
         # Long-lived streams (the legacy GET stream, modern subscriptions/listen) get their
         # own pool: counted in pool_limit they would hold its connections for good, and a
-        # pool_limit of 1 (or 2 with both) would leave no connection for any request.
+        # pool_limit of 1 (or 2 with both) would leave no connection for any request. Made
+        # by the first stream (streams()): most clients never open one, and a session with
+        # its connector costs ~6 KiB and ~50 us a client (benchmarks/many_clients.py).
         self._streams: aiohttp.ClientSession | None = None
+        # What the streams' session is made with, set by _open (I/O loop).
+        self._makings: tuple[Any, Any, Any] | None = None
         self._pool = Pool(spec.keep_alive, on_connect=self._connected)
         self._stream_pool = Pool(spec.keep_alive, on_connect=self._connected)
         self._timeout = aiohttp.ClientTimeout(
@@ -369,8 +373,20 @@ class HttpTransport:
         return self._session
 
     def streams(self) -> aiohttp.ClientSession:
-        assert self._streams is not None
-        return self._streams
+        """The streams' session, made on first use (after ``_open``; I/O loop). ``_close``
+        closes it if it was made, whenever that was before its end."""
+        streams = self._streams
+        if streams is None:
+            assert self._makings is not None
+            tls, guard, dpop = self._makings
+            streams = self._streams = _session(
+                self._stream_pool.new_connector(STREAM_LIMIT, ssl=tls),
+                self._stream_pool,
+                guard,
+                self._timeout,
+                dpop,
+            )
+        return streams
 
     def in_flight(self, rid: Any) -> Sent | None:
         return self._sent.get(rid)
@@ -399,13 +415,7 @@ class HttpTransport:
         self._session = _session(
             self._pool.new_connector(self._limit, ssl=tls), self._pool, guard, self._timeout, dpop
         )
-        self._streams = _session(
-            self._stream_pool.new_connector(STREAM_LIMIT, ssl=tls),
-            self._stream_pool,
-            guard,
-            self._timeout,
-            dpop,
-        )
+        self._makings = (tls, guard, dpop)
         safe_tell(self.owner, TransportUp(self.gen))
 
     def _connected(self) -> None:
@@ -819,7 +829,7 @@ class HttpTransport:
     def _start_listen(
         self, tag: str, body: bytes, headers: dict[str, str], sink: StreamSink
     ) -> None:
-        if self._closing or self._streams is None or tag in self._listens:
+        if self._closing or self._session is None or tag in self._listens:
             _tell_sink(sink, StreamEnded(self.gen, tag, "closed"))
             return
         key = getattr(sink, "actor_urn", None) or id(sink)
@@ -833,7 +843,7 @@ class HttpTransport:
         task.add_done_callback(lambda _t: self._listens.pop(tag, None))
 
     def _start_get(self, tag: str, sink: StreamSink, last_event_id: str | None) -> None:
-        if self._closing or self._streams is None:
+        if self._closing or self._session is None:
             _tell_sink(sink, StreamEnded(self.gen, tag, "closed", final=True))
             return
         self._legacy.open_get(tag, sink, last_event_id)
