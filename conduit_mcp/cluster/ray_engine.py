@@ -205,6 +205,21 @@ class RayEngine:
             back in the submit's reply (one message each way).
         num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
         init: more keywords for the local ``ray.init``.
+
+    The options are checked when the engine is made; Ray is imported only when it opens
+    (:meth:`conduit_mcp.Cluster.start`), so a bad option costs no Ray:
+
+    >>> import conduit_mcp as mcp
+    >>> engine = mcp.RayEngine(namespace="gateway", clients_per_host=500, caller_lease=5)
+    >>> engine
+    <RayEngine namespace='gateway' started=False>
+    >>> engine.clients_per_host, engine.caller_lease, engine.max_restarts
+    (500, 5.0, 3)
+    >>> try:
+    ...     mcp.RayEngine(clients_per_host=0)
+    ... except mcp.Error as e:
+    ...     print(e.kind, e.reason)
+    config clients_per_host
     """
 
     def __init__(
@@ -253,7 +268,23 @@ class RayEngine:
 
     def open(self) -> None:
         """Attach to a Ray or start one; on the main thread (Ray's processes die with the
-        thread that started them)."""
+        thread that started them). :meth:`conduit_mcp.Cluster.start` calls it.
+
+        From another thread it is refused before Ray is imported:
+
+        >>> import threading
+        >>> import conduit_mcp as mcp
+        >>> seen = []
+        >>> def open_it() -> None:
+        ...     try:
+        ...         mcp.RayEngine().open()
+        ...     except mcp.Error as e:
+        ...         seen.append((e.kind, e.reason))
+        >>> thread = threading.Thread(target=open_it)
+        >>> thread.start(); thread.join(timeout=10)
+        >>> seen
+        [('config', 'main_thread')]
+        """
         if threading.current_thread() is not threading.main_thread():
             raise Error(
                 "config",
@@ -285,14 +316,29 @@ class RayEngine:
 
     def close(self) -> None:
         """Stop the Ray this engine started, or drop the connection it made; a Ray the
-        application started is left as it is."""
+        application started is left as it is. :meth:`conduit_mcp.Cluster.stop` calls it.
+
+        >>> import conduit_mcp as mcp
+        >>> engine = mcp.RayEngine()
+        >>> engine.close()  # never opened: nothing to stop
+        >>> engine.started, engine.connected
+        (False, False)
+        """
         if self.ray is not None and self.connected and self.ray.is_initialized():
             self.ray.shutdown()
         self.connected = False
 
     @property
     def secure(self) -> bool:
-        """Ray's token authentication and TLS are both on: literals may cross."""
+        """Ray's token authentication and TLS are both on: literals may cross.
+
+        Off, a literal credential in a config's ``headers`` or ``env`` is refused:
+
+        >>> import os
+        >>> import conduit_mcp as mcp
+        >>> os.environ.get("RAY_USE_TLS", "0") in ("0", "") and mcp.RayEngine().secure
+        False
+        """
         if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
             return False
         try:
@@ -304,13 +350,50 @@ class RayEngine:
     # -- hosts --------------------------------------------------------------------------------
 
     def nodes(self) -> list[str]:
+        """The ids of the Ray nodes alive now (none before the engine opens).
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.RayEngine().nodes()
+        []
+        """
+        if self.ray is None:
+            return []
         return [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")]
 
     def host_name(self, tenant: str, index: int) -> str:
+        """The name of a tenant's ``index``-th host: its named actor in the engine's
+        namespace, by which another caller finds it (``cluster.hub(tenant)``).
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.RayEngine().host_name("acme", 0)
+        'conduit-acme-0'
+        """
         return f"conduit-{tenant}-{index}"
 
+    def _opened(self) -> Any:
+        if self.ray is None or self._actor is None:
+            raise Error(
+                "closed",
+                "not_open",
+                "the engine is not open: Cluster.start(engine) opens it",
+            )
+        return self.ray
+
     def start_host(self, spec: p.HostSpec, index: int) -> RayHandle:
-        """Create the host's actor, placed by tenant; returns once it has started."""
+        """Create the host's actor, placed by tenant (node affinity to the node
+        :func:`conduit_mcp.cluster.protocol.placement` picks); :meth:`conduit_mcp.Cluster.hub`
+        calls it, then waits for the host with :meth:`wait_alive`. An engine not open
+        starts nothing:
+
+        >>> import conduit_mcp as mcp
+        >>> from conduit_mcp.cluster.protocol import HostSpec
+        >>> try:
+        ...     mcp.RayEngine().start_host(HostSpec("conduit-acme-0", "acme", {}, {}), 0)
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         node = p.placement(spec.tenant, self.nodes(), index)
@@ -337,7 +420,16 @@ class RayEngine:
 
     def find_hosts(self, tenant: str) -> list[RayHandle]:
         """The hosts of a tenant another caller started, found by name (a host started
-        again after its node died carries a generation: ``conduit-t-0.r1``)."""
+        again after its node died carries a generation: ``conduit-t-0.r1``).
+
+        >>> import conduit_mcp as mcp
+        >>> try:
+        ...     mcp.RayEngine().find_hosts("acme")
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         prefix = f"conduit-{tenant}-"
         latest: dict[int, tuple[int, str]] = {}
         for name in self.ray.util.list_named_actors(all_namespaces=False):
@@ -360,6 +452,17 @@ class RayEngine:
         return found
 
     def wait_alive(self, handle: RayHandle, timeout: float) -> dict[str, Any]:
-        """The host's info once it answers (a restart in progress is waited for)."""
+        """The host's info once it answers (a restart in progress is waited for): its
+        ``pid``, ``node``, ``clients``, ``ready``, ``in_flight``, ``servers``, and ``error``
+        when its Hub refused the spec.
+
+        >>> import conduit_mcp as mcp
+        >>> try:
+        ...     mcp.RayEngine().wait_alive(None, 1.0)
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         result: dict[str, Any] = handle._read("info", timeout)
         return result
