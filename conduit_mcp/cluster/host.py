@@ -63,6 +63,7 @@ class HostCore:
         *,
         lease: float = 10.0,
         environ: Mapping[str, str] | None = None,
+        secrets_file: str | None = None,
     ) -> None:
         self.spec = p.HostSpec.from_data(spec)
         self.lease = lease
@@ -74,11 +75,18 @@ class HostCore:
         self._notes: asyncio.Queue[HubNotification] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._fan: asyncio.Task[None] | None = None
-        env = os.environ if environ is None else environ
+        env: Mapping[str, str] = os.environ if environ is None else environ
+        try:
+            env = p.host_environ(secrets_file, env)
+        except Error as exc:  # the host runs no hub; its info says why
+            self.error = p.failure(0, exc, ())["error"]
         self._secrets = p.secret_values(self.spec.config, env)
         try:
-            p.check_spec(self.spec)
-            self.hub = Hub.start(dict(self.spec.config), environ=env, **dict(self.spec.options))
+            if self.error is None:
+                p.check_spec(self.spec)
+                self.hub = Hub.start(
+                    dict(self.spec.config), environ=env, **dict(self.spec.options)
+                )
         except Error as exc:
             self.error = p.failure(0, exc, self._secrets)["error"]
         except Exception as exc:  # a bug in the spec's handling: plain, never a traceback

@@ -62,10 +62,12 @@ def _host_actor(ray: Any) -> Any:
     """The host's actor class (made once Ray is imported; Ray pickles it to its workers)."""
 
     class RayHost:
-        def __init__(self, spec: dict[str, Any], lease: float) -> None:
+        def __init__(
+            self, spec: dict[str, Any], lease: float, secrets_file: str | None = None
+        ) -> None:
             from conduit_mcp.cluster.host import HostCore
 
-            self.core = HostCore(spec, lease=lease)
+            self.core = HostCore(spec, lease=lease, secrets_file=secrets_file)
             self.node = ray.get_runtime_context().get_node_id()
 
         async def submit(
@@ -201,6 +203,9 @@ class RayEngine:
         max_restarts: how often Ray starts a host again after its process died.
         clients_per_host: a tenant's servers are split over hosts of at most this many.
         caller_lease: a caller that stops polling a host this long has its calls cancelled.
+        secrets_file: a JSON object of strings on the hosts' machines (a host-side provider):
+            each host reads it itself and expands ``${VAR}`` from it over its environment;
+            its values never cross the engine.
         linger: a batch waits up to this long on the host for its calls, so fast calls come
             back in the submit's reply (one message each way).
         num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
@@ -234,6 +239,7 @@ class RayEngine:
         num_cpus: int = 1,
         object_store_memory: int = 80 * 1024 * 1024,
         init: Mapping[str, Any] | None = None,
+        secrets_file: str | None = None,
     ) -> None:
         if not isinstance(max_restarts, int) or max_restarts < -1:
             raise Error("config", "max_restarts", "max_restarts must be an int >= 0 (-1: always)")
@@ -246,6 +252,9 @@ class RayEngine:
                 or (key == "caller_lease" and value == 0)
             ):
                 raise Error("config", key, f"{key} must be a number of seconds > 0")
+        if secrets_file is not None and not isinstance(secrets_file, str):
+            raise Error("config", "secrets_file", "secrets_file must be a path (a str)")
+        self.secrets_file = secrets_file
         self.address = address
         self.namespace = namespace
         self.max_restarts = max_restarts
@@ -408,7 +417,9 @@ class RayEngine:
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         try:
-            actor = self._actor.options(**options).remote(spec.to_data(), self.caller_lease)
+            actor = self._actor.options(**options).remote(
+                spec.to_data(), self.caller_lease, self.secrets_file
+            )
         except ValueError as exc:  # the name is taken
             raise Error(
                 "config",

@@ -29,6 +29,7 @@ for _key, _value in LOOPBACK_ENV.items():  # before ray is first imported
     os.environ.setdefault(_key, _value)
 PLANTED = "t42-pl4nted-Gh0st-v4lue"
 os.environ["CLUSTER_T42_TOKEN"] = PLANTED  # the hosts' own environment (the raylets inherit it)
+FILED = "t42-f1led-S3cret-in-a-file"  # only in the hosts' secrets file, never in an environment
 
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'conduit-mcp[ray]')"
@@ -68,7 +69,9 @@ class Rig:
 
 
 @pytest.fixture(scope="module")
-def rig() -> Iterator[Rig]:
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    secrets_file = tmp_path_factory.mktemp("secrets") / "t42.json"
+    secrets_file.write_text('{"CLUSTER_T42_FILED": "%s"}' % FILED, encoding="utf-8")
     ray_cluster = RayTestCluster(
         initialize_head=True,
         head_node_args={
@@ -85,7 +88,12 @@ def rig() -> Iterator[Rig]:
     worker = ray_cluster.add_node(**NODE)
     ray.init(address=ray_cluster.address, namespace=NAMESPACE, log_to_driver=False)
     cluster = mcp.Cluster.start(
-        mcp.RayEngine(namespace=NAMESPACE, max_restarts=3, caller_lease=2.0)
+        mcp.RayEngine(
+            namespace=NAMESPACE,
+            max_restarts=3,
+            caller_lease=2.0,
+            secrets_file=str(secrets_file),
+        )
     )
     try:
         yield Rig(ray_cluster, cluster, worker)
@@ -181,7 +189,10 @@ def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
 
     caplog.set_level(logging.DEBUG)
     bearer = ScriptedServer(tmp_path, name="bearer").http_server(require_bearer=PLANTED)
-    entry = {**SERVER, "env": {"SECRET_TOKEN": "${CLUSTER_T42_TOKEN}"}}
+    entry = {
+        **SERVER,
+        "env": {"SECRET_TOKEN": "${CLUSTER_T42_TOKEN}", "FILED_TOKEN": "${CLUSTER_T42_FILED}"},
+    }
     http = {"url": bearer.url, "headers": {"Authorization": "Bearer ${CLUSTER_T42_TOKEN}"}}
     seen: list[Any] = []
     notes: queue.Queue[Any] = queue.Queue()
@@ -190,6 +201,7 @@ def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
         hub.await_ready(timeout=30, servers="all")
         replies = [
             hub.call_tool("a.env", {"name": "SECRET_TOKEN"}),
+            hub.call_tool("a.env", {"name": "FILED_TOKEN"}),  # from the host's secrets file
             hub.call_tool("a.echo", {"text": PLANTED}),
             hub.call_tool("gh.echo", {"text": f"x{PLANTED}x"}),  # the bearer was accepted
             hub.call_tool("a.progress", {"steps": 2}, on_progress=seen.append),
@@ -198,9 +210,11 @@ def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
                 {"method": "notifications/message", "params": {"level": "info", "data": PLANTED}},
             ),
         ]
-        assert replies[2].text == "x***x"
-        assert all(PLANTED not in repr(r.raw) for r in replies)
-        assert "***" in repr(replies[0].raw)  # the server saw the value the host expanded
+        assert replies[3].text == "x***x"
+        assert all(PLANTED not in repr(r.raw) and FILED not in repr(r.raw) for r in replies)
+        # the servers saw the values the host expanded
+        assert replies[0].structured_content["value"] == "***"
+        assert replies[1].structured_content["value"] == "***"
         with pytest.raises(mcp.Error) as caught:
             hub.call_tool("a.error", {"code": -32000, "message": PLANTED, "data": {"k": PLANTED}})
         assert PLANTED not in str(caught.value) and PLANTED not in repr(caught.value.data)
@@ -210,8 +224,8 @@ def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
         assert PLANTED not in repr(note.params) and "***" in repr(note.params)
         assert PLANTED not in repr(seen) and len(seen) == 2
         views = [hub.tools(), hub.status(), hub.restarts(), rig.cluster.status()]
-        assert PLANTED not in repr(views)
-    assert PLANTED not in caplog.text
+        assert PLANTED not in repr(views) and FILED not in repr(views)
+    assert PLANTED not in caplog.text and FILED not in caplog.text
     scanned = 0
     for node in (rig.ray_cluster.head_node, rig.worker):
         session = Path(node.get_session_dir_path())
@@ -222,7 +236,7 @@ def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
                 except OSError:  # a socket or a file gone meanwhile
                     continue
                 scanned += 1
-                assert PLANTED.encode() not in data, path
+                assert PLANTED.encode() not in data and FILED.encode() not in data, path
     assert scanned > 10  # the logs of the raylets, the GCS and the workers among them
 
 
