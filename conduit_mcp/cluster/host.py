@@ -84,9 +84,7 @@ class HostCore:
         try:
             if self.error is None:
                 p.check_spec(self.spec)
-                self.hub = Hub.start(
-                    dict(self.spec.config), environ=env, **dict(self.spec.options)
-                )
+                self.hub = Hub.start(dict(self.spec.config), environ=env, **dict(self.spec.options))
         except Error as exc:
             self.error = p.failure(0, exc, self._secrets)["error"]
         except Exception as exc:  # a bug in the spec's handling: plain, never a traceback

@@ -6,6 +6,7 @@ values it expanded, and cancels the calls of a caller that stopped polling."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from typing import Any
@@ -233,7 +234,7 @@ def test_a_spec_the_hub_refuses_is_a_plain_error_not_a_crash(loop: Any) -> None:
 
 def test_a_secrets_file_the_host_cannot_read_is_a_plain_error(loop: Any, tmp_path: Any) -> None:
     bad = tmp_path / "t42.json"
-    bad.write_text('{"K": 1, "L": "%s"}' % PLANTED, encoding="utf-8")
+    bad.write_text(json.dumps({"K": 1, "L": PLANTED}), encoding="utf-8")
     for path in (str(tmp_path / "missing.json"), str(bad)):
         host = HostCore(spec({"mcpServers": {"a": SERVER}}).to_data(), secrets_file=path)
         assert host.hub is None and host.error is not None
@@ -241,6 +242,6 @@ def test_a_secrets_file_the_host_cannot_read_is_a_plain_error(loop: Any, tmp_pat
         assert PLANTED not in repr(host.error)
         host.stop()
     good = tmp_path / "good.json"
-    good.write_text('{"FROM_FILE": "%s"}' % PLANTED, encoding="utf-8")
+    good.write_text(json.dumps({"FROM_FILE": PLANTED}), encoding="utf-8")
     env = p.host_environ(str(good), {"HOME": "/h"})
     assert env == {"HOME": "/h", "FROM_FILE": PLANTED}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import re
 import signal
@@ -71,7 +72,7 @@ class Rig:
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     secrets_file = tmp_path_factory.mktemp("secrets") / "t42.json"
-    secrets_file.write_text('{"CLUSTER_T42_FILED": "%s"}' % FILED, encoding="utf-8")
+    secrets_file.write_text(json.dumps({"CLUSTER_T42_FILED": FILED}), encoding="utf-8")
     ray_cluster = RayTestCluster(
         initialize_head=True,
         head_node_args={
