@@ -1,8 +1,9 @@
 """The cluster on a simulated two-node Ray (``ray.cluster_utils.Cluster``: two raylets on
 this machine, every address on 127.0.0.1): the Hub's calls through hosts on all three front
 ends, placement by tenant, a host killed under calls in flight, a node removed, batching,
-loopback-only sockets, and planted secrets absent from every reply and from Ray's session
-directory.
+a caller process killed (its calls cancelled on the host), loopback-only sockets, and planted
+secrets (in the hosts' environment and in their secrets file) absent from every reply, the
+caller's logs and Ray's session directory.
 
 One Ray for the whole module (it takes seconds to start); the tests share it and run in
 file order (the node removal last)."""
