@@ -311,6 +311,9 @@ class RayEngine:
         else:
             ray.init(
                 **{
+                    # "local": a Ray of its own even when another runs on this machine
+                    # (without it, ray.init joins the machine's latest Ray, found in /tmp/ray)
+                    "address": "local",
                     "_node_ip_address": "127.0.0.1",
                     "num_cpus": self.num_cpus,
                     "include_dashboard": False,

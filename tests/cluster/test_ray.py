@@ -403,6 +403,47 @@ def test_the_cluster_pages_example_runs_against_this_ray(rig: Rig, tmp_path: Pat
     assert ray.is_initialized() and len(ray.nodes()) >= 2
 
 
+def test_cluster_stop_stops_a_ray_it_started(rig: Rig, tmp_path: Path) -> None:
+    """In a fresh interpreter with no ``RAY_ADDRESS``: ``RayEngine()`` starts a Ray of its
+    own (not this module's), on loopback, and ``cluster.stop()`` stops it: its processes
+    are gone. (That it never stops one it attached to: the rig's teardown.)"""
+    code = (
+        "import json, psutil, ray\n"
+        "import conduit_mcp as mcp\n"
+        "cluster = mcp.Cluster.start(mcp.RayEngine(namespace='own'))\n"
+        "kids = [c.pid for c in psutil.Process().children(recursive=True)]\n"
+        "gcs = ray.get_runtime_context().gcs_address\n"
+        "print(json.dumps({'started': cluster.engine.started, 'kids': kids, 'gcs': gcs}))\n"
+        "cluster.stop()\n"
+        "print(json.dumps({'initialized': ray.is_initialized()}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    assert first["started"] is True and second == {"initialized": False}
+    assert first["gcs"].startswith("127.0.0.1:") and first["gcs"] != rig.ray_cluster.address
+    assert len(first["kids"]) >= 2  # its GCS and raylet, at least
+    deadline = time.monotonic() + 30
+    while left := [pid for pid in first["kids"] if _alive(pid)]:
+        assert time.monotonic() < deadline, f"still running after cluster.stop(): {left}"
+        time.sleep(0.05)  # bounded: process exits give no event here
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
     tenant = rig.tenant_on(rig.worker_id, "moving-")
     hub = rig.cluster.hub(tenant, {"mcpServers": {"a": SERVER}})
