@@ -4,6 +4,7 @@ host with many HTTP clients, and a host killed under load.
 
     .venv/bin/python benchmarks/ray_bench.py                 # everything (a few minutes)
     .venv/bin/python benchmarks/ray_bench.py --clients 200   # a smaller many-clients host
+    .venv/bin/python benchmarks/ray_bench.py --spread 2000   # 2,000 HTTP clients over 4 hosts
 
 Starts a local Ray (loopback only, one CPU, 80 MiB object store, no dashboard), like
 ``mcp.RayEngine()`` does. Figures vary with other jobs on the machine: each is printed with
@@ -19,6 +20,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from typing import Any
 import psutil
 
 import conduit_mcp as mcp
+from conduit_mcp.testing import ScriptedServer
 
 HERE = Path(__file__).resolve().parent
 SERVER = {"command": sys.executable, "args": ["-m", "conduit_mcp.testing"]}
@@ -80,11 +83,29 @@ def rss_mib(pid: int) -> float:
     return total / 2**20
 
 
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"[load {one:.2f}/{five:.2f}]"
+
+
+def http_server() -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = server.stdout.readline() if server.stdout else ""
+    return server, f"http://127.0.0.1:{int(line.split()[-1])}/mcp"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=1000, help="HTTP clients on one host")
     parser.add_argument("--skip-many", action="store_true")
+    parser.add_argument(
+        "--spread", type=int, default=10_000, help="HTTP clients over 4 hosts (0: skip)"
+    )
     args = parser.parse_args()
     n = args.calls
 
@@ -93,7 +114,7 @@ def main() -> None:
         local.await_ready(timeout=30)
         d_seq = seq_ms(lambda: local.call_tool("a.add", ADD), n // 2)
         d_32 = windowed(local.futures, "a.add", n, 32)
-        print(f"sequential: {d_seq:.3f} ms/call; 32 in flight: {d_32:,.0f} calls/s")
+        print(f"sequential: {d_seq:.3f} ms/call; 32 in flight: {d_32:,.0f} calls/s {load()}")
 
     t0 = time.perf_counter()
     cluster = mcp.Cluster.start(mcp.RayEngine(max_restarts=5))
@@ -111,7 +132,7 @@ def main() -> None:
             f"sequential: {r_seq:.3f} ms/call (direct {d_seq:.3f}: +{r_seq - d_seq:.3f} ms); "
             f"32 in flight: futures {r_32:,.0f} calls/s, asyncio {r_aio:,.0f} calls/s "
             f"(direct {d_32:,.0f}); {host.calls} calls in {host.messages} messages "
-            f"({host.calls / max(host.messages, 1):.1f} per message)"
+            f"({host.calls / max(host.messages, 1):.1f} per message) {load()}"
         )
         m0 = host.messages
         start = time.perf_counter()
@@ -122,7 +143,7 @@ def main() -> None:
         (host,) = cluster.status().hosts
         print(
             f"burst of {n}: {rate:,.0f} calls/s, {host.messages - m0} messages "
-            f"({n / max(host.messages - m0, 1):.0f} calls per message)"
+            f"({n / max(host.messages - m0, 1):.0f} calls per message) {load()}"
         )
         base = rss_mib(host.pid)
         print(
@@ -132,7 +153,9 @@ def main() -> None:
 
         # -- a host killed under load ------------------------------------------------------
         print("\n== a host killed under load ==")
-        hub = cluster.hub("kill", {"mcpServers": {"a": SERVER}}, max_in_flight=1000)
+        scripted = ScriptedServer(tempfile.mkdtemp(prefix="ray-bench-"), name="kill")
+        killed_server = {"command": sys.executable, "args": scripted.args()}
+        hub = cluster.hub("kill", {"mcpServers": {"a": killed_server}}, max_in_flight=1000)
         hub.await_ready(timeout=60)
         (before,) = cluster.status().hosts
         futures = [hub.futures.call_tool("a.slow", {"seconds": 30}) for _ in range(32)]
@@ -155,27 +178,26 @@ def main() -> None:
         back = time.monotonic() - killed
         ok = hub.call_tool("a.add", ADD).text == "3"
         (after,) = cluster.status().hosts
+        received = [
+            e
+            for e in scripted.received("tools/call")
+            if (e.get("params") or {}).get("name") == "slow"
+        ]
         print(
             f"32 calls in flight: {outcomes} (0 lost: {len(answered)} of 32 answered; each "
             f"answered once, never sent again); slowest answer {max(answered):.2f} s after "
             f"the kill, median {statistics.median(answered):.2f} s; the host back with its "
             f"client in {back:.2f} s (pid {before.pid} -> {after.pid}, restarts "
-            f"{after.restarts}); a call after: {'ok' if ok else 'FAILED'}"
+            f"{after.restarts}); a call after: {'ok' if ok else 'FAILED'}; the server received "
+            f"{len(received)} slow calls (32: none sent twice) {load()}"
         )
         hub.stop()
 
         # -- many clients on one host --------------------------------------------------------
         if not args.skip_many:
             print(f"\n== one host with {args.clients} HTTP clients ==")
-            server = subprocess.Popen(
-                [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
+            server, url = http_server()
             try:
-                line = server.stdout.readline() if server.stdout else ""
-                port = int(line.split()[-1])
-                url = f"http://127.0.0.1:{port}/mcp"
                 config = {"mcpServers": {f"s{i}": {"url": url} for i in range(args.clients)}}
                 t0 = time.perf_counter()
                 hub = cluster.hub("many", config)
@@ -192,11 +214,41 @@ def main() -> None:
                     f"host started in {started:.2f} s, {host.clients} clients all ready in "
                     f"{ready:.2f} s; one call each in {calls:.2f} s ({texts.count('3')} ok); "
                     f"host RSS {total:.0f} MiB: {(total - base) / args.clients * 1024:.0f} KiB "
-                    f"per client over the 1-client host"
+                    f"per client over the 1-client host {load()}"
                 )
                 t2 = time.perf_counter()
                 hub.stop()
-                print(f"all stopped in {time.perf_counter() - t2:.2f} s")
+                print(f"all stopped in {time.perf_counter() - t2:.2f} s {load()}")
+            finally:
+                server.kill()
+
+        # -- many clients over 4 hosts -------------------------------------------------------
+        if args.spread:
+            spread = args.spread
+            print(f"\n== {spread} HTTP clients over 4 hosts ==")
+            cluster.engine.clients_per_host = -(-spread // 4)
+            server, url = http_server()
+            try:
+                config = {"mcpServers": {f"s{i}": {"url": url} for i in range(spread)}}
+                t0 = time.perf_counter()
+                hub = cluster.hub("spread", config)
+                started = time.perf_counter() - t0
+                hub.await_ready(timeout=600, servers="all")
+                ready = time.perf_counter() - t0
+                hosts = cluster.status().hosts
+                total = sum(rss_mib(h.pid) for h in hosts if h.pid)
+                t1 = time.perf_counter()
+                futures = [hub.futures.call_tool(f"s{i}.add", ADD) for i in range(spread)]
+                texts = [f.get(timeout=300).text for f in futures]
+                calls = time.perf_counter() - t1
+                print(
+                    f"{len(hosts)} hosts ({[h.clients for h in hosts]} clients) started in "
+                    f"{started:.2f} s, all ready in {ready:.2f} s; one call each in {calls:.2f} s "
+                    f"({texts.count('3')} ok); the hosts' RSS {total:.0f} MiB {load()}"
+                )
+                t2 = time.perf_counter()
+                hub.stop()
+                print(f"all stopped in {time.perf_counter() - t2:.2f} s {load()}")
             finally:
                 server.kill()
     finally:

@@ -67,7 +67,31 @@ class ClusterStatus:
 
 class Cluster:
     """Tenants' hubs on an engine's hosts. Start it with :meth:`start`; stop it with
-    :meth:`stop` (a Ray it started is stopped, one it attached to never is)."""
+    :meth:`stop` (a Ray it started is stopped, one it attached to never is).
+
+    ``cluster.hub(tenant, config)`` checks the config on the caller's side before any host
+    starts: plain data only (a callable is refused, naming its key), credentials as
+    ``${VAR}`` references each host expands from its own environment (a literal where a
+    reference could stand is refused, naming the key, never the value). docs/cluster.md
+    runs the whole tour on Ray; the checks need no engine running:
+
+    >>> import conduit_mcp as mcp
+    >>> cluster = mcp.Cluster(mcp.RayEngine())  # not started: Cluster.start opens the engine
+    >>> server = {"command": "conduit-mcp-example-server"}
+    >>> try:
+    ...     cluster.hub("acme", {"mcpServers": {"gh": {**server, "env": {"TOKEN": "t-123"}}}})
+    ... except mcp.Error as e:
+    ...     print(e.kind, e.reason, "t-123" in str(e))
+    config servers.gh.env False
+    >>> try:
+    ...     cluster.hub("acme", {"mcpServers": {"gh": server}}, on_authorize=print)
+    ... except mcp.Error as e:
+    ...     print(e.kind, e.reason)
+    config options.on_authorize
+    >>> cluster.hubs(), cluster.status().hosts
+    ({}, ())
+    >>> cluster.stop()
+    """
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -81,6 +105,22 @@ class Cluster:
     @classmethod
     def start(cls, engine: Any) -> Cluster:
         """Attach ``engine`` (e.g. :class:`~conduit_mcp.RayEngine`); on the main thread.
+
+        ``ray.init`` must run on the main thread (Ray's processes die with the thread that
+        started them); from another thread the engine is refused before Ray is imported:
+
+        >>> import threading
+        >>> import conduit_mcp as mcp
+        >>> seen = []
+        >>> def start() -> None:
+        ...     try:
+        ...         mcp.Cluster.start(mcp.RayEngine())
+        ...     except mcp.Error as e:
+        ...         seen.append((e.kind, e.reason))
+        >>> thread = threading.Thread(target=start)
+        >>> thread.start(); thread.join(timeout=10)
+        >>> seen
+        [('config', 'main_thread')]
 
         Raises:
             Error: ``config``/``ray`` without the extra; ``config``/``main_thread``.
@@ -105,6 +145,24 @@ class Cluster:
         Without ``config``, attaches to the tenant's hosts another caller started (found by
         name). Returns once every host runs (its servers connect on their own: see
         ``await_ready``).
+
+        The config is checked here, before any host starts: a literal credential where a
+        ``${VAR}`` reference could stand is refused, naming the key and never the value; a
+        reference crosses as written and the host expands it:
+
+        >>> import conduit_mcp as mcp
+        >>> cluster = mcp.Cluster(mcp.RayEngine())  # not started: nothing runs
+        >>> entry = {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer k-1"}}
+        >>> try:
+        ...     cluster.hub("t42", {"mcpServers": {"gh": entry}})
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason, "k-1" in str(e))
+        config servers.gh.headers False
+        >>> try:
+        ...     cluster.hub("t42", {"mcpServers": {"gh": {**entry, "conduit": {"backoff": max}}}})
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        config servers.gh.conduit.backoff
 
         Raises:
             Error: ``config`` naming the key (a callable, a literal credential in
@@ -218,12 +276,28 @@ class Cluster:
                 handle.kill()
 
     def hubs(self) -> dict[str, RemoteHub]:
-        """Every tenant's hub on this cluster object."""
+        """Every tenant's hub on this cluster object (a hub leaves when it stops).
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.Cluster(mcp.RayEngine()).hubs()
+        {}
+        """
         return {t: h for t, (h, _, _) in self._hubs.items()}
 
     def status(self) -> ClusterStatus:
         """Every host (process id, node, state, restarts, clients), the placement by tenant
-        and the live nodes: one message per host."""
+        and the live nodes: one message per host.
+
+        A :class:`ClusterStatus` of :class:`HostStatus` entries (with no hub yet, none):
+
+        >>> import conduit_mcp as mcp
+        >>> status = mcp.Cluster(mcp.RayEngine()).status()
+        >>> status.hosts, dict(status.placement), status.host("conduit-acme-0")
+        ((), {}, None)
+        >>> import dataclasses
+        >>> [f.name for f in dataclasses.fields(mcp.cluster.HostStatus)]  # each host's
+        ['name', 'tenant', 'state', 'pid', 'node', 'restarts', 'clients', 'ready', 'in_flight', 'messages', 'calls']
+        """
         hosts = []
         placement: dict[str, tuple[str, ...]] = {}
         for tenant, (hub, handles, _) in list(self._hubs.items()):
@@ -258,7 +332,21 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop every hub (the hosts this cluster started are killed), then the engine: a
-        Ray it started is stopped, one it attached to is left running. Idempotent."""
+        Ray it started is stopped, one it attached to is left running. Idempotent;
+        ``close`` is the same, and a cluster used as a context manager stops on exit.
+
+        >>> import conduit_mcp as mcp
+        >>> with mcp.Cluster(mcp.RayEngine()) as cluster:
+        ...     pass
+        >>> cluster.stopped
+        True
+        >>> cluster.stop()  # again: nothing to do
+        >>> try:
+        ...     cluster.hub("acme", {"mcpServers": {}})
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed stopped
+        """
         if self.stopped:
             return
         self.stopped = True

@@ -42,7 +42,7 @@ MAX_POLL = 4096
 
 
 class _Caller:
-    __slots__ = ("events", "notes", "seen", "tasks", "wake")
+    __slots__ = ("events", "lingering", "notes", "seen", "tasks", "wake")
 
     def __init__(self, now: float) -> None:
         self.events: deque[dict[str, Any]] = deque()
@@ -50,6 +50,7 @@ class _Caller:
         self.wake = asyncio.Event()
         self.seen = now
         self.notes: tuple[frozenset[str] | None, frozenset[str] | None] | None = None
+        self.lingering = 0  # submits waiting for their calls: their replies take the events
 
 
 class HostCore:
@@ -63,6 +64,7 @@ class HostCore:
         *,
         lease: float = 10.0,
         environ: Mapping[str, str] | None = None,
+        secrets_file: str | None = None,
     ) -> None:
         self.spec = p.HostSpec.from_data(spec)
         self.lease = lease
@@ -74,11 +76,16 @@ class HostCore:
         self._notes: asyncio.Queue[HubNotification] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._fan: asyncio.Task[None] | None = None
-        env = os.environ if environ is None else environ
+        env: Mapping[str, str] = os.environ if environ is None else environ
+        try:
+            env = p.host_environ(secrets_file, env)
+        except Error as exc:  # the host runs no hub; its info says why
+            self.error = p.failure(0, exc, ())["error"]
         self._secrets = p.secret_values(self.spec.config, env)
         try:
-            p.check_spec(self.spec)
-            self.hub = Hub.start(dict(self.spec.config), environ=env, **dict(self.spec.options))
+            if self.error is None:
+                p.check_spec(self.spec)
+                self.hub = Hub.start(dict(self.spec.config), environ=env, **dict(self.spec.options))
         except Error as exc:
             self.error = p.failure(0, exc, self._secrets)["error"]
         except Exception as exc:  # a bug in the spec's handling: plain, never a traceback
@@ -166,8 +173,15 @@ class HostCore:
             state.tasks[cid] = task
             started.append(task)
         if started and linger > 0:
-            await asyncio.wait(started, timeout=linger)
-        return self._drain(state)
+            state.lingering += 1
+            try:
+                await asyncio.wait(started, timeout=linger)
+            finally:
+                state.lingering -= 1
+        out = self._drain(state)
+        if state.events:  # more than one reply holds: the poll takes the rest
+            state.wake.set()
+        return out
 
     def _drain(self, state: _Caller) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -250,7 +264,8 @@ class HostCore:
                     del events[i]
                     break
         events.append(event)
-        state.wake.set()
+        if not state.lingering:  # else the lingering submit's reply carries it (within linger)
+            state.wake.set()
 
     async def _run(
         self, state: _Caller, cid: int, op: str, args: dict[str, Any], wants: bool

@@ -19,6 +19,7 @@ Everything here is pure (no engine, no threads), tested in ``tests/cluster/test_
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import zlib
@@ -275,6 +276,47 @@ def secret_values(config: Any, environ: Mapping[str, str]) -> tuple[str, ...]:
     """The expanded values a host must never send back, longest first."""
     values = {environ[n] for n in referenced(config) if len(environ.get(n) or "") >= MIN_REDACTED}
     return tuple(sorted(values, key=len, reverse=True))
+
+
+def host_environ(secrets_file: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """What a host expands ``${VAR}`` from: its own environment, and over it the names of
+    ``secrets_file`` (a JSON object of strings on the host's machine, read by the host: its
+    values never cross the engine).
+
+    >>> host_environ(None, {"HOME": "/root"})
+    {'HOME': '/root'}
+    >>> try:
+    ...     host_environ("/nonexistent/t42.json", {})
+    ... except Error as e:
+    ...     print(e.kind, e.reason)
+    config secrets_file
+
+    Raises:
+        Error: ``config``/``secrets_file`` when it cannot be read or is not a JSON object
+            of strings (the message names the file, never a value).
+    """
+    merged = dict(environ)
+    if secrets_file is None:
+        return merged
+    try:
+        with open(secrets_file, encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise Error(
+            "config",
+            "secrets_file",
+            f"the host could not read its secrets file {secrets_file!r} ({type(exc).__name__})",
+        ) from None
+    if not isinstance(found, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in found.items()
+    ):
+        raise Error(
+            "config",
+            "secrets_file",
+            f"the secrets file {secrets_file!r} must hold a JSON object of strings",
+        )
+    merged.update(found)
+    return merged
 
 
 def redact(value: Any, secrets: tuple[str, ...]) -> Any:

@@ -62,10 +62,12 @@ def _host_actor(ray: Any) -> Any:
     """The host's actor class (made once Ray is imported; Ray pickles it to its workers)."""
 
     class RayHost:
-        def __init__(self, spec: dict[str, Any], lease: float) -> None:
+        def __init__(
+            self, spec: dict[str, Any], lease: float, secrets_file: str | None = None
+        ) -> None:
             from conduit_mcp.cluster.host import HostCore
 
-            self.core = HostCore(spec, lease=lease)
+            self.core = HostCore(spec, lease=lease, secrets_file=secrets_file)
             self.node = ray.get_runtime_context().get_node_id()
 
         async def submit(
@@ -201,10 +203,28 @@ class RayEngine:
         max_restarts: how often Ray starts a host again after its process died.
         clients_per_host: a tenant's servers are split over hosts of at most this many.
         caller_lease: a caller that stops polling a host this long has its calls cancelled.
+        secrets_file: a JSON object of strings on the hosts' machines (a host-side provider):
+            each host reads it itself and expands ``${VAR}`` from it over its environment;
+            its values never cross the engine.
         linger: a batch waits up to this long on the host for its calls, so fast calls come
             back in the submit's reply (one message each way).
         num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
         init: more keywords for the local ``ray.init``.
+
+    The options are checked when the engine is made; Ray is imported only when it opens
+    (:meth:`conduit_mcp.Cluster.start`), so a bad option costs no Ray:
+
+    >>> import conduit_mcp as mcp
+    >>> engine = mcp.RayEngine(namespace="gateway", clients_per_host=500, caller_lease=5)
+    >>> engine
+    <RayEngine namespace='gateway' started=False>
+    >>> engine.clients_per_host, engine.caller_lease, engine.max_restarts
+    (500, 5.0, 3)
+    >>> try:
+    ...     mcp.RayEngine(clients_per_host=0)
+    ... except mcp.Error as e:
+    ...     print(e.kind, e.reason)
+    config clients_per_host
     """
 
     def __init__(
@@ -219,6 +239,7 @@ class RayEngine:
         num_cpus: int = 1,
         object_store_memory: int = 80 * 1024 * 1024,
         init: Mapping[str, Any] | None = None,
+        secrets_file: str | None = None,
     ) -> None:
         if not isinstance(max_restarts, int) or max_restarts < -1:
             raise Error("config", "max_restarts", "max_restarts must be an int >= 0 (-1: always)")
@@ -231,6 +252,9 @@ class RayEngine:
                 or (key == "caller_lease" and value == 0)
             ):
                 raise Error("config", key, f"{key} must be a number of seconds > 0")
+        if secrets_file is not None and not isinstance(secrets_file, str):
+            raise Error("config", "secrets_file", "secrets_file must be a path (a str)")
+        self.secrets_file = secrets_file
         self.address = address
         self.namespace = namespace
         self.max_restarts = max_restarts
@@ -253,7 +277,23 @@ class RayEngine:
 
     def open(self) -> None:
         """Attach to a Ray or start one; on the main thread (Ray's processes die with the
-        thread that started them)."""
+        thread that started them). :meth:`conduit_mcp.Cluster.start` calls it.
+
+        From another thread it is refused before Ray is imported:
+
+        >>> import threading
+        >>> import conduit_mcp as mcp
+        >>> seen = []
+        >>> def open_it() -> None:
+        ...     try:
+        ...         mcp.RayEngine().open()
+        ...     except mcp.Error as e:
+        ...         seen.append((e.kind, e.reason))
+        >>> thread = threading.Thread(target=open_it)
+        >>> thread.start(); thread.join(timeout=10)
+        >>> seen
+        [('config', 'main_thread')]
+        """
         if threading.current_thread() is not threading.main_thread():
             raise Error(
                 "config",
@@ -271,6 +311,9 @@ class RayEngine:
         else:
             ray.init(
                 **{
+                    # "local": a Ray of its own even when another runs on this machine
+                    # (without it, ray.init joins the machine's latest Ray, found in /tmp/ray)
+                    "address": "local",
                     "_node_ip_address": "127.0.0.1",
                     "num_cpus": self.num_cpus,
                     "include_dashboard": False,
@@ -285,14 +328,29 @@ class RayEngine:
 
     def close(self) -> None:
         """Stop the Ray this engine started, or drop the connection it made; a Ray the
-        application started is left as it is."""
+        application started is left as it is. :meth:`conduit_mcp.Cluster.stop` calls it.
+
+        >>> import conduit_mcp as mcp
+        >>> engine = mcp.RayEngine()
+        >>> engine.close()  # never opened: nothing to stop
+        >>> engine.started, engine.connected
+        (False, False)
+        """
         if self.ray is not None and self.connected and self.ray.is_initialized():
             self.ray.shutdown()
         self.connected = False
 
     @property
     def secure(self) -> bool:
-        """Ray's token authentication and TLS are both on: literals may cross."""
+        """Ray's token authentication and TLS are both on: literals may cross.
+
+        Off, a literal credential in a config's ``headers`` or ``env`` is refused:
+
+        >>> import os
+        >>> import conduit_mcp as mcp
+        >>> os.environ.get("RAY_USE_TLS", "0") in ("0", "") and mcp.RayEngine().secure
+        False
+        """
         if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
             return False
         try:
@@ -304,13 +362,50 @@ class RayEngine:
     # -- hosts --------------------------------------------------------------------------------
 
     def nodes(self) -> list[str]:
+        """The ids of the Ray nodes alive now (none before the engine opens).
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.RayEngine().nodes()
+        []
+        """
+        if self.ray is None:
+            return []
         return [n["NodeID"] for n in self.ray.nodes() if n.get("Alive")]
 
     def host_name(self, tenant: str, index: int) -> str:
+        """The name of a tenant's ``index``-th host: its named actor in the engine's
+        namespace, by which another caller finds it (``cluster.hub(tenant)``).
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.RayEngine().host_name("acme", 0)
+        'conduit-acme-0'
+        """
         return f"conduit-{tenant}-{index}"
 
+    def _opened(self) -> Any:
+        if self.ray is None or self._actor is None:
+            raise Error(
+                "closed",
+                "not_open",
+                "the engine is not open: Cluster.start(engine) opens it",
+            )
+        return self.ray
+
     def start_host(self, spec: p.HostSpec, index: int) -> RayHandle:
-        """Create the host's actor, placed by tenant; returns once it has started."""
+        """Create the host's actor, placed by tenant (node affinity to the node
+        :func:`conduit_mcp.cluster.protocol.placement` picks); :meth:`conduit_mcp.Cluster.hub`
+        calls it, then waits for the host with :meth:`wait_alive`. An engine not open
+        starts nothing:
+
+        >>> import conduit_mcp as mcp
+        >>> from conduit_mcp.cluster.protocol import HostSpec
+        >>> try:
+        ...     mcp.RayEngine().start_host(HostSpec("conduit-acme-0", "acme", {}, {}), 0)
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         node = p.placement(spec.tenant, self.nodes(), index)
@@ -325,7 +420,9 @@ class RayEngine:
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         try:
-            actor = self._actor.options(**options).remote(spec.to_data(), self.caller_lease)
+            actor = self._actor.options(**options).remote(
+                spec.to_data(), self.caller_lease, self.secrets_file
+            )
         except ValueError as exc:  # the name is taken
             raise Error(
                 "config",
@@ -337,7 +434,16 @@ class RayEngine:
 
     def find_hosts(self, tenant: str) -> list[RayHandle]:
         """The hosts of a tenant another caller started, found by name (a host started
-        again after its node died carries a generation: ``conduit-t-0.r1``)."""
+        again after its node died carries a generation: ``conduit-t-0.r1``).
+
+        >>> import conduit_mcp as mcp
+        >>> try:
+        ...     mcp.RayEngine().find_hosts("acme")
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         prefix = f"conduit-{tenant}-"
         latest: dict[int, tuple[int, str]] = {}
         for name in self.ray.util.list_named_actors(all_namespaces=False):
@@ -360,6 +466,17 @@ class RayEngine:
         return found
 
     def wait_alive(self, handle: RayHandle, timeout: float) -> dict[str, Any]:
-        """The host's info once it answers (a restart in progress is waited for)."""
+        """The host's info once it answers (a restart in progress is waited for): its
+        ``pid``, ``node``, ``clients``, ``ready``, ``in_flight``, ``servers``, and ``error``
+        when its Hub refused the spec.
+
+        >>> import conduit_mcp as mcp
+        >>> try:
+        ...     mcp.RayEngine().wait_alive(None, 1.0)
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+        """
+        self._opened()
         result: dict[str, Any] = handle._read("info", timeout)
         return result

@@ -1,8 +1,9 @@
 """The cluster on a simulated two-node Ray (``ray.cluster_utils.Cluster``: two raylets on
 this machine, every address on 127.0.0.1): the Hub's calls through hosts on all three front
 ends, placement by tenant, a host killed under calls in flight, a node removed, batching,
-loopback-only sockets, and planted secrets absent from every reply and from Ray's session
-directory.
+a caller process killed (its calls cancelled on the host), loopback-only sockets, and planted
+secrets (in the hosts' environment and in their secrets file) absent from every reply, the
+caller's logs and Ray's session directory.
 
 One Ray for the whole module (it takes seconds to start); the tests share it and run in
 file order (the node removal last)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import re
 import signal
@@ -29,6 +31,7 @@ for _key, _value in LOOPBACK_ENV.items():  # before ray is first imported
     os.environ.setdefault(_key, _value)
 PLANTED = "t42-pl4nted-Gh0st-v4lue"
 os.environ["CLUSTER_T42_TOKEN"] = PLANTED  # the hosts' own environment (the raylets inherit it)
+FILED = "t42-f1led-S3cret-in-a-file"  # only in the hosts' secrets file, never in an environment
 
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed (pip install 'conduit-mcp[ray]')"
@@ -38,6 +41,7 @@ from ray.cluster_utils import Cluster as RayTestCluster  # noqa: E402
 
 import conduit_mcp as mcp  # noqa: E402
 from conduit_mcp.cluster import protocol as p  # noqa: E402
+from conduit_mcp.testing import ScriptedServer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,7 +71,9 @@ class Rig:
 
 
 @pytest.fixture(scope="module")
-def rig() -> Iterator[Rig]:
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    secrets_file = tmp_path_factory.mktemp("secrets") / "t42.json"
+    secrets_file.write_text(json.dumps({"CLUSTER_T42_FILED": FILED}), encoding="utf-8")
     ray_cluster = RayTestCluster(
         initialize_head=True,
         head_node_args={
@@ -84,7 +90,12 @@ def rig() -> Iterator[Rig]:
     worker = ray_cluster.add_node(**NODE)
     ray.init(address=ray_cluster.address, namespace=NAMESPACE, log_to_driver=False)
     cluster = mcp.Cluster.start(
-        mcp.RayEngine(namespace=NAMESPACE, max_restarts=3, caller_lease=2.0)
+        mcp.RayEngine(
+            namespace=NAMESPACE,
+            max_restarts=3,
+            caller_lease=2.0,
+            secrets_file=str(secrets_file),
+        )
     )
     try:
         yield Rig(ray_cluster, cluster, worker)
@@ -167,28 +178,129 @@ def test_a_callable_or_a_literal_secret_is_refused_before_any_host_starts(rig: R
     assert rig.cluster.engine.find_hosts("refused") == []
 
 
-def test_a_reference_is_expanded_on_the_host_and_never_comes_back(rig: Rig) -> None:
-    entry = {**SERVER, "env": {"SECRET_TOKEN": "${CLUSTER_T42_TOKEN}"}}
-    with rig.cluster.hub("secrets", {"mcpServers": {"a": entry}}) as hub:
+def test_a_reference_is_expanded_on_the_host_and_never_comes_back(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's example, ``"Authorization": "Bearer ${T42_GITHUB}"``, against a server that
+    requires that bearer, and a stdio server given the value in its environment: the planted
+    value reaches the servers (their calls succeed), and is absent from every reply (results,
+    errors, progress, notifications, views, status), from every log on the caller's side and
+    from every file of Ray's session directory (the hosts' and workers' logs among them)."""
+    import logging
+    import queue
+
+    caplog.set_level(logging.DEBUG)
+    bearer = ScriptedServer(tmp_path, name="bearer").http_server(require_bearer=PLANTED)
+    entry = {
+        **SERVER,
+        "env": {"SECRET_TOKEN": "${CLUSTER_T42_TOKEN}", "FILED_TOKEN": "${CLUSTER_T42_FILED}"},
+    }
+    http = {"url": bearer.url, "headers": {"Authorization": "Bearer ${CLUSTER_T42_TOKEN}"}}
+    seen: list[Any] = []
+    notes: queue.Queue[Any] = queue.Queue()
+    with bearer, rig.cluster.hub("secrets", {"mcpServers": {"a": entry, "gh": http}}) as hub:
+        hub.subscribe_notifications(notes)
         hub.await_ready(timeout=30, servers="all")
         replies = [
             hub.call_tool("a.env", {"name": "SECRET_TOKEN"}),
+            hub.call_tool("a.env", {"name": "FILED_TOKEN"}),  # from the host's secrets file
             hub.call_tool("a.echo", {"text": PLANTED}),
+            hub.call_tool("gh.echo", {"text": f"x{PLANTED}x"}),  # the bearer was accepted
+            hub.call_tool("a.progress", {"steps": 2}, on_progress=seen.append),
+            hub.call_tool(
+                "a.notify",
+                {"method": "notifications/message", "params": {"level": "info", "data": PLANTED}},
+            ),
         ]
-        assert all(PLANTED not in repr(r.raw) for r in replies)
-        assert "***" in repr(replies[0].raw)  # the server saw the value the host expanded
+        assert replies[3].text == "x***x"
+        assert all(PLANTED not in repr(r.raw) and FILED not in repr(r.raw) for r in replies)
+        # the servers saw the values the host expanded
+        assert replies[0].structured_content["value"] == "***"
+        assert replies[1].structured_content["value"] == "***"
         with pytest.raises(mcp.Error) as caught:
             hub.call_tool("a.error", {"code": -32000, "message": PLANTED, "data": {"k": PLANTED}})
         assert PLANTED not in str(caught.value) and PLANTED not in repr(caught.value.data)
-        assert PLANTED not in repr(hub.tools()) + repr(hub.status())
+        failed = hub.call_tool("a.fail", {"message": PLANTED})  # isError: a result
+        assert failed.is_error and PLANTED not in repr(failed.raw) and "***" in failed.text
+        note = notes.get(timeout=10)  # bounded: the notification the server sent
+        assert PLANTED not in repr(note.params) and "***" in repr(note.params)
+        assert PLANTED not in repr(seen) and len(seen) == 2
+        views = [hub.tools(), hub.status(), hub.restarts(), rig.cluster.status()]
+        assert PLANTED not in repr(views) and FILED not in repr(views)
+    assert PLANTED not in caplog.text and FILED not in caplog.text
+    scanned = 0
     for node in (rig.ray_cluster.head_node, rig.worker):
         session = Path(node.get_session_dir_path())
         for path in session.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 try:
-                    assert PLANTED.encode() not in path.read_bytes(), path
+                    data = path.read_bytes()
                 except OSError:  # a socket or a file gone meanwhile
-                    pass
+                    continue
+                scanned += 1
+                assert PLANTED.encode() not in data and FILED.encode() not in data, path
+    assert scanned > 10  # the logs of the raylets, the GCS and the workers among them
+
+
+def test_a_caller_that_dies_has_its_calls_cancelled_on_the_host(rig: Rig, tmp_path: Path) -> None:
+    """A second process attaches to a tenant's hosts (found by name), sends three calls and is
+    killed: once it has not polled for ``caller_lease`` (2 s here), the host cancels its calls
+    at their server, and leaves the other callers' calls alone."""
+    scripted = ScriptedServer(tmp_path, name="lease")
+    entry = {"command": sys.executable, "args": scripted.args()}
+
+    def slow_calls() -> list[Any]:
+        return [
+            e
+            for e in scripted.received("tools/call")
+            if (e.get("params") or {}).get("name") == "slow"
+        ]
+
+    caller_code = (
+        "import sys\n"
+        "import conduit_mcp as mcp\n"
+        f"cluster = mcp.Cluster.start(mcp.RayEngine(namespace={NAMESPACE!r}))\n"
+        "hub = cluster.hub('lease')\n"
+        "futures = [hub.futures.call_tool('a.slow', {'seconds': 60}) for _ in range(3)]\n"
+        "print('sent', flush=True)\n"
+        "sys.stdin.readline()\n"  # until the test kills it
+    )
+    with rig.cluster.hub("lease", {"mcpServers": {"a": entry}}) as hub:
+        hub.await_ready(timeout=30)
+        env = {**os.environ, "RAY_ADDRESS": rig.ray_cluster.address}
+        caller = subprocess.Popen(
+            [sys.executable, "-c", caller_code],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while len(slow_calls()) < 3:  # bounded: each turn reads the server's log
+                assert caller.poll() is None, caller.communicate(timeout=10)
+                assert time.monotonic() < deadline, "the second caller's calls never arrived"
+                time.sleep(0.02)
+            mine = hub.futures.call_tool("a.slow", {"seconds": 4})  # this caller's, alive
+            (host,) = rig.cluster.engine.find_hosts("lease")
+            deadline = time.monotonic() + 10
+            while host.info()["in_flight"] < 4:
+                assert time.monotonic() < deadline, host.info()
+        finally:
+            caller.kill()
+            caller.communicate(timeout=10)
+        killed = time.monotonic()
+        theirs = [e["id"] for e in slow_calls()[:3]]
+        for count in (1, 2, 3):
+            scripted.wait_for("cancelled", timeout=15, count=count)
+        cancelled_in = time.monotonic() - killed
+        assert sorted(scripted.cancelled_ids(), key=str) == sorted(theirs, key=str)
+        assert cancelled_in < 2.0 + 3.0, cancelled_in  # the lease, its watch and slack
+        assert mine.get(timeout=20).text == "slept 4"  # this caller's call ran to its end
+        info = host.info()
+        assert info["in_flight"] == 0 and info["callers"] == 1, info  # only this caller left
+        assert hub.call_tool("a.add", {"a": 1, "b": 2}).text == "3"
 
 
 def test_status_placement_and_batching(rig: Rig) -> None:
@@ -289,6 +401,47 @@ def test_the_cluster_pages_example_runs_against_this_ray(rig: Rig, tmp_path: Pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-3:] == ["3", "git.echo", "conduit-acme-0 up 2"]
     assert ray.is_initialized() and len(ray.nodes()) >= 2
+
+
+def test_cluster_stop_stops_a_ray_it_started(rig: Rig, tmp_path: Path) -> None:
+    """In a fresh interpreter with no ``RAY_ADDRESS``: ``RayEngine()`` starts a Ray of its
+    own (not this module's), on loopback, and ``cluster.stop()`` stops it: its processes
+    are gone. (That it never stops one it attached to: the rig's teardown.)"""
+    code = (
+        "import json, psutil, ray\n"
+        "import conduit_mcp as mcp\n"
+        "cluster = mcp.Cluster.start(mcp.RayEngine(namespace='own'))\n"
+        "kids = [c.pid for c in psutil.Process().children(recursive=True)]\n"
+        "gcs = ray.get_runtime_context().gcs_address\n"
+        "print(json.dumps({'started': cluster.engine.started, 'kids': kids, 'gcs': gcs}))\n"
+        "cluster.stop()\n"
+        "print(json.dumps({'initialized': ray.is_initialized()}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    assert first["started"] is True and second == {"initialized": False}
+    assert first["gcs"].startswith("127.0.0.1:") and first["gcs"] != rig.ray_cluster.address
+    assert len(first["kids"]) >= 2  # its GCS and raylet, at least
+    deadline = time.monotonic() + 30
+    while left := [pid for pid in first["kids"] if _alive(pid)]:
+        assert time.monotonic() < deadline, f"still running after cluster.stop(): {left}"
+        time.sleep(0.05)  # bounded: process exits give no event here
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
