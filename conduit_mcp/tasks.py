@@ -209,12 +209,9 @@ class TaskRun:
         try:
             return self.future.result(timeout=timeout)
         except FutureTimeout:
-            self.cancel(Error("timeout", "deadline", "the task did not end in time"))
-            raise Error(
-                "timeout", "deadline", "the task did not end in time; it was asked to cancel"
-            ) from None
+            raise _timed_out(self) from None
         except Error as exc:
-            raise Error(exc.kind, exc.reason, exc.message, code=exc.code, data=exc.data) from None
+            raise _fresh(exc) from None
         except BaseException:
             self.cancel()
             raise
@@ -556,12 +553,9 @@ async def drive_async(
     try:
         raw = await asyncio.wait_for(asyncio.wrap_future(run.future), left)
     except TimeoutError:
-        run.cancel(Error("timeout", "deadline", "the task did not end in time"))
-        raise Error(
-            "timeout", "deadline", "the task did not end in time; it was asked to cancel"
-        ) from None
+        raise _timed_out(run) from None
     except Error as exc:
-        raise Error(exc.kind, exc.reason, exc.message, code=exc.code, data=exc.data) from None
+        raise _fresh(exc) from None
     except BaseException:
         run.cancel()
         raise
@@ -828,3 +822,14 @@ class Tasks:
         tool = str(record.get("tool") or "")
         run = TaskRun.resume(self._handle, dict(record), store)
         return TaskHandle(run, tool=tool)
+
+
+def _timed_out(run: TaskRun) -> Error:
+    """A waiter's bound ran out: the task is asked to cancel, and the waiter gets this."""
+    run.cancel(Error("timeout", "deadline", "the task did not end in time"))
+    return Error("timeout", "deadline", "the task did not end in time; it was asked to cancel")
+
+
+def _fresh(exc: Error) -> Error:
+    """The run's error raised anew in the waiter (its traceback the waiter's, not the loop's)."""
+    return Error(exc.kind, exc.reason, exc.message, code=exc.code, data=exc.data)
