@@ -13,7 +13,6 @@ spent with it)."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -24,18 +23,11 @@ from joserfc import jws
 
 import conduit_mcp as mcp
 from conduit_mcp.testing import AuthServerProcess
+from conduit_mcp.testing.waiting import until
 
 from .conftest import ADD, Person, m2m_oauth, mcp_posts, person_oauth
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not hold in time")
-        time.sleep(0.02)
 
 
 def claims(proof: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -79,7 +71,7 @@ def test_a_resource_that_requires_dpop_gets_bound_tokens_and_a_fresh_proof_per_r
         (token_proof,) = [r["headers"]["dpop"] for r in token_requests(auth)]
         assert "ath" not in claims(token_proof)[1]
         if protocol == "legacy":  # the session's GET stream is proved too
-            wait_until(lambda: any(g["status"] == 200 for g in authenticated(server, "GET")))
+            until(lambda: any(g["status"] == 200 for g in authenticated(server, "GET")))
             gets = authenticated(server, "GET")
             assert all(claims(g["headers"]["dpop"])[1]["htm"] == "GET" for g in gets)
         else:  # a cached list opens the listen stream: proved like any request
@@ -92,7 +84,7 @@ def test_a_resource_that_requires_dpop_gets_bound_tokens_and_a_fresh_proof_per_r
                     if p["headers"].get("mcp-method") == "subscriptions/listen"
                 ]
 
-            wait_until(lambda: any(p["status"] == 200 for p in listens()))
+            until(lambda: any(p["status"] == 200 for p in listens()))
             assert all(p["headers"]["authorization"].startswith("DPoP ") for p in listens())
             assert all("ath" in claims(p["headers"]["dpop"])[1] for p in listens())
 

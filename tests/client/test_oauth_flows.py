@@ -20,6 +20,7 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.testing import AuthServerProcess
+from conduit_mcp.testing.waiting import until
 
 from .conftest import ADD, Person, m2m_oauth, mcp_posts, person_oauth
 
@@ -28,14 +29,6 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::Depre
 
 def tokens_issued(auth: AuthServerProcess, grant: str | None = None) -> list[dict[str, Any]]:
     return [e for e in auth.events("token") if grant is None or e["grant"] == grant]
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not hold in time")
-        time.sleep(0.02)
 
 
 def authorized(client: mcp.Client, auth: AuthServerProcess, person: Person) -> None:
@@ -413,7 +406,7 @@ def test_on_authorize_that_raises_is_logged_by_class_only(
         with pytest.raises(mcp.Error) as err:
             client.call_tool("add", ADD)
         assert err.value.reason == "authorization_required"
-        wait_until(lambda: "on_authorize raised RuntimeError" in caplog.text)
+        until(lambda: "on_authorize raised RuntimeError" in caplog.text)
         assert urls and urls[0] not in caplog.text
         client.authorize(auth.approve(urls[0]))  # the app can still complete it
         assert client.call_tool("add", ADD).text == "3"

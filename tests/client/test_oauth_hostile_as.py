@@ -12,7 +12,6 @@ so its registration."""
 from __future__ import annotations
 
 import socket
-import time
 import urllib.request
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -22,20 +21,13 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.testing import AuthServerProcess
+from conduit_mcp.testing.waiting import until
 
 from .conftest import ADD, M2M, Person, m2m_oauth, person_oauth
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 PRM = "/.well-known/oauth-protected-resource"
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not hold in time")
-        time.sleep(0.02)
 
 
 def tokens_issued(auth: AuthServerProcess, grant: str | None = None) -> list[dict[str, Any]]:
@@ -88,7 +80,7 @@ def test_a_metadata_url_answering_503_sends_no_credential_and_recovers(
             )
 
         first = refused_fetches()
-        wait_until(lambda: refused_fetches() > first, timeout=20)  # it backs off and tries again
+        until(lambda: refused_fetches() > first, timeout=20)  # it backs off and tries again
         no_credential_reached(server)
         assert auth.requests() == []  # not even the authorization server was asked yet
 

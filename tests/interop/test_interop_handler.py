@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 
 import conduit_mcp as mcp
+from conduit_mcp.testing.waiting import until
 
 from ..conftest import REPO_ROOT, missing_peer
 from .http_peer import HttpPeer, free_port
@@ -246,16 +247,6 @@ def handler_peer(
         return mcp.Http(peer.url)
 
     return spec
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll ``check`` (cheap, local) until it is true, failing with ``what`` at the deadline:
-    for state only a server's stderr shows, which no event announces."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pause.wait(0.02)
 
 
 def related_method(transport: str, era: str) -> str | None:
@@ -558,7 +549,7 @@ def test_filesystem_serves_only_under_our_roots(
     assert (status.era, status.version) == ("legacy", "2025-11-25")
 
     updated = "Updated allowed directories from MCP roots: 1 valid directories"
-    wait_until(f"{updated!r} on the server's stderr", lambda: updated in client.stderr().decode())
+    until(lambda: updated in client.stderr().decode(), what=f"{updated!r} on the server's stderr")
     stderr = client.stderr().decode()
     assert "Failed to request initial roots" not in stderr, stderr
     [(_, ctx)] = handler.seen.of("list_roots")
