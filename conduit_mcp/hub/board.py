@@ -73,6 +73,7 @@ class Board:
         "_changed",
         "stopped",
         "subscriptions",
+        "log_level",
     )
 
     def __init__(
@@ -91,6 +92,9 @@ class Board:
         # The hub's notification subscriptions (conduit_mcp.hub.notify.Subscription), each
         # applied to every member the supervisor starts.
         self.subscriptions: dict[Any, Any] = {}
+        # Hub.set_logging_level's level (None: each member's own ``log_level`` option),
+        # applied by the supervisor to every member it starts from then on.
+        self.log_level: str | None = None
 
     def publish_view(self, view: View) -> None:
         self.view = view

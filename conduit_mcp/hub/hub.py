@@ -20,6 +20,7 @@ from ..client import Client
 from ..config import ClientOptions
 from ..errors import Error
 from ..otp.base import PING
+from ..protocol.server_logs import LoggingLevel
 from ..status import Status
 from ..transports.http_spec import Http
 from ..transports.inprocess_spec import InProcess
@@ -35,7 +36,7 @@ from ..types import (
     ResourceTemplate,
     Tool,
 )
-from . import ready, routing, transports
+from . import levels, ready, routing, transports
 from .board import Board, Member, ServerDown
 from .config import HubConfig, ServerEntry, check_name, load_config, parse_entry
 from .fronts import AsyncHub, FutureHub
@@ -468,6 +469,47 @@ class Hub:
         client.unsubscribe(target, timeout=timeout)
 
     # END GENERATED requests
+
+    # -- server logs --------------------------------------------------------------------------
+
+    def set_logging_level(
+        self, level: LoggingLevel, *, timeout: float | None = None
+    ) -> dict[str, Error | None]:
+        """Ask every server for its log messages at ``level`` and above (as
+        ``Client.set_logging_level``), and keep that level for every member from now
+        on: one that is connecting takes it when it is ready, and one the hub starts later (a
+        restart, ``add_server``, ``reload``) starts with it, over its own ``log_level``
+        option. The ready members are asked at once, together.
+
+        Returns each server's outcome, in config order: None when it took the level, else
+        the :class:`~conduit_mcp.Error` it gave: ``unavailable``/``server_not_ready`` for a
+        server not ready now (the level is kept for it), ``unavailable``/``not_supported`` for
+        a legacy server that declares no ``logging``, or what its call raised (``timeout``,
+        ``closed``, ``transport``, ...).
+
+        >>> import sys, conduit_mcp as mcp
+        >>> server = {"command": sys.executable, "args": ["-m", "conduit_mcp.testing"]}
+        >>> quiet = {**server, "args": [*server["args"], "--no-logging"]}
+        >>> config = {"mcpServers": {"a": server, "b": quiet, "gone": {"command": "/no/such"}}}
+        >>> with mcp.Hub.start(config, protocol="legacy") as hub:
+        ...     _ = hub.await_ready(timeout=20, servers=["a", "b"])
+        ...     for server, error in hub.set_logging_level("warning").items():
+        ...         print(server, error and (error.kind, error.reason))
+        a None
+        b ('unavailable', 'not_supported')
+        gone ('unavailable', 'server_not_ready')
+
+        Raises:
+            Error: ``argument``/``level`` for a level not one of the eight (nothing is kept),
+                ``argument``/``timeout``; ``closed``/``stopped`` for a stopped hub.
+        """
+        rq.check_timeout(timeout, 1.0)
+        targets = levels.keep(self._board, level)
+        futures = [
+            (name, client.futures.set_logging_level(level, timeout=timeout))
+            for name, client in levels.asked(targets)
+        ]
+        return levels.fill(targets, levels.collect(futures, None))
 
     # -- notifications ------------------------------------------------------------------------
 

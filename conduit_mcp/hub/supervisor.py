@@ -174,7 +174,11 @@ class HubSupervisor(SafeActor):
         """Start a fresh client tree for ``member`` (a new incarnation, a new gen)."""
         name, gen = member.name, self._next_gen()
         client_name = self._board.client_name(name)
-        runtime = tree.ClientTree(client_name, member.spec, member.config)
+        level = self._board.log_level  # Hub.set_logging_level's, over the member's option
+        config = member.config
+        if level is not None and config.log_level != level:
+            config = replace(config, log_level=level)
+        runtime = tree.ClientTree(client_name, member.spec, config)
         me = self.actor_ref
 
         def exited(urn: str, reason: BaseException | None) -> None:
@@ -200,6 +204,10 @@ class HubSupervisor(SafeActor):
             subscription.attach(name, client)
         # Published before the view hears of it: the view orders servers by board.order.
         self._publish()
+        if self._board.log_level != level:
+            # Hub.set_logging_level ran while this member started and did not see it
+            # published: the level is read again here, after it could see it (levels.py).
+            relevel(client, runtime, self._board.log_level)
         if self._view is not None:
             safe_tell(self._view, Attach(started))
 
@@ -289,6 +297,16 @@ class HubSupervisor(SafeActor):
 
     def _publish(self) -> None:
         self._board.publish_members(self._members, tuple(self._order))
+
+
+def relevel(client: Client, runtime: tree.ClientTree, level: str | None) -> None:
+    """Give a just-started member a level set while it started: kept for its next ready,
+    and sent now if it is ready already (its outcome is not waited for)."""
+    if level is None:
+        return
+    runtime.shared.log_level = level
+    if runtime.shared.status.state == "ready":
+        client.futures.set_logging_level(level)  # type: ignore[arg-type]
 
 
 def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
