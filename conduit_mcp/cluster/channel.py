@@ -232,6 +232,8 @@ class Channel:
             try:
                 events = self.handle.poll(self.caller, POLL_WAIT)
             except HostLost as exc:
+                if self.closed:
+                    return  # the hub stopped and its hosts were stopped on purpose: no loss
                 self._lost(exc)
                 if self.down is not None:
                     return
@@ -282,7 +284,7 @@ class Channel:
                 raise HostLost(self.name, permanent=True)
             handle, info = respawn(self.info)
         except Exception as exc:
-            if respawn is not None:
+            if respawn is not None and not self.closed:
                 log.warning(
                     "cluster: host %s could not start again (%s)", self.name, type(exc).__name__
                 )

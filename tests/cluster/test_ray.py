@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import re
 import signal
@@ -42,6 +43,7 @@ from ray.cluster_utils import Cluster as RayTestCluster  # noqa: E402
 import conduit_mcp as mcp  # noqa: E402
 from conduit_mcp.cluster import protocol as p  # noqa: E402
 from conduit_mcp.testing import ScriptedServer  # noqa: E402
+from conduit_mcp.testing.waiting import until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -330,7 +332,10 @@ def test_status_placement_and_batching(rig: Rig) -> None:
         hub.stop()
 
 
-def test_a_killed_host_fails_its_calls_in_flight_and_comes_back(rig: Rig) -> None:
+def test_a_killed_host_fails_its_calls_in_flight_and_comes_back(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.cluster")
     hub = rig.cluster.hub("kill", {"mcpServers": {"a": SERVER, "b": SERVER}})
     hub.await_ready(timeout=30, servers="all")
     (before,) = rig.cluster.status().hosts
@@ -354,7 +359,23 @@ def test_a_killed_host_fails_its_calls_in_flight_and_comes_back(rig: Rig) -> Non
     assert hub.call_tool("b.add", {"a": 1, "b": 1}).text == "2"
     (after,) = rig.cluster.status().hosts
     assert after.pid != before.pid and after.restarts == 1 and after.clients == 2
+    # A real loss is logged, with how many calls it took.
+    assert "lost with 8 call(s) in flight" in caplog.text
     hub.stop()
+
+
+def test_a_hub_stopped_on_purpose_logs_no_loss(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="conduit_mcp.cluster")
+    hub = rig.cluster.hub("quiet", {"mcpServers": {"a": SERVER}})
+    hub.await_ready(timeout=30, servers="all")
+    assert hub.call_tool("a.add", {"a": 1, "b": 2}).text == "3"
+    threads = [t for channel in hub._core.channels for t in channel._threads]
+    hub.stop()
+    # Its hosts were stopped under the channels' standing polls: wait for those to end,
+    # which is when a loss would have been logged.
+    until(lambda: not any(t.is_alive() for t in threads), what="the channels' threads to end")
+    assert rig.cluster.engine.find_hosts("quiet") == []
+    assert [r.getMessage() for r in caplog.records if r.name == "conduit_mcp.cluster"] == []
 
 
 def test_every_socket_of_ray_and_the_hosts_is_on_loopback(rig: Rig) -> None:

@@ -56,10 +56,12 @@ def test_a_killed_member_connection_actor_is_restarted_by_its_tree(
         with pytest.raises(mcp.Error) as lost:
             pending.result(timeout=20)
     assert lost.value.kind in ("transport", "unavailable")
-    # the member's own supervisor restarts the connection: same member, a new connection
+    # the member's own supervisor restarts the connection: same member, a new connection,
+    # and ready (the view may still list b as ready from before the crash)
     hub.wait_for(
         lambda h: (
             client._runtime().registry.get("connection") not in (None, old)
+            and h.status()["b"].state == "ready"
             and "b" in h._board.view.ready
         ),
         timeout=20,
