@@ -44,6 +44,24 @@ def seq_ms(call: Any, n: int) -> float:
     return (time.perf_counter() - start) / n * 1000
 
 
+def bare_ray_ms(n: int) -> float:
+    """One Ray round trip to an async actor that returns its argument, sequentially: the
+    floor under a call through a host (the same Ray, started by the engine)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        async def echo(self, value: Any) -> Any:
+            return value
+
+    actor = Echo.remote()  # type: ignore[attr-defined]
+    try:
+        ray.get(actor.echo.remote(ADD), timeout=60)
+        return seq_ms(lambda: ray.get(actor.echo.remote(ADD), timeout=60), n)
+    finally:
+        ray.kill(actor)
+
+
 def windowed(futures_front: Any, name: str, n: int, window: int) -> float:
     """Calls per second with ``window`` in flight (pykka futures, refilled as they finish)."""
     start = time.perf_counter()
@@ -120,6 +138,11 @@ def main() -> None:
     cluster = mcp.Cluster.start(mcp.RayEngine(max_restarts=5))
     print(f"\n== through a host (Ray started in {time.perf_counter() - t0:.1f} s) ==")
     try:
+        bare = bare_ray_ms(n // 2)
+        print(
+            f"base: a bare Ray round trip (an async actor method returning its argument) "
+            f"{bare:.3f} ms {load()}"
+        )
         t0 = time.perf_counter()
         hub = cluster.hub("bench", {"mcpServers": {"a": SERVER}}, max_in_flight=1000)
         hub.await_ready(timeout=60)
@@ -129,7 +152,8 @@ def main() -> None:
         r_aio = aio_window(hub.aio, "a.add", n, 32)
         (host,) = cluster.status().hosts
         print(
-            f"sequential: {r_seq:.3f} ms/call (direct {d_seq:.3f}: +{r_seq - d_seq:.3f} ms); "
+            f"sequential: {r_seq:.3f} ms/call (direct {d_seq:.3f}: +{r_seq - d_seq:.3f} ms; "
+            f"bare Ray round trip {bare:.3f}: +{r_seq - bare:.3f} ms); "
             f"32 in flight: futures {r_32:,.0f} calls/s, asyncio {r_aio:,.0f} calls/s "
             f"(direct {d_32:,.0f}); {host.calls} calls in {host.messages} messages "
             f"({host.calls / max(host.messages, 1):.1f} per message) {load()}"
