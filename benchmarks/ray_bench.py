@@ -56,7 +56,6 @@ def bare_ray_ms(n: int) -> float:
 
     actor = Echo.remote()  # type: ignore[attr-defined]
     try:
-        ray.get(actor.echo.remote(ADD), timeout=60)
         return seq_ms(lambda: ray.get(actor.echo.remote(ADD), timeout=60), n)
     finally:
         ray.kill(actor)

@@ -503,13 +503,12 @@ class Hub:
             Error: ``argument``/``level`` for a level not one of the eight (nothing is kept),
                 ``argument``/``timeout``; ``closed``/``stopped`` for a stopped hub.
         """
-        rq.check_timeout(timeout, 1.0)
-        targets = levels.keep(self._board, level)
+        targets = levels.keep(self._board, level, timeout)
         futures = [
             (name, client.futures.set_logging_level(level, timeout=timeout))
             for name, client in levels.asked(targets)
         ]
-        return levels.fill(targets, levels.collect(futures, None))
+        return levels.outcomes(targets, levels.collect(futures, None))
 
     # -- notifications ------------------------------------------------------------------------
 

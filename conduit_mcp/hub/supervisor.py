@@ -29,6 +29,7 @@ from ..client import Client
 from ..otp import timers
 from ..otp.base import Link, SafeActor, safe_tell
 from ..status import Status
+from . import levels
 from .board import Board, Member
 from .view_actor import Attach, Detach, ViewActor
 
@@ -207,7 +208,7 @@ class HubSupervisor(SafeActor):
         if self._board.log_level != level:
             # Hub.set_logging_level ran while this member started and did not see it
             # published: the level is read again here, after it could see it (levels.py).
-            relevel(client, runtime, self._board.log_level)
+            levels.relevel(client, runtime, self._board.log_level)
         if self._view is not None:
             safe_tell(self._view, Attach(started))
 
@@ -297,16 +298,6 @@ class HubSupervisor(SafeActor):
 
     def _publish(self) -> None:
         self._board.publish_members(self._members, tuple(self._order))
-
-
-def relevel(client: Client, runtime: tree.ClientTree, level: str | None) -> None:
-    """Give a just-started member a level set while it started: kept for its next ready,
-    and sent now if it is ready already (its outcome is not waited for)."""
-    if level is None:
-        return
-    runtime.shared.log_level = level
-    if runtime.shared.status.state == "ready":
-        client.futures.set_logging_level(level)  # type: ignore[arg-type]
 
 
 def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
