@@ -14,6 +14,7 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.hub.view_actor import Crash
+from conduit_mcp.testing.waiting import until
 
 from .conftest import MISSING, scripted
 
@@ -37,7 +38,16 @@ def test_a_killed_member_server_comes_back_and_its_tools_return(start_hub: Start
     assert crash.value.kind == "transport" and lost.value.kind == "transport"
     # a's tools never left the view
     assert hub.tool("a.add") is not None
+    # b may still read "ready" until its connection sees the exit: wait for the new server
+
+    def new_pid() -> bool:
+        try:
+            return hub.call_tool("b.pid", timeout=5).text != first
+        except mcp.Error:
+            return False
+
     hub.await_ready(timeout=20, servers=["b"])
+    until(new_pid, what="b's new server", timeout=20)
     assert hub.call_tool("b.pid").text != first
     assert hub.tool("b.add") is not None
 
