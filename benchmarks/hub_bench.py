@@ -15,9 +15,14 @@ Rows (targets from issue 20 in brackets):
   down      a call to a server that is not ready, to the first byte of the error [< 10 ms]
   changed   ``add_tool`` on a member to the new tool in ``hub.tool(...)`` [< 100 ms]
   comeback  a member's server killed: until its tools leave the view, and until they return
+  many      N streamable HTTP servers (one ``fast_http_server.py``) in one config: all ready
+            with their lists in the view, one call to each (all in flight), all stopped; at
+            1,000 and 2,500 (``--many``), so the growth from one to the other reads as linear
+            or not (each member's start used to merge the whole view: N²)
 
     .venv/bin/python benchmarks/hub_bench.py
     .venv/bin/python benchmarks/hub_bench.py --only route,reads --calls 2000
+    .venv/bin/python benchmarks/hub_bench.py --only many --many 1000,2500,5000
 """
 
 from __future__ import annotations
@@ -309,13 +314,56 @@ def bench_comeback(rounds: int) -> None:
     )
 
 
+def bench_many(sizes: list[int]) -> None:
+    import subprocess
+
+    print("== many: N HTTP servers in one config (one fast_http_server.py, modern era)")
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = server.stdout.readline() if server.stdout else ""
+        url = f"http://127.0.0.1:{int(line.split()[-1])}/mcp"
+        per: list[float] = []
+        for n in sizes:
+            config = {"mcpServers": {f"s{i}": {"url": url} for i in range(n)}}
+            t0 = time.perf_counter()
+            hub = mcp.Hub.start(config)
+            try:
+                hub.await_ready(timeout=300, servers="all")
+                ready = time.perf_counter() - t0
+                t1 = time.perf_counter()
+                futures = [hub.futures.call_tool(f"s{i}.add", {"a": 1, "b": 2}) for i in range(n)]
+                ok = [f.get(timeout=300).text for f in futures].count("3")
+                calls = time.perf_counter() - t1
+            finally:
+                t2 = time.perf_counter()
+                hub.stop()
+                stopped = time.perf_counter() - t2
+            per.append(ready / n)
+            print(
+                f"  {n:6d} servers: all ready in {ready:6.2f} s ({ready / n * 1e3:.2f} ms each), "
+                f"one call each {calls:5.2f} s ({ok} ok), stopped in {stopped:5.2f} s "
+                f"[load {os.getloadavg()[0]:.2f}]"
+            )
+        if len(per) > 1:
+            print(
+                f"  ready per server, largest over smallest: {per[-1] / per[0]:.2f}x [~1: linear]"
+            )
+    finally:
+        server.kill()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--only", default="start,reads,route,down,changed,comeback")
+    parser.add_argument("--only", default="start,reads,route,down,changed,comeback,many")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--many", default="1000,2500", help="server counts for the many row")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if "start" in only:
@@ -330,6 +378,8 @@ def main() -> None:
         bench_changed(5)
     if "comeback" in only:
         bench_comeback(5)
+    if "many" in only:
+        bench_many([int(n) for n in args.many.split(",")])
 
 
 if __name__ == "__main__":

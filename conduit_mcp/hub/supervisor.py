@@ -106,9 +106,13 @@ class HubSupervisor(SafeActor):
     def init(self) -> None:
         try:
             self._start_view()
+            # The whole order first (the view orders servers by it), then one publish of the
+            # members at the end: one per member copied the whole table each time, N² for
+            # a config of N servers.
+            self._order.extend(member.name for member in self._initial)
+            self._publish()
             for member in self._initial:
-                self._order.append(member.name)
-                self._start_member(member)
+                self._start_member(member, publish=False)
             self._publish()
         except BaseException:
             # No terminate after a failed init: what started is published for Hub.start
@@ -171,8 +175,9 @@ class HubSupervisor(SafeActor):
         self._gen += 1
         return self._gen
 
-    def _start_member(self, member: Member) -> None:
-        """Start a fresh client tree for ``member`` (a new incarnation, a new gen)."""
+    def _start_member(self, member: Member, *, publish: bool = True) -> None:
+        """Start a fresh client tree for ``member`` (a new incarnation, a new gen);
+        ``publish=False``: the caller publishes the members (``init``, once for all)."""
         name, gen = member.name, self._next_gen()
         client_name = self._board.client_name(name)
         level = self._board.log_level  # Hub.set_logging_level's, over the member's option
@@ -204,7 +209,8 @@ class HubSupervisor(SafeActor):
         for subscription in tuple(self._board.subscriptions.values()):
             subscription.attach(name, client)
         # Published before the view hears of it: the view orders servers by board.order.
-        self._publish()
+        if publish:
+            self._publish()
         if self._board.log_level != level:
             # Hub.set_logging_level ran while this member started and did not see it
             # published: the level is read again here, after it could see it (levels.py).
