@@ -4,8 +4,10 @@
 Each host is a named actor (``conduit-<tenant>-<index>`` in the engine's namespace: the
 registry a second caller finds it by), created with ``max_task_retries=0`` (a call that may
 have run is never sent again) and ``max_restarts`` from the options (Ray rebuilds the host
-from its spec: the actor's constructor arguments). A host runs on the node its tenant maps to
-(node affinity); when that node is gone, the cluster starts the host again from its spec on a
+from its spec: the actor's constructor arguments). A host placed by resources (the
+``placement`` option) asks Ray for them and runs where Ray finds them (Ray moves it when its
+node is lost); any other runs on the node its tenant maps to (node affinity); when that node
+is gone, the cluster starts the host again from its spec on a
 node that is alive (``Cluster``'s respawn: Ray cannot restart an actor bound to a dead node).
 Soft affinity would do that by itself, but Ray 2.60 spilled soft-placed actors to another
 node while the preferred one was alive and idle (seen on the two-node test cluster), so the
@@ -233,6 +235,8 @@ class RayEngine:
     <RayEngine namespace='gateway' started=False>
     >>> engine.clients_per_host, engine.caller_lease, engine.max_restarts
     (500, 5.0, 3)
+    >>> mcp.RayEngine(placement={"acme": {"resources": {"tenant_a": 1}, "hosts": 2}}).placement
+    {'acme': {'resources': {'tenant_a': 1.0}, 'hosts': 2}}
     >>> try:
     ...     mcp.RayEngine(clients_per_host=0)
     ... except mcp.Error as e:

@@ -673,22 +673,40 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
+    """A host placed by tenant (node affinity) is started again by the cluster on a live
+    node; one placed by resources is started again by Ray on a node that has them (here
+    ``shared``: the head's was held while it was placed, so it went to the worker)."""
     tenant = rig.tenant_on(rig.worker_id, "moving-")
     hub = rig.cluster.hub(tenant, {"mcpServers": {"a": SERVER}})
-    hub.await_ready(timeout=30)
-    assert rig.cluster.status().hosts[0].node == rig.worker_id
+    holder = rig.cluster.hub("moving-hold", {"mcpServers": {"a": SERVER}},
+                             placement={"resources": {"tenant_b": 1, "shared": 4}})  # fmt: skip
+    by_resources = rig.cluster.hub("moving-res", {"mcpServers": {"a": SERVER}},
+                                   placement={"resources": {"shared": 1}})  # fmt: skip
+    holder.stop()  # the head's "shared" is free again: the host can move there
+    for each in (hub, by_resources):
+        each.await_ready(timeout=30)
+    nodes = {h.tenant: h.node for h in rig.cluster.status().hosts}
+    assert nodes == {tenant: rig.worker_id, "moving-res": rig.worker_id}, nodes
     removed = time.monotonic()
     rig.ray_cluster.remove_node(rig.worker, allow_graceful=False)
     deadline = removed + 40
-    while rig.cluster.status().hosts[0].node != rig.head_id:  # each status asks the host
+
+    def moved() -> bool:  # each status asks the hosts
+        return all(h.node == rig.head_id for h in rig.cluster.status().hosts)
+
+    while not moved():
         if time.monotonic() > deadline:
             import faulthandler
 
             faulthandler.dump_traceback(all_threads=True)
         assert time.monotonic() < deadline, rig.cluster.status()
     moved_in = time.monotonic() - removed
-    hub.await_ready(timeout=30)
-    assert hub.call_tool("a.add", {"a": 2, "b": 3}).text == "5"
-    (host,) = rig.cluster.status().hosts
-    assert host.state == "up" and host.restarts == 1 and moved_in < 45, moved_in
+    for each in (hub, by_resources):
+        each.await_ready(timeout=30)
+        assert each.call_tool("a.add", {"a": 2, "b": 3}).text == "5"
+    hosts = rig.cluster.status().hosts
+    assert all(h.state == "up" and h.restarts == 1 for h in hosts), hosts
+    assert moved_in < 45, moved_in
+    assert [h.resources for h in hosts if h.tenant == "moving-res"] == [{"shared": 1.0}]
     hub.stop()
+    by_resources.stop()
