@@ -152,7 +152,8 @@ class Cluster:
         each host asks the engine for (``{"tenant_a": 1}``: only nodes that have them take
         the hosts), ``hosts`` (exactly that many hosts), ``clients_per_host``. Checked
         before any host starts, against the live nodes: hosts no node can take now are
-        refused at once, never left queued.
+        refused at once, never left queued. Attaching (no ``config``) ignores it: the hosts
+        run where their starter placed them.
 
         ``config`` is what :meth:`conduit_mcp.Hub.start` takes (a mapping, JSON text, a
         path: read here, never expanded here: each host expands ``${VAR}`` from its own
