@@ -92,6 +92,9 @@ class Channel:
         self.down: Error | None = None
         self.closed = False
         self.notes: Callable[[dict[str, Any]], None] | None = None
+        # The server log level this caller set (hub.set_logging_level): a host started
+        # again from its spec has lost it, so it is sent again when the host is back.
+        self.log_level: str | None = None
         # Set while the host is lost and not yet back: calls queue (never sent to a host
         # that is restarting, where Ray fails them at once).
         self._restarting = False
@@ -299,6 +302,7 @@ class Channel:
         self.info = info
         self.restarts += 1
         self.pid = info.get("pid")
+        self._relevel()
 
     def _back(self) -> None:
         """Wait for the host to restart; count the restart; send what queued meanwhile."""
@@ -318,7 +322,18 @@ class Channel:
         if info.get("pid") != self.pid:
             self.restarts += 1
             self.pid = info.get("pid")
+            self._relevel()
         self.info = info
+
+    def _relevel(self) -> None:
+        """Give a host started again the log level this caller set (its outcome unread)."""
+        level = self.log_level
+        if level is None or self.closed:
+            return
+        try:
+            self.send("set_logging_level", {"level": level, "timeout": None}, _Dropped())
+        except Error:
+            pass
 
     def _deliver(self, events: list[dict[str, Any]]) -> None:
         for event in events:
@@ -353,6 +368,16 @@ class Channel:
             found.sink.fail(exc)
             return
         found.sink.ok(decoded)
+
+
+class _Dropped(Sink):
+    """An outcome nobody waits for."""
+
+    def ok(self, value: Any) -> None:
+        pass
+
+    def fail(self, error: Error) -> None:
+        pass
 
 
 def _copy(error: Error) -> Error:

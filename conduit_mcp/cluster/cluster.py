@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import Error
@@ -48,6 +48,8 @@ class HostStatus:
     many were in flight)."""
     calls: int = 0
     """Calls this caller sent the host."""
+    resources: Mapping[str, float] = field(default_factory=dict)
+    """The engine's resources the host asked for (its placement; empty: by tenant)."""
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,23 @@ class Cluster:
         self.stop()
 
     def hub(
-        self, tenant: str, config: Any = None, *, timeout: float = 120.0, **options: Any
+        self,
+        tenant: str,
+        config: Any = None,
+        *,
+        timeout: float = 120.0,
+        placement: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> RemoteHub:
-        """The tenant's hub: its servers on hosts of at most ``clients_per_host`` each.
+        """The tenant's hub: its servers on hosts of at most ``clients_per_host`` each
+        (or ``placement``'s).
+
+        ``placement`` (plain data, over the engine's entry for this tenant): ``resources``
+        each host asks the engine for (``{"tenant_a": 1}``: only nodes that have them take
+        the hosts), ``hosts`` (exactly that many hosts), ``clients_per_host``. Checked
+        before any host starts, against the live nodes: hosts no node can take now are
+        refused at once, never left queued. Attaching (no ``config``) ignores it: the hosts
+        run where their starter placed them.
 
         ``config`` is what :meth:`conduit_mcp.Hub.start` takes (a mapping, JSON text, a
         path: read here, never expanded here: each host expands ``${VAR}`` from its own
@@ -164,10 +180,20 @@ class Cluster:
         ...     print(e.kind, e.reason)
         config servers.gh.conduit.backoff
 
+        >>> try:
+        ...     cluster.hub("t42", {"mcpServers": {"gh": {"command": "srv"}}}, placement={"hosts": 0})
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        config placement
+
         Raises:
             Error: ``config`` naming the key (a callable, a literal credential in
-                ``headers``/``env``, a bad entry the host's Hub refused); ``argument``/
-                ``tenant`` for a tenant with a hub here already, or none to attach to.
+                ``headers``/``env``, a bad entry the host's Hub refused, a bad
+                ``placement``); ``argument``/``tenant`` for a tenant with a hub here
+                already, or none to attach to; ``unavailable``/``placement_infeasible``
+                (no live node has the resources, or the hosts need more than there is),
+                ``placement_busy`` (other actors hold them now), ``placement_timeout`` (a
+                host not placed within the engine's ``placement_timeout``).
         """
         engine = self.engine
         if self.stopped:
@@ -197,22 +223,34 @@ class Cluster:
             )
             p.check_spec(spec0)
             p.check_secrets(document, engine.secure)
+            entry = p.placement_of(
+                tenant,
+                getattr(engine, "placement", {}),
+                None if placement is None else p.check_placement(placement),
+            )
             names = list(servers)
-            size = engine.clients_per_host
-            chunks = [names[i : i + size] for i in range(0, len(names), size)] or [[]]
+            size = int(entry.get("clients_per_host", engine.clients_per_host))
+            chunks = p.split(names, size, entry.get("hosts"))
+            resources = dict(entry.get("resources", {}))
             specs = [
                 p.HostSpec(
                     engine.host_name(tenant, i),
                     tenant,
                     {"mcpServers": {n: servers[n] for n in chunk}},
                     options,
+                    resources,
                 )
                 for i, chunk in enumerate(chunks)
             ]
+            if resources:
+                engine.check_fit([s.resources for s in specs])
             handles = []
             try:
                 for i, spec in enumerate(specs):
                     handles.append(engine.start_host(spec, i))
+                if resources:
+                    for handle in handles:
+                        engine.wait_placed(handle, engine.placement_timeout)
                 infos = [engine.wait_alive(h, timeout) for h in handles]
             except BaseException:
                 for handle in handles:
@@ -296,7 +334,7 @@ class Cluster:
         ((), {}, None)
         >>> import dataclasses
         >>> [f.name for f in dataclasses.fields(mcp.cluster.HostStatus)]  # each host's
-        ['name', 'tenant', 'state', 'pid', 'node', 'restarts', 'clients', 'ready', 'in_flight', 'messages', 'calls']
+        ['name', 'tenant', 'state', 'pid', 'node', 'restarts', 'clients', 'ready', 'in_flight', 'messages', 'calls', 'resources']
         """
         hosts = []
         placement: dict[str, tuple[str, ...]] = {}
@@ -326,6 +364,9 @@ class Cluster:
                         in_flight=channel.in_flight(),
                         messages=channel.messages,
                         calls=channel.calls,
+                        resources=dict(
+                            info.get("resources") or channel.info.get("resources") or {}
+                        ),
                     )
                 )
         return ClusterStatus(tuple(hosts), placement, tuple(self.engine.nodes()))

@@ -134,6 +134,7 @@ class HostCore:
             "ready": sum(1 for s in hub.status().values() if s.state == "ready")
             if hub is not None
             else 0,
+            "resources": dict(self.spec.resources),
             "callers": len(self._callers),
             "in_flight": sum(len(c.tasks) for c in self._callers.values()),
         }
@@ -281,7 +282,12 @@ class HostCore:
 
                 args["on_progress"] = on_progress
             value = await getattr(self.hub.aio, op)(**args)
-            raw = getattr(value, "raw", value) if op not in ("subscribe", "unsubscribe") else None
+            if op == "set_logging_level":  # per server: None or an error, as plain data
+                raw = p.levels(value, secrets)
+            elif op in ("subscribe", "unsubscribe"):
+                raw = None
+            else:
+                raw = getattr(value, "raw", value)
             event = p.result(cid, p.redact(raw, secrets))
         except asyncio.CancelledError:
             state.tasks.pop(cid, None)

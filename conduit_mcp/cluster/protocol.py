@@ -45,6 +45,7 @@ OPS: Final = frozenset(
         "request",
         "subscribe",
         "unsubscribe",
+        "set_logging_level",
     }
 )
 
@@ -89,6 +90,9 @@ class HostSpec:
     tenant: str
     config: Mapping[str, Any]
     options: Mapping[str, Any] = field(default_factory=dict)
+    resources: Mapping[str, float] = field(default_factory=dict)
+    """The engine's resources the host asks for (Ray: custom resources, ``CPU``, ``GPU``,
+    ``memory``); empty: placed by tenant (node affinity)."""
 
     def servers(self) -> tuple[str, ...]:
         """The servers' names, in config order."""
@@ -101,11 +105,18 @@ class HostSpec:
             "tenant": self.tenant,
             "config": self.config,
             "options": dict(self.options),
+            "resources": dict(self.resources),
         }
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> HostSpec:
-        return cls(data["name"], data["tenant"], data["config"], data.get("options", {}))
+        return cls(
+            data["name"],
+            data["tenant"],
+            data["config"],
+            data.get("options", {}),
+            data.get("resources", {}),
+        )
 
 
 def servers_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -184,6 +195,8 @@ def check_spec(spec: HostSpec) -> None:
         if not isinstance(name, str):
             raise Error("config", "config", "a server's name must be a string")
         check_plain(entry, f"servers.{name}")
+    if spec.resources:
+        check_placement({"resources": spec.resources}, "placement")
     if not isinstance(spec.options, Mapping):
         raise Error("config", "options", "a host's options must be a mapping")
     for key, value in spec.options.items():
@@ -457,7 +470,33 @@ def decode(op: str, value: Any) -> Any:
         return parse_complete(value)
     if op in ("subscribe", "unsubscribe"):
         return None
+    if op == "set_logging_level":
+        return levels_of(value)
     return value
+
+
+def levels(outcomes: Mapping[str, Error | None], secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``set_logging_level``'s outcomes as they cross: per server, None or the error's data.
+
+    >>> levels({"a": None, "b": Error("unavailable", "not_supported", "no logging")})["b"]["reason"]
+    'not_supported'
+    """
+    return {
+        name: None if error is None else failure(0, error, secrets)["error"]
+        for name, error in outcomes.items()
+    }
+
+
+def levels_of(value: Any) -> dict[str, Error | None]:
+    """The caller's side of :func:`levels`: per server, None or its
+    :class:`~conduit_mcp.Error`.
+
+    >>> levels_of(levels({"a": None, "b": Error("timeout", "deadline", "late")}))
+    {'a': None, 'b': Error(kind='timeout', reason='deadline')}
+    """
+    if not isinstance(value, Mapping):
+        raise Error("protocol", "host_reply", "a host sent set_logging_level's outcomes malformed")
+    return {str(name): None if data is None else error_of(data) for name, data in value.items()}
 
 
 def batches(calls: list[dict[str, Any]], size: int = MAX_BATCH) -> list[list[dict[str, Any]]]:
@@ -492,3 +531,188 @@ def placement(tenant: str, nodes: list[str], index: int = 0) -> str | None:
     ordered = sorted(nodes)
     digest = zlib.crc32(tenant.encode()) + index
     return ordered[digest % len(ordered)]
+
+
+# -- placement by resources and host counts ----------------------------------------------------
+
+#: The keys of a placement entry (``RayEngine(placement={tenant: entry})``,
+#: ``cluster.hub(..., placement=entry)``).
+PLACEMENT_KEYS: Final = frozenset({"resources", "hosts", "clients_per_host"})
+
+
+def check_placement(entry: Any, where: str = "placement") -> dict[str, Any]:
+    """A placement entry, checked and normalised: ``resources`` (each host asks the engine
+    for these: a mapping of names to amounts > 0), ``hosts`` (the tenant's servers split
+    over exactly this many hosts, at most one per server) and ``clients_per_host`` (the
+    engine's, for this tenant). Plain data only: a callable is refused like anywhere else.
+
+    >>> check_placement({"resources": {"tenant_a": 1}, "hosts": 2})
+    {'resources': {'tenant_a': 1.0}, 'hosts': 2}
+    >>> try:
+    ...     check_placement({"resources": {"tenant_a": 0}})
+    ... except Error as e:
+    ...     print(e.kind, e.reason)
+    config placement
+    >>> try:
+    ...     check_placement({"node": "n1"}, "placement.acme")
+    ... except Error as e:
+    ...     print(e.kind, e.reason, e.message)
+    config placement placement.acme has no key 'node' (it takes clients_per_host, hosts, resources)
+    """
+    if entry is None:
+        return {}
+    if not isinstance(entry, Mapping):
+        raise Error("config", "placement", f"{where} must be a mapping (plain data)")
+    check_plain(entry, where)
+    out: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key not in PLACEMENT_KEYS:
+            raise Error(
+                "config",
+                "placement",
+                f"{where} has no key {key!r} (it takes {', '.join(sorted(PLACEMENT_KEYS))})",
+            )
+        if key == "resources":
+            if not isinstance(value, Mapping) or not value:
+                raise Error(
+                    "config",
+                    "placement",
+                    f"{where}.resources must be a mapping of resource names to amounts",
+                )
+            resources: dict[str, float] = {}
+            for name, amount in value.items():
+                if (
+                    not name
+                    or isinstance(amount, bool)
+                    or not isinstance(amount, (int, float))
+                    or not amount > 0
+                ):
+                    raise Error(
+                        "config",
+                        "placement",
+                        f"{where}.resources[{name!r}] must be an amount > 0",
+                    )
+                resources[name] = float(amount)
+            out["resources"] = resources
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise Error("config", "placement", f"{where}.{key} must be an int >= 1")
+        else:
+            out[key] = value
+    return out
+
+
+def check_placements(table: Any) -> dict[str, dict[str, Any]]:
+    """An engine's placement table: tenant (or ``"*"``, every other tenant) to an entry.
+
+    >>> check_placements({"acme": {"hosts": 2}, "*": {"resources": {"pool": 0.5}}})
+    {'acme': {'hosts': 2}, '*': {'resources': {'pool': 0.5}}}
+    """
+    if table is None:
+        return {}
+    if not isinstance(table, Mapping):
+        raise Error("config", "placement", "placement must be a mapping of tenants to entries")
+    return {str(t): check_placement(e, f"placement.{t}") for t, e in table.items()}
+
+
+def placement_of(
+    tenant: str, table: Mapping[str, Mapping[str, Any]], override: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A tenant's entry: the hub's own (``cluster.hub(..., placement=)``) over the engine's
+    for that tenant, over the engine's ``"*"``.
+
+    >>> table = {"acme": {"hosts": 2}, "*": {"resources": {"pool": 1.0}}}
+    >>> placement_of("acme", table, None), placement_of("other", table, {"hosts": 3})
+    ({'hosts': 2}, {'hosts': 3})
+    >>> placement_of("other", table, None)
+    {'resources': {'pool': 1.0}}
+    """
+    if override is not None:
+        return dict(override)
+    return dict(table.get(tenant, table.get("*", {})))
+
+
+def split(names: list[str], size: int, hosts: int | None = None) -> list[list[str]]:
+    """The servers of each host, in config order: chunks of at most ``size``, or with
+    ``hosts``, exactly that many hosts (fewer when there are fewer servers), as even as can be.
+
+    >>> split(["a", "b", "c"], 2), split(["a", "b", "c", "d", "e"], 1000, hosts=2)
+    ([['a', 'b'], ['c']], [['a', 'b', 'c'], ['d', 'e']])
+    >>> split([], 10), split(["a"], 10, hosts=3)
+    ([[]], [['a']])
+    """
+    if hosts is None:
+        return [names[i : i + size] for i in range(0, len(names), size)] or [[]]
+    count = max(1, min(hosts, len(names)))
+    base, extra = divmod(len(names), count)
+    out, start = [], 0
+    for i in range(count):
+        end = start + base + (1 if i < extra else 0)
+        out.append(names[start:end])
+        start = end
+    return out
+
+
+def fit(
+    demands: list[Mapping[str, float]],
+    nodes: Mapping[str, Mapping[str, float]],
+    free: Mapping[str, float],
+) -> Error | None:
+    """Whether hosts asking ``demands`` can run: each on one node of ``nodes`` (each node's
+    total resources; first fit), and all of them within what is ``free`` now in the whole
+    cluster. None when they can; else the :class:`~conduit_mcp.Error` to raise at once
+    (an engine queues an actor it cannot place forever: never wait for one).
+
+    >>> nodes = {"n1": {"CPU": 1, "pool_a": 2}, "n2": {"CPU": 1}}
+    >>> fit([{"pool_a": 1}] * 2, nodes, {"pool_a": 2}) is None
+    True
+    >>> fit([{"pool_b": 1}], nodes, {}).reason
+    'placement_infeasible'
+    >>> fit([{"pool_a": 1}] * 3, nodes, {"pool_a": 2}).reason  # more than there is
+    'placement_infeasible'
+    >>> fit([{"pool_a": 1}], nodes, {"pool_a": 0.5}).reason  # held by other actors now
+    'placement_busy'
+    """
+    left = {n: dict(r) for n, r in nodes.items()}
+    for index, demand in enumerate(demands):
+        if not demand:
+            continue
+        found = next(
+            (
+                n
+                for n, have in left.items()
+                if all(have.get(k, 0.0) + 1e-9 >= v for k, v in demand.items())
+            ),
+            None,
+        )
+        if found is None:
+            most = {k: max((r.get(k, 0.0) for r in nodes.values()), default=0.0) for k in demand}
+            short = sorted(k for k, v in demand.items() if most[k] + 1e-9 < v)
+            why = (
+                f"no live node has {', '.join(f'{k}={demand[k]:g}' for k in short)}"
+                if short
+                else f"the {len(demands)} hosts need more than the nodes have in all"
+            )
+            return Error(
+                "unavailable",
+                "placement_infeasible",
+                f"host {index} asks for {dict(demand)} and cannot be placed: {why} "
+                f"(live nodes: {len(nodes)}); add nodes with those resources, or ask for less",
+                data={"resources": dict(demand), "hosts": len(demands)},
+            )
+        for k, v in demand.items():
+            left[found][k] = left[found].get(k, 0.0) - v
+    wanted: dict[str, float] = {}
+    for demand in demands:
+        for k, v in demand.items():
+            wanted[k] = wanted.get(k, 0.0) + v
+    busy = sorted(k for k, v in wanted.items() if free.get(k, 0.0) + 1e-9 < v)
+    if busy:
+        return Error(
+            "unavailable",
+            "placement_busy",
+            f"the {len(demands)} hosts need {', '.join(f'{k}={wanted[k]:g}' for k in busy)} "
+            f"and only {', '.join(f'{k}={free.get(k, 0.0):g}' for k in busy)} is free now "
+            "(other actors hold the rest): stop them, or try again later",
+            data={"resources": {k: wanted[k] for k in busy}, "hosts": len(demands)},
+        )
+    return None

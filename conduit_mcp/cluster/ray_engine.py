@@ -4,8 +4,10 @@
 Each host is a named actor (``conduit-<tenant>-<index>`` in the engine's namespace: the
 registry a second caller finds it by), created with ``max_task_retries=0`` (a call that may
 have run is never sent again) and ``max_restarts`` from the options (Ray rebuilds the host
-from its spec: the actor's constructor arguments). A host runs on the node its tenant maps to
-(node affinity); when that node is gone, the cluster starts the host again from its spec on a
+from its spec: the actor's constructor arguments). A host placed by resources (the
+``placement`` option) asks Ray for them and runs where Ray finds them (Ray moves it when its
+node is lost); any other runs on the node its tenant maps to (node affinity); when that node
+is gone, the cluster starts the host again from its spec on a
 node that is alive (``Cluster``'s respawn: Ray cannot restart an actor bound to a dead node).
 Soft affinity would do that by itself, but Ray 2.60 spilled soft-placed actors to another
 node while the preferred one was alive and idle (seen on the two-node test cluster), so the
@@ -114,10 +116,12 @@ class RayHandle:
     """The caller's handle of one host actor: each method one Ray message, a host that died
     under it raised as :class:`~conduit_mcp.cluster.engine.HostLost`."""
 
-    def __init__(self, engine: RayEngine, name: str, actor: Any) -> None:
+    def __init__(self, engine: RayEngine, name: str, actor: Any, pending: bool = False) -> None:
         self.engine = engine
         self.name = name
         self.actor = actor
+        # Not known to be placed yet (asks for resources): kill() does not wait for it.
+        self.pending = pending
 
     def _get(self, ref: Any, timeout: float | None = None) -> Any:
         ray = self.engine.ray
@@ -182,10 +186,11 @@ class RayHandle:
     def kill(self) -> None:
         """Stop the host for good (its servers closed first, when it answers)."""
         ray = self.engine.ray
-        try:
-            ray.get(self.actor.shutdown.remote(), timeout=10.0)
-        except Exception:
-            pass
+        if not self.pending:
+            try:
+                ray.get(self.actor.shutdown.remote(), timeout=10.0)
+            except Exception:
+                pass
         try:
             ray.kill(self.actor, no_restart=True)
         except Exception:
@@ -208,6 +213,16 @@ class RayEngine:
             its values never cross the engine.
         linger: a batch waits up to this long on the host for its calls, so fast calls come
             back in the submit's reply (one message each way).
+        placement: per tenant (``"*"``: every tenant not named), where its hosts go, as
+            plain data: ``{"resources": {"tenant_a": 1}}`` (each host asks Ray for these
+            resources, so it runs only on a node that has them; ``CPU``, ``GPU`` and
+            ``memory`` are Ray's own), ``"hosts": n`` (the tenant's servers split over
+            exactly ``n`` hosts), ``"clients_per_host": n`` (this tenant's own split).
+            ``cluster.hub(..., placement=...)`` overrides it for one hub. A placement no
+            live node can satisfy is refused at once (``unavailable``/
+            ``placement_infeasible`` or ``placement_busy``), never queued.
+        placement_timeout: how long a host placed by resources may take to start before it
+            is given up (``unavailable``/``placement_timeout``; its hub's hosts are stopped).
         num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
         init: more keywords for the local ``ray.init``.
 
@@ -220,6 +235,8 @@ class RayEngine:
     <RayEngine namespace='gateway' started=False>
     >>> engine.clients_per_host, engine.caller_lease, engine.max_restarts
     (500, 5.0, 3)
+    >>> mcp.RayEngine(placement={"acme": {"resources": {"tenant_a": 1}, "hosts": 2}}).placement
+    {'acme': {'resources': {'tenant_a': 1.0}, 'hosts': 2}}
     >>> try:
     ...     mcp.RayEngine(clients_per_host=0)
     ... except mcp.Error as e:
@@ -240,7 +257,19 @@ class RayEngine:
         object_store_memory: int = 80 * 1024 * 1024,
         init: Mapping[str, Any] | None = None,
         secrets_file: str | None = None,
+        placement: Mapping[str, Mapping[str, Any]] | None = None,
+        placement_timeout: float = 30.0,
     ) -> None:
+        self.placement = p.check_placements(placement)
+        if (
+            isinstance(placement_timeout, bool)
+            or not isinstance(placement_timeout, (int, float))
+            or not placement_timeout > 0
+        ):
+            raise Error(
+                "config", "placement_timeout", "placement_timeout must be a number of seconds > 0"
+            )
+        self.placement_timeout = float(placement_timeout)
         if not isinstance(max_restarts, int) or max_restarts < -1:
             raise Error("config", "max_restarts", "max_restarts must be an int >= 0 (-1: always)")
         if not isinstance(clients_per_host, int) or clients_per_host < 1:
@@ -408,7 +437,6 @@ class RayEngine:
         self._opened()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        node = p.placement(spec.tenant, self.nodes(), index)
         options: dict[str, Any] = {
             "name": spec.name,
             "namespace": self.namespace,
@@ -417,8 +445,18 @@ class RayEngine:
             "num_cpus": 0,
             "max_concurrency": 10_000,
         }
-        if node is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        if spec.resources:  # Ray places it on a node that has them (and moves it with them)
+            custom = dict(spec.resources)
+            for key, option in (("CPU", "num_cpus"), ("GPU", "num_gpus"), ("memory", "memory")):
+                if key in custom:
+                    amount = custom.pop(key)
+                    options[option] = int(amount) if key == "memory" else amount
+            if custom:
+                options["resources"] = custom
+        else:
+            node = p.placement(spec.tenant, self.nodes(), index)
+            if node is not None:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         try:
             actor = self._actor.options(**options).remote(
                 spec.to_data(), self.caller_lease, self.secrets_file
@@ -430,7 +468,59 @@ class RayEngine:
                 f"a host named {spec.name!r} already runs in namespace {self.namespace!r}: "
                 "stop its hub first, or attach to it with cluster.hub(tenant)",
             ) from exc
-        return RayHandle(self, spec.name, actor)
+        return RayHandle(self, spec.name, actor, pending=bool(spec.resources))
+
+    def check_fit(self, demands: list[Mapping[str, float]]) -> None:
+        """Refuse hosts that no live node can take now, before any starts: Ray would queue
+        each such actor forever (an infeasible one, or one waiting for resources other
+        actors hold). Each node's total resources from ``ray.nodes()``, what is free from
+        ``ray.available_resources()``; :func:`conduit_mcp.cluster.protocol.fit` decides.
+
+        >>> import conduit_mcp as mcp
+        >>> mcp.RayEngine().check_fit([])  # nothing asks for resources: nothing to check
+
+        Raises:
+            Error: ``unavailable``/``placement_infeasible`` (no live node has them, or the
+                hosts need more than the nodes have), ``unavailable``/``placement_busy``
+                (other actors hold them now).
+        """
+        if not any(demands):
+            return
+        ray = self._opened()
+        nodes = {n["NodeID"]: dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")}
+        error = p.fit(list(demands), nodes, dict(ray.available_resources()))
+        if error is not None:
+            raise error
+
+    def wait_placed(self, handle: RayHandle, timeout: float) -> None:
+        """Wait (at most ``timeout``) for a host placed by resources to start: the
+        bounded wait behind :meth:`check_fit` (resources taken meanwhile by another actor
+        would leave it queued forever). An engine not open waits for nothing:
+
+        >>> import conduit_mcp as mcp
+        >>> try:
+        ...     mcp.RayEngine().wait_placed(None, 1.0)
+        ... except mcp.Error as e:
+        ...     print(e.kind, e.reason)
+        closed not_open
+
+        Raises:
+            Error: ``unavailable``/``placement_timeout``.
+        """
+        ray = self._opened()
+        try:
+            ray.get(handle.actor.__ray_ready__.remote(), timeout=timeout)
+            handle.pending = False
+        except ray.exceptions.GetTimeoutError:
+            raise Error(
+                "unavailable",
+                "placement_timeout",
+                f"host {handle.name!r} was not placed within {timeout:g} s (placement_timeout): "
+                "no node had the resources it asks for free; other actors may hold them",
+                data={"host": handle.name},
+            ) from None
+        except ray.exceptions.RayError:
+            return  # it started and died: wait_alive says what became of it
 
     def find_hosts(self, tenant: str) -> list[RayHandle]:
         """The hosts of a tenant another caller started, found by name (a host started
@@ -479,4 +569,5 @@ class RayEngine:
         """
         self._opened()
         result: dict[str, Any] = handle._read("info", timeout)
+        handle.pending = False
         return result

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -23,6 +24,8 @@ import pykka
 from ..errors import Error
 from ..hub.notify import HubNotification
 from ..protocol.results import parse_page
+from ..protocol.server_logs import LoggingLevel, check_level
+from ..request import check_timeout
 from ..status import Status
 from ..types import (
     CallToolResult,
@@ -294,6 +297,54 @@ def _await_ready(core: _Core, timeout: float, servers: Any) -> dict[str, Status]
     return _status(core.views())
 
 
+# -- set_logging_level: every host, each its own members -----------------------------------------
+
+Levels = dict[str, Error | None]
+
+
+def _levels_send(core: _Core, level: Any, timeout: Any, make: Callable[[], Sink]) -> list[Any]:
+    """Check like the Hub (``argument``/``level``, ``timeout``; ``closed``/``stopped``), then
+    send ``set_logging_level`` to every host (each applies it to its members of this
+    tenant, and keeps it for them); per host ``(channel, cid, sink)`` or ``(channel, None,
+    error)`` for one that took no message."""
+    check_level(level)
+    check_timeout(timeout, 1.0)
+    if core.stopped:
+        raise Error("closed", "stopped", "the cluster's hub was stopped")
+    sent: list[Any] = []
+    for channel in core.channels:
+        channel.log_level = level  # kept: sent again to a host started again
+        sink = make()
+        try:
+            cid = channel.send("set_logging_level", {"level": level, "timeout": timeout}, sink)
+        except Error as exc:
+            sent.append((channel, None, exc))
+            continue
+        sent.append((channel, cid, sink))
+    return sent
+
+
+def _levels_merge(core: _Core, answers: Mapping[int, Any]) -> Levels:
+    """Each server's outcome in config order, from its host's answer (a host that failed:
+    its error, for each of its servers)."""
+    out: Levels = {}
+    for name, channel in core.placement.items():
+        got = answers.get(id(channel))
+        if isinstance(got, Error):
+            out[name] = got
+        elif isinstance(got, Mapping) and name in got:
+            out[name] = got[name]
+        else:
+            out[name] = Error(
+                "protocol", "host_reply", f"host {channel.name!r} sent no outcome for {name!r}"
+            )
+    return out
+
+
+def _silent(channel: Channel) -> Error:
+    return Error("timeout", "host_silent", f"host {channel.name!r} sent no outcome")
+
+
 class RemoteHub:
     """A tenant's hub on its hosts, from :meth:`conduit_mcp.Cluster.hub`: the Hub's calls,
     reads and waits, with the same parameters; values cross as plain data.
@@ -408,6 +459,36 @@ class RemoteHub:
             Error: ``timeout``/``deadline`` naming the servers not ready and why.
         """
         return _await_ready(self._core, timeout, servers)
+
+    def set_logging_level(
+        self, level: LoggingLevel, *, timeout: float | None = None
+    ) -> dict[str, Error | None]:
+        """As ``Hub.set_logging_level``: every host asks its members of this tenant for
+        their servers' log messages at ``level`` and above, and keeps the level for them
+        (members still connecting, restarted later, and a host started again). The hosts
+        are asked together; each server's outcome, in config order: None when it took the
+        level, else its :class:`~conduit_mcp.Error` (``unavailable``/``server_not_ready``,
+        ``not_supported``, ...; ``unavailable``/``host_lost`` for each server of a host that
+        died under the message).
+
+        Raises:
+            Error: ``argument``/``level`` (nothing is sent), ``argument``/``timeout``;
+                ``closed``/``stopped`` after the hub's ``stop()``.
+        """
+        sent = _levels_send(self._core, level, timeout, _Waiter)
+        deadline = time.monotonic() + _guard({"timeout": timeout})
+        answers: dict[int, Any] = {}
+        for channel, cid, sink in sent:
+            if cid is None:
+                answers[id(channel)] = sink
+                continue
+            try:
+                _kind, value = sink.q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                channel.cancel(cid)
+                value = _silent(channel)
+            answers[id(channel)] = value
+        return _levels_merge(self._core, answers)
 
     def subscribe_notifications(
         self, subscriber: Any, methods: list[str] | None = None, servers: list[str] | None = None
@@ -680,6 +761,40 @@ class AsyncRemoteHub:
     async def await_ready(self, timeout: float = 30.0, servers: Any = "any") -> dict[str, Status]:
         """As ``RemoteHub.await_ready``; the loop runs on while it waits (in a worker thread)."""
         return await asyncio.to_thread(_await_ready, self._core, timeout, servers)
+
+    async def set_logging_level(
+        self, level: LoggingLevel, *, timeout: float | None = None
+    ) -> dict[str, Error | None]:
+        """As ``RemoteHub.set_logging_level``: the hosts are asked together, awaited on
+        this loop.
+
+        Raises:
+            Error: ``argument``/``level`` or ``timeout``; ``closed``/``stopped``.
+        """
+        loop = asyncio.get_running_loop()
+        sent = _levels_send(self._core, level, timeout, lambda: _AsyncSink(loop, None))
+        deadline = loop.time() + _guard({"timeout": timeout})
+        answers: dict[int, Any] = {}
+        try:
+            for channel, cid, sink in sent:
+                if cid is None:
+                    answers[id(channel)] = sink
+                    continue
+                try:
+                    answers[id(channel)] = await asyncio.wait_for(
+                        asyncio.shield(sink.future), max(0.0, deadline - loop.time())
+                    )
+                except Error as exc:
+                    answers[id(channel)] = exc
+                except TimeoutError:
+                    channel.cancel(cid)
+                    answers[id(channel)] = _silent(channel)
+        except asyncio.CancelledError:
+            for channel, cid, _ in sent:
+                if cid is not None:
+                    channel.cancel(cid)
+            raise
+        return _levels_merge(self._core, answers)
 
     async def _call(self, op: str, args: dict[str, Any], on_progress: Any) -> Any:
         _check_progress(on_progress, futures=False)
@@ -965,6 +1080,43 @@ class FutureRemoteHub:
 
         threading.Thread(target=run, name="conduit-cluster-ready", daemon=True).start()
         return future
+
+    def set_logging_level(
+        self, level: LoggingLevel, *, timeout: float | None = None
+    ) -> pykka.Future[dict[str, Error | None]]:
+        """As ``RemoteHub.set_logging_level``: the hosts are asked at once; ``get()``
+        collects their outcomes (in the thread that calls it).
+
+        Raises:
+            Error: at once ``argument``/``level`` or ``timeout``, ``closed``/``stopped``.
+        """
+        core = self._core
+        sent = _levels_send(core, level, timeout, lambda: _FutureSink(None))
+        guard = _guard({"timeout": timeout})
+
+        def collect(wait: float | None) -> dict[str, Error | None]:
+            deadline = time.monotonic() + (guard if wait is None else wait)
+            answers: dict[int, Any] = {}
+            for channel, cid, sink in sent:
+                if cid is None:
+                    answers[id(channel)] = sink
+                    continue
+                try:
+                    answers[id(channel)] = sink.future.get(
+                        timeout=max(0.0, deadline - time.monotonic())
+                    )
+                except Error as exc:
+                    answers[id(channel)] = exc
+                except pykka.Timeout:
+                    if wait is not None:
+                        raise  # the caller's own get(timeout=...): as any pykka future's
+                    channel.cancel(cid)
+                    answers[id(channel)] = _silent(channel)
+            return _levels_merge(core, answers)
+
+        out: pykka.ThreadingFuture[dict[str, Error | None]] = pykka.ThreadingFuture()
+        out.set_get_hook(collect)
+        return out
 
     def _call(self, op: str, args: dict[str, Any], on_progress: Any) -> pykka.Future[Any]:
         _check_progress(on_progress, futures=True)

@@ -128,6 +128,82 @@ def test_placement_is_stable_and_spreads_tenants() -> None:
     assert p.placement("x", nodes) == p.placement("x", list(reversed(nodes)))
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"resources": {}},
+        {"resources": {"a": -1}},
+        {"resources": {"a": True}},
+        {"resources": {"a": float("nan")}},
+        {"resources": ["a"]},
+        {"hosts": 0},
+        {"hosts": 1.5},
+        {"clients_per_host": 0},
+        {"nodes": ["n1"]},
+        {"resources": {"a": print}},
+        "tenant_a",
+    ],
+)
+def test_a_placement_entry_is_plain_data_and_checked(entry: Any) -> None:
+    with pytest.raises(mcp.Error) as caught:
+        p.check_placement(entry, "placement.t")
+    assert caught.value.kind == "config"
+    assert caught.value.reason in ("placement", "placement.t.resources.a")
+
+
+def test_a_placement_table_and_its_override() -> None:
+    table = p.check_placements({"a": {"hosts": 2}, "*": {"resources": {"pool": 0.5}}})
+    assert p.placement_of("a", table, None) == {"hosts": 2}
+    assert p.placement_of("z", table, None) == {"resources": {"pool": 0.5}}
+    assert p.placement_of("a", table, {"clients_per_host": 3}) == {"clients_per_host": 3}
+    assert p.placement_of("z", {}, None) == {}
+    with pytest.raises(mcp.Error) as caught:
+        mcp.RayEngine(placement={"a": {"hosts": -1}})
+    assert (caught.value.kind, caught.value.reason) == ("config", "placement")
+    with pytest.raises(mcp.Error) as caught:
+        mcp.RayEngine(placement_timeout=0)
+    assert (caught.value.kind, caught.value.reason) == ("config", "placement_timeout")
+
+
+def test_servers_split_over_a_pinned_number_of_hosts() -> None:
+    names = [f"s{i}" for i in range(7)]
+    assert p.split(names, 1000, hosts=3) == [names[0:3], names[3:5], names[5:7]]
+    assert p.split(names, 3) == [names[0:3], names[3:6], names[6:7]]
+    assert p.split(names[:2], 1000, hosts=5) == [["s0"], ["s1"]]  # at most one per server
+    assert [n for chunk in p.split(names, 1000, hosts=4) for n in chunk] == names  # in order
+
+
+def test_fit_refuses_what_no_node_can_take_now() -> None:
+    nodes = {"n1": {"CPU": 1.0, "a": 1.0}, "n2": {"CPU": 1.0, "a": 1.0, "b": 2.0}}
+    free = {"a": 2.0, "b": 2.0}
+    assert p.fit([{"a": 1.0}, {"a": 1.0}], nodes, free) is None
+    assert p.fit([{"a": 1.0, "b": 1.0}, {"b": 1.0}], nodes, free) is None
+    for demands in ([{"c": 1.0}], [{"a": 2.0}], [{"a": 1.0}] * 3, [{"a": 1.0, "b": 1.0}] * 2):
+        error = p.fit(demands, nodes, free)
+        assert error is not None and (error.kind, error.reason) == (
+            "unavailable",
+            "placement_infeasible",
+        ), demands
+    error = p.fit([{"b": 1.0}], nodes, {"b": 0.5})
+    assert error is not None and error.reason == "placement_busy" and "0.5" in error.message
+    assert p.fit([{}, {}], {}, {}) is None  # placed by tenant: nothing to fit
+    spec0 = p.HostSpec("h-0", "t", {"mcpServers": {}}, {}, {"a": 1.0})
+    assert p.HostSpec.from_data(spec0.to_data()) == spec0
+
+
+def test_set_logging_level_outcomes_cross_as_data() -> None:
+    crossed = p.levels(
+        {"a": None, "b": mcp.Error("timeout", "deadline", f"no answer from {PLANTED}")},
+        (PLANTED,),
+    )
+    json.dumps(crossed)  # plain
+    assert PLANTED not in repr(crossed)
+    back = p.decode("set_logging_level", crossed)
+    assert back["a"] is None and (back["b"].kind, back["b"].reason) == ("timeout", "deadline")
+    with pytest.raises(mcp.Error):
+        p.decode("set_logging_level", ["a"])
+
+
 # -- the host, driven without an engine ---------------------------------------------------------
 
 
@@ -267,3 +343,42 @@ def test_a_lingering_submit_carries_its_result_while_a_poll_waits(
     submitted, woken, polled = loop.run_until_complete(both())
     assert [e["id"] for e in submitted if "ok" in e] == [1]
     assert not woken and polled == []
+
+
+def test_set_logging_level_on_a_host_gives_each_member_s_outcome(loop: Any) -> None:
+    config = {
+        "mcpServers": {
+            "a": SERVER,
+            "quiet": {**SERVER, "args": [*SERVER["args"], "--no-logging"]},
+            "gone": {"command": "/no/such/command"},
+        }
+    }
+    host = loop.run_until_complete(
+        _make(p.HostSpec("h-0", "t", config, {"protocol": "legacy"}).to_data(), lease=5.0)
+    )
+    try:
+        loop.run_until_complete(host.await_ready(20.0, ["a", "quiet"]))
+        call = p.call(1, "set_logging_level", {"level": "warning", "timeout": 10})
+        events = loop.run_until_complete(host.submit("c", [call], 5.0))
+        events += _events_until(host, "c", 1) if not events else []
+        (answer,) = [e for e in events if e.get("id") == 1]
+        json.dumps(answer)  # plain data
+        outcomes = p.decode("set_logging_level", answer["ok"])
+        assert list(outcomes) == ["a", "quiet", "gone"]  # config order
+        assert outcomes["a"] is None
+        assert (outcomes["quiet"].kind, outcomes["quiet"].reason) == (
+            "unavailable",
+            "not_supported",
+        )
+        assert (outcomes["gone"].kind, outcomes["gone"].reason) == (
+            "unavailable",
+            "server_not_ready",
+        )
+        bad = p.call(2, "set_logging_level", {"level": "loud", "timeout": None})
+        events = loop.run_until_complete(host.submit("c", [bad], 5.0))
+        events += _events_until(host, "c", 1) if not events else []
+        (refused,) = [e for e in events if e.get("id") == 2]
+        assert (refused["error"]["kind"], refused["error"]["reason"]) == ("argument", "level")
+    finally:
+        host.stop()
+        loop.run_until_complete(asyncio.sleep(0.05))

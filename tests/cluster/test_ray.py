@@ -55,6 +55,11 @@ NODE = {
     "node_ip_address": "127.0.0.1",
 }
 
+#: Custom resources of the two nodes (placement by resources): docs/cluster.md's example asks
+#: for "tenant_a", which only the worker has.
+HEAD_RESOURCES = {"tenant_b": 1.0, "shared": 4.0}
+WORKER_RESOURCES = {"tenant_a": 2.0, "shared": 4.0}
+
 
 class Rig:
     def __init__(self, ray_cluster: Any, cluster: mcp.Cluster, worker: Any) -> None:
@@ -80,6 +85,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         initialize_head=True,
         head_node_args={
             **NODE,
+            "resources": HEAD_RESOURCES,
             "include_dashboard": False,
             "_system_config": {
                 "health_check_initial_delay_ms": 0,
@@ -89,7 +95,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             },
         },
     )
-    worker = ray_cluster.add_node(**NODE)
+    worker = ray_cluster.add_node(**NODE, resources=WORKER_RESOURCES)
     ray.init(address=ray_cluster.address, namespace=NAMESPACE, log_to_driver=False)
     cluster = mcp.Cluster.start(
         mcp.RayEngine(
@@ -162,6 +168,7 @@ def test_the_remote_hub_has_the_hubs_call_signatures(rig: Rig) -> None:
             "subscribe",
             "unsubscribe",
             "await_ready",
+            "set_logging_level",
         ):
             assert (
                 inspect.signature(getattr(remote, name)) == inspect.signature(getattr(local, name))
@@ -378,6 +385,189 @@ def test_a_hub_stopped_on_purpose_logs_no_loss(rig: Rig, caplog: pytest.LogCaptu
     assert [r.getMessage() for r in caplog.records if r.name == "conduit_mcp.cluster"] == []
 
 
+def _node_of(rig: Rig, resource: str) -> str:
+    (node,) = [
+        n["NodeID"] for n in ray.nodes() if n.get("Alive") and resource in n.get("Resources", {})
+    ]
+    return node
+
+
+def _free(resource: str) -> float:
+    return float(ray.available_resources().get(resource, 0.0))
+
+
+def test_hosts_placed_by_resources_land_on_the_nodes_that_have_them(rig: Rig) -> None:
+    """A tenant pinned to 2 hosts that ask for ``tenant_a`` (only the worker has it): both
+    on the worker, even for a tenant whose node affinity would pick the head; two tenants
+    asking for ``tenant_b`` share the head; a fraction of ``shared`` lets hosts share it."""
+    tenant = rig.tenant_on(rig.head_id, "res-a-")  # by tenant it would go to the head
+    servers = {"mcpServers": {"a": SERVER, "b": SERVER, "c": SERVER}}
+    hub = rig.cluster.hub(tenant, servers, placement={"resources": {"tenant_a": 1}, "hosts": 2})
+    try:
+        status = rig.cluster.status()
+        assert status.placement[tenant] == (f"conduit-{tenant}-0", f"conduit-{tenant}-1")
+        hosts = [h for h in status.hosts if h.tenant == tenant]
+        assert [h.node for h in hosts] == [rig.worker_id] * 2, (status, rig.worker_id)
+        assert [h.resources for h in hosts] == [{"tenant_a": 1.0}] * 2
+        assert [h.clients for h in hosts] == [2, 1]  # a, b | c: config order, as even as can be
+        assert hub.host_of("c") == f"conduit-{tenant}-1"
+        hub.await_ready(timeout=30, servers="all")
+        assert hub.call_tool("c.add", {"a": 1, "b": 2}).text == "3"
+        until(lambda: _free("tenant_a") == 0.0, what="Ray to count tenant_a as taken")
+        # Both units are held now: a third host asking for one is refused at once.
+        started = time.monotonic()
+        with pytest.raises(mcp.Error) as caught:
+            rig.cluster.hub("res-more", {"mcpServers": {"a": SERVER}},
+                            placement={"resources": {"tenant_a": 1}})  # fmt: skip
+        assert (caught.value.kind, caught.value.reason) == ("unavailable", "placement_busy")
+        assert time.monotonic() - started < 5.0
+        assert rig.cluster.engine.find_hosts("res-more") == []
+    finally:
+        hub.stop()
+    # Two tenants share the head's one unit of tenant_b (half each); the engine's table
+    # places them, "*" the rest.
+    engine = mcp.RayEngine(
+        namespace=NAMESPACE,
+        placement={
+            "res-b1": {"resources": {"tenant_b": 0.5}},
+            "res-b2": {"resources": {"tenant_b": 0.5}},
+            "*": {"resources": {"shared": 0.25}, "clients_per_host": 1},
+        },
+    )
+    with mcp.Cluster.start(engine) as shared:
+        assert not engine.started and not engine.connected  # attached to the rig's Ray
+        hubs = [shared.hub(t, {"mcpServers": {"a": SERVER}}) for t in ("res-b1", "res-b2")]
+        other = shared.hub("res-any", {"mcpServers": {"a": SERVER, "b": SERVER}})
+        status = shared.status()
+        by_tenant = {h.tenant: h for h in status.hosts if h.tenant != "res-any"}
+        assert {t: h.node for t, h in by_tenant.items()} == {
+            "res-b1": _node_of(rig, "tenant_b"),
+            "res-b2": _node_of(rig, "tenant_b"),
+        }
+        spread = [h for h in status.hosts if h.tenant == "res-any"]
+        assert len(spread) == 2 and all(h.resources == {"shared": 0.25} for h in spread)
+        assert all(h.node in (rig.head_id, rig.worker_id) for h in spread)
+        for hub in [*hubs, other]:
+            hub.await_ready(timeout=30, servers="all")
+        assert other.call_tool("b.add", {"a": 2, "b": 2}).text == "4"
+    assert ray.is_initialized()  # the attached engine left the rig's Ray running
+    for tenant in ("res-b1", "res-b2", "res-any"):
+        assert rig.cluster.engine.find_hosts(tenant) == []
+
+
+@pytest.mark.parametrize(
+    ("placement", "why"),
+    [
+        ({"resources": {"gpu_pool": 1}}, "no live node has gpu_pool=1"),
+        ({"resources": {"tenant_a": 3}}, "no live node has tenant_a=3"),  # the worker has 2
+        ({"resources": {"tenant_a": 1}, "hosts": 3}, "more than the nodes have"),
+        ({"resources": {"tenant_a": 1, "tenant_b": 1}}, "cannot be placed"),  # not on one node
+    ],
+)
+def test_an_unsatisfiable_placement_is_refused_at_once(
+    rig: Rig, placement: dict[str, Any], why: str
+) -> None:
+    servers = {"mcpServers": {"a": SERVER, "b": SERVER, "c": SERVER}}
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as caught:
+        rig.cluster.hub("unplaced", servers, placement=placement)
+    assert time.monotonic() - started < 5.0  # never a wait for Ray to schedule
+    assert (caught.value.kind, caught.value.reason) == ("unavailable", "placement_infeasible")
+    assert why in caught.value.message, caught.value.message
+    assert caught.value.data["resources"] == {
+        k: float(v) for k, v in placement["resources"].items()
+    }
+    assert rig.cluster.engine.find_hosts("unplaced") == []
+    assert "unplaced" not in rig.cluster.hubs()
+
+
+def test_a_host_not_placed_in_time_is_given_up(rig: Rig) -> None:
+    """The bounded wait behind the check: a host whose resources another actor took between
+    the check and the start stays queued in Ray; it is given up after placement_timeout."""
+    holder = rig.cluster.hub("res-hold", {"mcpServers": {"a": SERVER}},
+                             placement={"resources": {"tenant_b": 1}})  # fmt: skip
+    engine = rig.cluster.engine
+    spec = p.HostSpec("conduit-res-late-0", "res-late", {"mcpServers": {"a": SERVER}}, {},
+                      {"tenant_b": 1.0})  # fmt: skip
+    handle = engine.start_host(spec, 0)  # as if the check had passed a moment ago
+    try:
+        started = time.monotonic()
+        with pytest.raises(mcp.Error) as caught:
+            engine.wait_placed(handle, 1.0)
+        assert (caught.value.kind, caught.value.reason) == ("unavailable", "placement_timeout")
+        assert 1.0 <= time.monotonic() - started < 5.0
+    finally:
+        killed = time.monotonic()
+        handle.kill()  # a host never placed: no shutdown message waited for
+        assert time.monotonic() - killed < 3.0
+        holder.stop()
+    until(lambda: _free("tenant_b") == 1.0, what="tenant_b to be free again")
+    assert engine.find_hosts("res-late") == []
+
+
+def test_set_logging_level_on_a_cluster_hub(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    """The Hub's set_logging_level on the remote hub's three front ends: each host asks its
+    members, the outcomes come back per server in config order, a bad level is refused on
+    the caller's side, and a host killed and started again gets the level again."""
+    quiet = {**SERVER, "args": [*SERVER["args"], "--no-logging"]}
+    config = {"mcpServers": {"a": SERVER, "b": quiet, "c": SERVER, "gone": {"command": "/no/such"}}}
+    hub = rig.cluster.hub("levels", config, protocol="legacy", placement={"hosts": 2})
+    try:
+        assert len(hub.hosts()) == 2 and hub.host_of("a") != hub.host_of("gone")
+        hub.await_ready(timeout=30, servers=["a", "b", "c"])
+        outcomes = hub.set_logging_level("warning")
+        assert list(outcomes) == ["a", "b", "c", "gone"]
+        assert {n: e and (e.kind, e.reason) for n, e in outcomes.items()} == {
+            "a": None,
+            "b": ("unavailable", "not_supported"),
+            "c": None,
+            "gone": ("unavailable", "server_not_ready"),
+        }
+
+        async def on_loop() -> dict[str, Any]:
+            return await hub.aio.set_logging_level("error", timeout=10)
+
+        assert asyncio.run(on_loop())["a"] is None
+        assert hub.futures.set_logging_level("debug").get(timeout=30)["c"] is None
+        for bad in (
+            lambda: hub.set_logging_level("loud"),  # type: ignore[arg-type]
+            lambda: hub.futures.set_logging_level("loud"),  # type: ignore[arg-type]
+            lambda: asyncio.run(hub.aio.set_logging_level("loud")),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(mcp.Error) as caught:
+                bad()
+            assert (caught.value.kind, caught.value.reason) == ("argument", "level")
+        with pytest.raises(mcp.Error) as caught:
+            hub.set_logging_level("info", timeout=-1)
+        assert (caught.value.kind, caught.value.reason) == ("argument", "timeout")
+        # The server suppresses what is under the level (its "log" tool says which), and a
+        # host started again from its spec (which holds no level) gets it again.
+        assert hub.set_logging_level("error")["a"] is None
+        assert hub.call_tool("a.log", {"level": "warning"}).text == "suppressed"
+        host = rig.cluster.status().host(hub.host_of("a") or "")
+        assert host is not None and host.pid is not None
+        os.kill(host.pid, signal.SIGKILL)
+        until(
+            lambda: (rig.cluster.status().host(host.name) or host).pid not in (None, host.pid),
+            what="the host of a to come back",
+            timeout=60,
+        )
+        hub.await_ready(timeout=30, servers=["a"])
+        # A new server logs everything until its host's Hub sets the level again.
+        until(
+            lambda: hub.call_tool("a.log", {"level": "warning"}).text == "suppressed",
+            what="the level to be set again on the restarted host",
+            timeout=20,
+        )
+        assert hub.call_tool("a.log", {"level": "critical"}).text == "logged"
+        assert (rig.cluster.status().host(host.name) or host).restarts == 1
+    finally:
+        hub.stop()
+    with pytest.raises(mcp.Error) as caught:
+        hub.set_logging_level("info")
+    assert (caught.value.kind, caught.value.reason) == ("closed", "stopped")
+
+
 def test_every_socket_of_ray_and_the_hosts_is_on_loopback(rig: Rig) -> None:
     with rig.cluster.hub("sockets", {"mcpServers": {"a": SERVER}}) as hub:
         hub.await_ready(timeout=30)
@@ -403,13 +593,29 @@ def test_every_socket_of_ray_and_the_hosts_is_on_loopback(rig: Rig) -> None:
 
 
 _BLOCK = re.compile(r"<!--\s*docs-test:\s*setup=ray.*?-->\s*\n```python\n(.*?)^```", re.S | re.M)
+#: A ``print(...)  # output`` line of an example: the output it must print.
+_PRINTED = re.compile(r"^\s*print\(.*\)  # (.+)$", re.M)
 
 
-def test_the_cluster_pages_example_runs_against_this_ray(rig: Rig, tmp_path: Path) -> None:
-    """docs/cluster.md's example, as written, in a fresh interpreter that finds this Ray
-    through ``RAY_ADDRESS`` (attached: its ``cluster.stop()`` leaves this Ray running)."""
+def _page_blocks() -> list[str]:
     page = Path(__file__).resolve().parents[2] / "docs" / "cluster.md"
-    (block,) = _BLOCK.findall(page.read_text(encoding="utf-8"))
+    return _BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+def test_the_cluster_page_has_its_ray_examples() -> None:
+    blocks = _page_blocks()
+    assert len(blocks) == 3  # the tour, placement by resources, set_logging_level
+    assert all(_PRINTED.findall(b) for b in blocks)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_the_cluster_pages_example_runs_against_this_ray(
+    rig: Rig, tmp_path: Path, index: int
+) -> None:
+    """docs/cluster.md's examples, as written, in a fresh interpreter that finds this Ray
+    through ``RAY_ADDRESS`` (attached: its ``cluster.stop()`` leaves this Ray running); each
+    prints what its ``print(...)  # output`` comments say."""
+    block = _page_blocks()[index]
     env = {**os.environ, "RAY_ADDRESS": rig.ray_cluster.address}
     done = subprocess.run(
         [sys.executable, "-c", block],
@@ -420,7 +626,8 @@ def test_the_cluster_pages_example_runs_against_this_ray(rig: Rig, tmp_path: Pat
         timeout=90,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines()[-3:] == ["3", "git.echo", "conduit-acme-0 up 2"]
+    wanted = _PRINTED.findall(block)
+    assert done.stdout.splitlines()[-len(wanted) :] == wanted
     assert ray.is_initialized() and len(ray.nodes()) >= 2
 
 
@@ -466,22 +673,40 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
+    """A host placed by tenant (node affinity) is started again by the cluster on a live
+    node; one placed by resources is started again by Ray on a node that has them (here
+    ``shared``: the head's was held while it was placed, so it went to the worker)."""
     tenant = rig.tenant_on(rig.worker_id, "moving-")
     hub = rig.cluster.hub(tenant, {"mcpServers": {"a": SERVER}})
-    hub.await_ready(timeout=30)
-    assert rig.cluster.status().hosts[0].node == rig.worker_id
+    holder = rig.cluster.hub("moving-hold", {"mcpServers": {"a": SERVER}},
+                             placement={"resources": {"tenant_b": 1, "shared": 4}})  # fmt: skip
+    by_resources = rig.cluster.hub("moving-res", {"mcpServers": {"a": SERVER}},
+                                   placement={"resources": {"shared": 1}})  # fmt: skip
+    holder.stop()  # the head's "shared" is free again: the host can move there
+    for each in (hub, by_resources):
+        each.await_ready(timeout=30)
+    nodes = {h.tenant: h.node for h in rig.cluster.status().hosts}
+    assert nodes == {tenant: rig.worker_id, "moving-res": rig.worker_id}, nodes
     removed = time.monotonic()
     rig.ray_cluster.remove_node(rig.worker, allow_graceful=False)
     deadline = removed + 40
-    while rig.cluster.status().hosts[0].node != rig.head_id:  # each status asks the host
+
+    def moved() -> bool:  # each status asks the hosts
+        return all(h.node == rig.head_id for h in rig.cluster.status().hosts)
+
+    while not moved():
         if time.monotonic() > deadline:
             import faulthandler
 
             faulthandler.dump_traceback(all_threads=True)
         assert time.monotonic() < deadline, rig.cluster.status()
     moved_in = time.monotonic() - removed
-    hub.await_ready(timeout=30)
-    assert hub.call_tool("a.add", {"a": 2, "b": 3}).text == "5"
-    (host,) = rig.cluster.status().hosts
-    assert host.state == "up" and host.restarts == 1 and moved_in < 45, moved_in
+    for each in (hub, by_resources):
+        each.await_ready(timeout=30)
+        assert each.call_tool("a.add", {"a": 2, "b": 3}).text == "5"
+    hosts = rig.cluster.status().hosts
+    assert all(h.state == "up" and h.restarts == 1 for h in hosts), hosts
+    assert moved_in < 45, moved_in
+    assert [h.resources for h in hosts if h.tenant == "moving-res"] == [{"shared": 1.0}]
     hub.stop()
+    by_resources.stop()
