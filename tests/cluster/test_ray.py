@@ -396,10 +396,19 @@ def _free(resource: str) -> float:
     return float(ray.available_resources().get(resource, 0.0))
 
 
+def _all_free() -> None:
+    """Wait until every custom resource is free again: a stopped host gives its share back
+    once Ray has reaped its process, a moment after the stop returns."""
+    totals = {k: HEAD_RESOURCES.get(k, 0.0) + WORKER_RESOURCES.get(k, 0.0)
+              for k in {*HEAD_RESOURCES, *WORKER_RESOURCES}}  # fmt: skip
+    until(lambda: all(_free(k) == v for k, v in totals.items()), what="the resources free")
+
+
 def test_hosts_placed_by_resources_land_on_the_nodes_that_have_them(rig: Rig) -> None:
     """A tenant pinned to 2 hosts that ask for ``tenant_a`` (only the worker has it): both
     on the worker, even for a tenant whose node affinity would pick the head; two tenants
     asking for ``tenant_b`` share the head; a fraction of ``shared`` lets hosts share it."""
+    _all_free()
     tenant = rig.tenant_on(rig.head_id, "res-a-")  # by tenant it would go to the head
     servers = {"mcpServers": {"a": SERVER, "b": SERVER, "c": SERVER}}
     hub = rig.cluster.hub(tenant, servers, placement={"resources": {"tenant_a": 1}, "hosts": 2})
@@ -484,6 +493,7 @@ def test_an_unsatisfiable_placement_is_refused_at_once(
 def test_a_host_not_placed_in_time_is_given_up(rig: Rig) -> None:
     """The bounded wait behind the check: a host whose resources another actor took between
     the check and the start stays queued in Ray; it is given up after placement_timeout."""
+    _all_free()  # an earlier test's hosts give their share back once Ray has reaped them
     holder = rig.cluster.hub("res-hold", {"mcpServers": {"a": SERVER}},
                              placement={"resources": {"tenant_b": 1}})  # fmt: skip
     engine = rig.cluster.engine
@@ -676,6 +686,7 @@ def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
     """A host placed by tenant (node affinity) is started again by the cluster on a live
     node; one placed by resources is started again by Ray on a node that has them (here
     ``shared``: the head's was held while it was placed, so it went to the worker)."""
+    _all_free()
     tenant = rig.tenant_on(rig.worker_id, "moving-")
     hub = rig.cluster.hub(tenant, {"mcpServers": {"a": SERVER}})
     holder = rig.cluster.hub("moving-hold", {"mcpServers": {"a": SERVER}},
