@@ -94,10 +94,12 @@ from ..transports.base import (
     TransportUp,
 )
 from ..transports.http_spec import is_oauth
+from .admission import gate_for
 from .authorizing import NOT_MINE, AuthorizingStates
 from .changes import ChangeTracker, SiblingsPort
 from .core import Handlers, TransportFactory
 from .events import (
+    ADMITTED,
     CONNECT,
     HEALTH,
     HEALTH_TIMEOUT,
@@ -204,6 +206,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._transport = None
         self._corked = None
         self._corked_frames = 0
+        self._gate = gate_for(transport_spec)
+        self._has_turn = False
         self._memory = {}
         self._gen = 0
         self._last_id = shared.last_id  # never reset: a crashed predecessor's ids go on
@@ -316,6 +320,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
 
     def terminate(self, reason: BaseException | None) -> None:
         self._shared.last_id = self._last_id  # first: the next incarnation goes on from it
+        self._give_turn()  # a stop or a crash mid-handshake gives its turn back
         self._fail_deferred()
         # A crash fails what was in flight as `transport` (it may have run); a stop as `closed`.
         err = (
@@ -361,6 +366,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
 
     def enter_connecting(self, old: str) -> list[Any]:
         self._publish("connecting", self._reason)
+        if not self._take_turn():
+            return []  # it waits for its turn (admission.py): no deadline runs meanwhile
         return [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)]
 
     def on_connecting(self, kind: str, ev: Any) -> Any:
@@ -369,8 +376,14 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
 
     def _connecting_named(self, kind: str, ev: str) -> Any:
         if ev == CONNECT:
+            if self._has_turn:
+                self._start_transport()
+            return None  # else ADMITTED starts it
+        if ev == ADMITTED:
+            if self._has_turn or not self._admitted():
+                return None
             self._start_transport()
-            return None
+            return Step(None, [StateTimeout(self._cfg.request_timeout, STATE_TIMEOUT)])
         if kind == "state_timeout":
             self._drop_transport()
             return self._lost("connect_timeout")
@@ -687,6 +700,12 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         self._changes.on_event(ev)
 
     def _common_named(self, kind: str, ev: str) -> None:
+        if ev == ADMITTED:
+            # A turn given while it was leaving the line, or a late one: back to the gate
+            # unless a handshake of its own runs (then it holds one anyway).
+            if self.state not in ("connecting", "discovering", "initializing"):
+                self._give_turn()
+            return None
         if kind == "timeout":
             if ev in (STABLE, HEALTH, HEALTH_TIMEOUT):
                 return None  # armed in ready, fired elsewhere: ready cancels them on leaving

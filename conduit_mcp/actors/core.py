@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..backoff import GuardedBackoff
 from ..config import Config
 from ..errors import Error
+from ..otp.base import safe_tell
 from ..otp.pooled import PooledActor
 from ..otp.statem import NextEvent, Statem, Step
 from ..protocol import messages as msgs
@@ -29,7 +30,8 @@ from ..published import Published
 from ..status import Era, Origin, State, Status
 from ..telemetry import ConnectionTelemetry
 from ..transports.base import Inbound, Transport
-from .events import Call, NeedToken
+from .admission import Gate
+from .events import ADMITTED, Call, NeedToken
 from .pending import PendingTable
 
 if TYPE_CHECKING:
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from .serving import ServerWork
 
 log = logging.getLogger("conduit_mcp.connection")
+
+#: The states of a handshake: a connection holds its turn of the gate in them only.
+_HANDSHAKING = frozenset({"connecting", "discovering", "initializing"})
 
 
 #: A state's event handler, ``(connection, kind, event) -> None | state | Step``.
@@ -73,6 +78,8 @@ class ConnectionCore(PooledActor, Statem):
     _memory: dict[str, Any]  # kept across transports (HTTP: the tools' Mcp-Param plans)
     _corked: Any  # the transport holding a burst of requests (connection.receive), or None
     _corked_frames: int  # how many requests it holds
+    _gate: Gate | None  # the handshakes' gate of its transport kind (admission.py), or none
+    _has_turn: bool  # it holds a turn of the gate: its handshake may run
 
     # -- requests ------------------------------------------------------------------------------
     _last_id: int  # the request id counter, never reset (a late answer never matches)
@@ -242,7 +249,33 @@ class ConnectionCore(PooledActor, Statem):
                 self.set_timeout(call, None, None)
                 call.reply.fail(error)
 
+    def _take_turn(self) -> bool:
+        """A turn to handshake (admission.py): True when it holds one now; else the gate
+        tells it ``ADMITTED`` when its turn comes."""
+        gate = self._gate
+        if gate is None:
+            self._has_turn = True
+            return True
+        ref = self.actor_ref
+        self._has_turn = gate.enter(self.actor_urn, lambda: safe_tell(ref, ADMITTED))
+        return self._has_turn
+
+    def _admitted(self) -> bool:
+        """``ADMITTED`` arrived: whether the turn is still this connection's (one given
+        while it left the line is already back with the gate)."""
+        gate = self._gate
+        self._has_turn = gate is None or gate.holds(self.actor_urn)
+        return self._has_turn
+
+    def _give_turn(self) -> None:
+        gate = self._gate
+        if gate is not None:
+            gate.leave(self.actor_urn)
+        self._has_turn = False
+
     def _publish(self, state: State, reason: str | None) -> None:
+        if state not in _HANDSHAKING:
+            self._give_turn()  # the handshake ended, however it ended
         shared = self._shared
         self._tel.transition(shared.status.state if shared.transitions else "none", state, reason)
         shared.publish(

@@ -151,6 +151,7 @@ class RootsChanged:
 # -- internal events -------------------------------------------------------------------------
 
 CONNECT = "connect"
+ADMITTED = "admitted"  # the connection's turn to handshake came (admission.py)
 STATE_TIMEOUT = "state_timeout"
 STABLE = "stable"
 HEALTH = "health"
