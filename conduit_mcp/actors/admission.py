@@ -15,6 +15,11 @@ with no deadline running (its handshake's deadlines start with its turn); calls 
 meanwhile wait under their own deadlines, as in any ``connecting``. Turns are given in the
 order they were asked for.
 
+A turn lasts :data:`LEASE_SECONDS` at most: a server that never answers its handshake
+(a process that hangs at start) delays the others by that long at most, not by its
+handshake's deadlines (``probe_timeout``, then ``request_timeout``). Its handshake goes on
+without the turn.
+
 Two gates, because their costs differ: a stdio server is a process starting on this
 machine's cores (:data:`PROCESS_TURNS`, a few per core: more at once only makes each start
 slower), a network server costs the loop a few requests each and is mostly waited for
@@ -29,13 +34,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["NETWORK_TURNS", "PROCESS_TURNS", "Gate", "gate_for"]
+__all__ = ["LEASE_SECONDS", "NETWORK_TURNS", "PROCESS_TURNS", "Gate", "gate_for"]
 
 #: Stdio handshakes at once: server processes starting compete for this machine's cores.
 PROCESS_TURNS: Final = max(8, 4 * (os.cpu_count() or 2))
 
 #: Streamable HTTP and SSE handshakes at once.
 NETWORK_TURNS: Final = 256
+
+#: How long a turn lasts at most (a handshake that takes longer goes on without it).
+LEASE_SECONDS: Final = 5.0
 
 
 class Gate:

@@ -105,6 +105,7 @@ from .events import (
     HEALTH_TIMEOUT,
     STABLE,
     STATE_TIMEOUT,
+    TURN_LEASE,
     Abandon,
     AuthFailed,
     AwaitingUser,
@@ -705,6 +706,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             # unless a handshake of its own runs (then it holds one anyway).
             if self.state not in ("connecting", "discovering", "initializing"):
                 self._give_turn()
+            return None
+        if ev == TURN_LEASE:
+            self._give_turn()  # a slow handshake goes on without its turn (admission.py)
             return None
         if kind == "timeout":
             if ev in (STABLE, HEALTH, HEALTH_TIMEOUT):

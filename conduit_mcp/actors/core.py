@@ -30,8 +30,8 @@ from ..published import Published
 from ..status import Era, Origin, State, Status
 from ..telemetry import ConnectionTelemetry
 from ..transports.base import Inbound, Transport
-from .admission import Gate
-from .events import ADMITTED, Call, NeedToken
+from .admission import LEASE_SECONDS, Gate
+from .events import ADMITTED, TURN_LEASE, Call, NeedToken
 from .pending import PendingTable
 
 if TYPE_CHECKING:
@@ -258,6 +258,8 @@ class ConnectionCore(PooledActor, Statem):
             return True
         ref = self.actor_ref
         self._has_turn = gate.enter(self.actor_urn, lambda: safe_tell(ref, ADMITTED))
+        if self._has_turn:
+            self.set_timeout(TURN_LEASE, LEASE_SECONDS, TURN_LEASE)
         return self._has_turn
 
     def _admitted(self) -> bool:
@@ -265,12 +267,16 @@ class ConnectionCore(PooledActor, Statem):
         while it left the line is already back with the gate)."""
         gate = self._gate
         self._has_turn = gate is None or gate.holds(self.actor_urn)
+        if self._has_turn and gate is not None:
+            self.set_timeout(TURN_LEASE, LEASE_SECONDS, TURN_LEASE)
         return self._has_turn
 
     def _give_turn(self) -> None:
         gate = self._gate
         if gate is not None:
             gate.leave(self.actor_urn)
+            if self._has_turn:
+                self.set_timeout(TURN_LEASE, None, None)
         self._has_turn = False
 
     def _publish(self, state: State, reason: str | None) -> None:

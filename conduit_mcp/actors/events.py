@@ -152,6 +152,7 @@ class RootsChanged:
 
 CONNECT = "connect"
 ADMITTED = "admitted"  # the connection's turn to handshake came (admission.py)
+TURN_LEASE = "turn_lease"  # its turn is over, its handshake goes on (admission.py)
 STATE_TIMEOUT = "state_timeout"
 STABLE = "stable"
 HEALTH = "health"

@@ -104,3 +104,26 @@ def test_a_client_stopped_while_it_waits_gives_its_place_back(
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_server_that_hangs_its_handshake_holds_its_turn_for_the_lease_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conduit_mcp.actors import core
+
+    gate = Gate(1)
+    monkeypatch.setattr(admission, "_PROCESS", gate)
+    monkeypatch.setattr(core, "LEASE_SECONDS", 0.5)
+    hung = ScriptedServer(tmp_path / "hung", extra_args=["--startup-delay", "30"])
+    fine = ScriptedServer(tmp_path / "fine")
+    first = mcp.Client.start(hung.stdio(), probe_timeout=20)
+    until(lambda: gate.holds(first._runtime().connection().actor_urn), what="the hung one's turn")
+    second = mcp.Client.start(fine.stdio())
+    try:
+        started = time.monotonic()
+        second.await_ready(timeout=10)  # after the hung one's lease, not its 20 s probe
+        assert time.monotonic() - started < 10
+        assert first.status().state == "discovering"  # its handshake goes on, turnless
+        assert gate.holding() == 0
+    finally:
+        mcp.Client.stop_all([first, second])
