@@ -42,7 +42,6 @@ import argparse
 import asyncio
 import os
 import platform
-import selectors
 import signal
 import socket
 import subprocess
@@ -58,6 +57,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
 from bench_stdio import GOALS, Row, _split, _threads, keep
+from servers import read_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -114,23 +114,10 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
 
     def _read_port(self, deadline: float) -> int:
-        assert self.proc.stdout is not None
-        fd, buf = self.proc.stdout.fileno(), b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in buf:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.kind} server did not start: {self.tail()}")
-                if sel.select(0.1):
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        raise RuntimeError(f"{self.kind} server exited: {self.tail()}")
-                    buf += chunk
-        self.proc.stdout.close()  # it prints nothing else
-        words = buf.split(b"\n", 1)[0].split()
-        if len(words) != 2 or words[0] != b"listening":
-            raise RuntimeError(f"unexpected start-up line {buf!r}")
-        return int(words[1])
+        try:
+            return read_port(self.proc, deadline, f"{self.kind} server")
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {self.tail()}") from None
 
     def _wait_listening(self, deadline: float) -> None:
         while True:

@@ -315,20 +315,13 @@ def bench_comeback(rounds: int) -> None:
 
 
 def bench_many(sizes: list[int]) -> None:
-    import subprocess
+    from servers import FastHttpServer
 
     print("== many: N HTTP servers in one config (one fast_http_server.py, modern era)")
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = server.stdout.readline() if server.stdout else ""
-        url = f"http://127.0.0.1:{int(line.split()[-1])}/mcp"
+    with FastHttpServer() as server:
         per: list[float] = []
         for n in sizes:
-            config = {"mcpServers": {f"s{i}": {"url": url} for i in range(n)}}
+            config = {"mcpServers": {f"s{i}": {"url": server.url} for i in range(n)}}
             t0 = time.perf_counter()
             hub = mcp.Hub.start(config)
             try:
@@ -352,8 +345,6 @@ def bench_many(sizes: list[int]) -> None:
             print(
                 f"  ready per server, largest over smallest: {per[-1] / per[0]:.2f}x [~1: linear]"
             )
-    finally:
-        server.kill()
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ import asyncio
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from servers import FastHttpServer
 
 import conduit_mcp as mcp
 from conduit_mcp.testing import ScriptedServer
@@ -103,16 +103,6 @@ def rss_mib(pid: int) -> float:
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"[load {one:.2f}/{five:.2f}]"
-
-
-def http_server() -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "fast_http_server.py"), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    line = server.stdout.readline() if server.stdout else ""
-    return server, f"http://127.0.0.1:{int(line.split()[-1])}/mcp"
 
 
 def main() -> None:
@@ -219,7 +209,8 @@ def main() -> None:
         # -- many clients on one host --------------------------------------------------------
         if not args.skip_many:
             print(f"\n== one host with {args.clients} HTTP clients ==")
-            server, url = http_server()
+            server = FastHttpServer()
+            url = server.url
             try:
                 config = {"mcpServers": {f"s{i}": {"url": url} for i in range(args.clients)}}
                 t0 = time.perf_counter()
@@ -243,14 +234,15 @@ def main() -> None:
                 hub.stop()
                 print(f"all stopped in {time.perf_counter() - t2:.2f} s {load()}")
             finally:
-                server.kill()
+                server.stop()
 
         # -- many clients over 4 hosts -------------------------------------------------------
         if args.spread:
             spread = args.spread
             print(f"\n== {spread} HTTP clients over 4 hosts ==")
             cluster.engine.clients_per_host = -(-spread // 4)
-            server, url = http_server()
+            server = FastHttpServer()
+            url = server.url
             try:
                 config = {"mcpServers": {f"s{i}": {"url": url} for i in range(spread)}}
                 t0 = time.perf_counter()
@@ -273,7 +265,7 @@ def main() -> None:
                 hub.stop()
                 print(f"all stopped in {time.perf_counter() - t2:.2f} s {load()}")
             finally:
-                server.kill()
+                server.stop()
     finally:
         cluster.stop()
 
