@@ -30,7 +30,6 @@ thread leaks. That is why no actor may block.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ import pykka
 
 from conduit_mcp.errors import Error
 from conduit_mcp.otp.base import PING, Link, SafeActor, safe_tell
+from conduit_mcp.otp.flag import Flag
 from conduit_mcp.otp.pooled import PooledActor, init_ran, stop_here
 from conduit_mcp.otp.registry import Registry
 
@@ -181,7 +181,7 @@ class _ExitBox:
     __slots__ = ("event", "reason")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = Flag()
         self.reason: BaseException | None = None
 
 

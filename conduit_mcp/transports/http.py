@@ -52,7 +52,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -63,6 +62,7 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
+from ..otp.flag import Flag
 from ..protocol import http_headers as hh
 from ..protocol.jsonrpc import (
     HEADER_MISMATCH,
@@ -199,7 +199,7 @@ class HttpTransport:
         self._legacy = LegacySession(self)
         self._closing = False
         self._down = False
-        self._gone = threading.Event()
+        self._gone = Flag()
         # True once a connection to the server was made (TCP, and TLS for https): a probe
         # that timed out before it is no era evidence (docs/tls.md). Written on the loop,
         # read by the connection: one bool, no lock.
