@@ -215,7 +215,7 @@ class HttpTransport:
     # -- called from the connection's thread ------------------------------------------------
 
     def connect(self) -> None:
-        io_loop.submit(self._open())
+        io_loop.spawn(self._open())
 
     def send(self, message: dict[str, Any]) -> None:
         body = encode(message)  # Error("argument") on unserialisable input, before anything
@@ -325,7 +325,7 @@ class HttpTransport:
     def close(self) -> None:
         self._closing = True
         self._held = []  # never started: the connection fails what is pending
-        io_loop.submit(self._close())
+        io_loop.spawn(self._close())
 
     def stderr(self) -> bytes:
         return b""
