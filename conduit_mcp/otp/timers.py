@@ -226,7 +226,8 @@ class TimerTable:
         self._current: dict[Hashable, tuple[int, Any, float | None]] = {}
         # (when, token, key): tokens are unique and rising, so keys are never compared.
         self._heap: list[tuple[float, int, Hashable]] = []
-        self._zero: deque[tuple[Hashable, int]] = deque()
+        # Made by the first zero-time timer (a deque's first block is ~0.7 KiB an actor).
+        self._zero: deque[tuple[Hashable, int]] | None = None
         self._token = 0
         self._armed: TimerHandle | None = None
         self._armed_when = 0.0
@@ -241,7 +242,10 @@ class TimerTable:
         token = self._token
         if seconds <= 0:
             self._current[key] = (token, event, None)
-            self._zero.append((key, token))
+            zero = self._zero
+            if zero is None:
+                zero = self._zero = deque()
+            zero.append((key, token))
             return
         when = time.monotonic() + seconds
         self._current[key] = (token, event, when)
