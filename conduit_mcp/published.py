@@ -30,6 +30,7 @@ class Published:
         "transport",
         "closing",
         "_changed",
+        "_cond",
         "transitions",
         "cache",
         "listen",
@@ -48,7 +49,12 @@ class Published:
 
     def __init__(self) -> None:
         self.status = Status("connecting")
-        self._changed = threading.Condition()
+        # The lock of every value below that threads wait on, and the Condition they wait
+        # with: made by the first wait and dropped by the next notify, which wakes every
+        # waiter it has (a Condition holds a deque of waiters: ~1.3 KiB a client, kept for
+        # good though nothing waits once a client is ready).
+        self._changed = threading.RLock()
+        self._cond: threading.Condition | None = None
         self.transitions = 0
         self.server_info: Any = None
         self.capabilities: dict[str, Any] | None = None
@@ -97,13 +103,28 @@ class Published:
         # way, docs/hub.md): each must only ``tell`` an actor, never block or raise.
         self.watchers: tuple[Callable[[Status], None], ...] = ()
 
+    def _notify(self) -> None:
+        """Wake every thread waiting now (the caller holds ``_changed``)."""
+        cond = self._cond
+        if cond is not None:
+            self._cond = None
+            cond.notify_all()
+
+    def _wait(self, timeout: float) -> None:
+        """Wait for the next :meth:`_notify`, at most ``timeout`` s (the caller holds
+        ``_changed``, which the wait releases meanwhile)."""
+        cond = self._cond
+        if cond is None:
+            cond = self._cond = threading.Condition(self._changed)
+        cond.wait(timeout)
+
     def publish(self, status: Status) -> None:
         """Replace the status and wake the threads waiting in :meth:`wait` (transitions
         only: never on the request path)."""
         with self._changed:
             self.status = status
             self.transitions += 1
-            self._changed.notify_all()
+            self._notify()
         for watcher in self.watchers:
             try:
                 watcher(status)
@@ -115,7 +136,7 @@ class Published:
         request path)."""
         with self._changed:
             self.listen = honoured
-            self._changed.notify_all()
+            self._notify()
 
     def want_listen(self, seq: int) -> None:
         """The connection wants a new filter (number ``seq``): :meth:`wait_listen` waits
@@ -130,7 +151,7 @@ class Published:
         with self._changed:
             if seq == self.listen_want:
                 self.listen = honoured
-                self._changed.notify_all()
+                self._notify()
 
     def wait_listen(self, timeout: float) -> dict[str, Any] | None:
         """Block until a listen is acknowledged; its filter, or None on timeout."""
@@ -140,7 +161,7 @@ class Published:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._changed.wait(remaining)
+                self._wait(remaining)
             return self.listen
 
     def wait(self, predicate: Callable[[Status], bool], timeout: float) -> Status | None:
@@ -151,7 +172,7 @@ class Published:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._changed.wait(remaining)
+                self._wait(remaining)
             return self.status
 
 

@@ -36,6 +36,7 @@ from .actors.refresher import child_spec as refresher_spec
 from .config import Config
 from .errors import Error
 from .notifications import Subscriber
+from .otp.flag import Flag
 from .otp.pooled import stop_here
 from .otp.registry import Registry
 from .otp.siblings import Siblings
@@ -172,7 +173,7 @@ class ClientTree:
         self._announced: pykka.ActorRef[Any] | None = None
         self.siblings = Siblings(self.registry, lambda: self.supervisor or self._announced)
         # Set when the tree exits on its own (restart intensity, or a significant child).
-        self.stopped = threading.Event()
+        self.stopped = Flag()
         # Started under an application's supervisor (``Client.child_spec``): a parent may
         # start a fresh incarnation under the same name after this one ends.
         self.supervised = False
@@ -180,7 +181,7 @@ class ClientTree:
         self.ended = False
         # Set when stop() begins: the notifier calls no subscriber after it, so nothing of
         # the client runs once stop() has returned.
-        self.halt = threading.Event()
+        self.halt = Flag()
 
     def __repr__(self) -> str:
         return f"<ClientTree {self.name!r}>"

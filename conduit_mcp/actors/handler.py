@@ -68,6 +68,7 @@ from typing import Any, NamedTuple
 from ..config import Config
 from ..handler import SERVING_METHODS, Declined, Handler, HandlerContext
 from ..otp.base import Link, SafeActor, safe_tell
+from ..otp.flag import Flag
 from ..otp.registry import Registry
 from ..otp.supervisor import ChildSpec, child_spec_for
 from ..otp.timers import TimerHandle, schedule
@@ -370,7 +371,7 @@ class HandlerActor(SafeActor):
         config: Config,
         *,
         link: Link | None = None,
-        halt: threading.Event | None = None,
+        halt: threading.Event | Flag | None = None,
         on_dropped: Callable[[str, int], None] | None = None,
     ) -> None:
         super().__init__(link=link)
@@ -381,7 +382,7 @@ class HandlerActor(SafeActor):
         self._timeout = config.handler_timeout
         self._max = config.max_server_requests
         self._max_backlog = config.max_subscriber_backlog
-        self._halt = halt if halt is not None else threading.Event()
+        self._halt: threading.Event | Flag = halt if halt is not None else threading.Event()
         self._on_dropped = on_dropped
         self._implemented: frozenset[str] = frozenset()
         self._modes: tuple[str, ...] = ()
@@ -657,7 +658,7 @@ def child_spec(
     *,
     id: str = "handler",
     shutdown: float = 5.0,
-    halt: threading.Event | None = None,
+    halt: threading.Event | Flag | None = None,
     on_dropped: Callable[[str, int], None] | None = None,
 ) -> ChildSpec:
     """The permanent supervisor child for one client's handler actor, started with the

@@ -62,6 +62,7 @@ import pykka
 from conduit_mcp.actors.events import Consumers
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
 from conduit_mcp.otp.base import Link
+from conduit_mcp.otp.flag import Flag
 from conduit_mcp.otp.pooled import PooledActor
 from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
 from conduit_mcp.protocol.server_logs import LOG_METHOD
@@ -228,7 +229,7 @@ class Notifier(PooledActor):
         *,
         link: Link | None = None,
         max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
-        halt: threading.Event | None = None,
+        halt: threading.Event | Flag | None = None,
         on_dropped: Callable[[str, int], None] | None = None,
         deliveries: Deliveries | None = None,
     ) -> None:
@@ -250,7 +251,7 @@ class Notifier(PooledActor):
         self._draining = False
         self._max_backlog = max_backlog
         # Set when the client's stop() begins: no subscriber is called after that.
-        self._halt = halt if halt is not None else threading.Event()
+        self._halt: threading.Event | Flag = halt if halt is not None else threading.Event()
         # Counts drops in telemetry (mcp.client.dropped, kind notification).
         self._on_dropped = on_dropped
         # Insertion order is subscription order; a re-subscribe keeps its place. The dict
@@ -499,7 +500,7 @@ def child_spec(
     restart: RestartType = "permanent",
     shutdown: float = 5.0,
     max_backlog: int = MAX_SUBSCRIBER_BACKLOG,
-    halt: threading.Event | None = None,
+    halt: threading.Event | Flag | None = None,
     on_dropped: Callable[[str, int], None] | None = None,
     deliveries: Deliveries | None = None,
 ) -> ChildSpec:

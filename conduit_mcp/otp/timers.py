@@ -210,12 +210,16 @@ class TimerTable:
     """The timers of one actor, keyed by name, each arm carrying a fresh token.
 
     Single-threaded: only the owning actor's thread calls it. The table keeps its own heap of
-    ``(when, token, key)`` and holds at most one :func:`schedule` entry, for its earliest
+    ``(when, token)`` and holds at most one :func:`schedule` entry, for its earliest
     deadline: arming a later timer does not touch the service, and cancelling is lazy (the
     token is forgotten; the heap entry goes stale). When that entry fires, ``wake(arm)`` runs on
     the timer thread and must only tell the actor, which then calls :meth:`woke`, takes the
     :meth:`due` timers with :meth:`take`, and calls :meth:`rearm`. An entry whose token is no
     longer current is never returned: that is what makes cancel and replace race-free.
+
+    A stale heap entry holds no key: the key (for a connection, the request's ``Call``, with
+    its reply and clock) is reached through the live tokens only, so a request that ended
+    before its deadline is freed at once, not when its deadline passes.
 
     A zero or negative time is not scheduled: it waits in a FIFO for :meth:`pop_zero`.
     """
@@ -224,40 +228,52 @@ class TimerTable:
         self._wake = wake
         # key -> (token, event, when); ``when`` is None for a zero-time timer.
         self._current: dict[Hashable, tuple[int, Any, float | None]] = {}
-        # (when, token, key): tokens are unique and rising, so keys are never compared.
-        self._heap: list[tuple[float, int, Hashable]] = []
-        self._zero: deque[tuple[Hashable, int]] = deque()
+        # token -> key, for the current timers with a time (those in the heap).
+        self._keys: dict[int, Hashable] = {}
+        # (when, token): tokens are unique and rising, so two entries never tie.
+        self._heap: list[tuple[float, int]] = []
+        # Made by the first zero-time timer (a deque's first block is ~0.7 KiB an actor).
+        self._zero: deque[tuple[Hashable, int]] | None = None
         self._token = 0
         self._armed: TimerHandle | None = None
         self._armed_when = 0.0
         self._arm_id = 0
 
+    def _forget(self, key: Hashable) -> None:
+        old = self._current.pop(key, None)
+        if old is not None and old[2] is not None:
+            del self._keys[old[0]]
+
     def set(self, key: Hashable, seconds: float | None, event: Any) -> None:
         """Arm ``key`` to yield ``event`` after ``seconds``, replacing it; ``None`` cancels."""
+        self._forget(key)
         if seconds is None:
-            self._current.pop(key, None)
             return
         self._token += 1
         token = self._token
         if seconds <= 0:
             self._current[key] = (token, event, None)
-            self._zero.append((key, token))
+            zero = self._zero
+            if zero is None:
+                zero = self._zero = deque()
+            zero.append((key, token))
             return
         when = time.monotonic() + seconds
         self._current[key] = (token, event, when)
+        self._keys[token] = key
         heap = self._heap
-        heapq.heappush(heap, (when, token, key))
+        heapq.heappush(heap, (when, token))
         if self._armed is None or when < self._armed_when:
             self._arm(when)
-        elif len(heap) > 64 and len(heap) > 4 * len(self._current):
+        elif len(heap) > 64 and len(heap) > 4 * len(self._keys):
             # Mostly stale (requests that ended before their deadline): rebuild, O(n) once per
             # n/2 cancels. Entries being delivered are safe: take() forgets them.
-            self._heap = [(w, t, k) for k, (t, _, w) in self._current.items() if w is not None]
+            self._heap = [(w, t) for t, _, w in self._current.values() if w is not None]
             heapq.heapify(self._heap)
 
     def cancel(self, key: Hashable) -> None:
         """Forget ``key``; a late firing of it will never be returned."""
-        self._current.pop(key, None)
+        self._forget(key)
 
     @property
     def has_zero(self) -> bool:
@@ -283,13 +299,12 @@ class TimerTable:
     def due(self) -> list[tuple[Hashable, int]]:
         """Pop the current timers whose deadline passed, in deadline order, as (key, token)."""
         now = time.monotonic()
-        heap, current = self._heap, self._current
+        heap, keys = self._heap, self._keys
         due: list[tuple[Hashable, int]] = []
         while heap and heap[0][0] <= now:
-            _, token, key = heapq.heappop(heap)
-            entry = current.get(key)
-            if entry is not None and entry[0] == token:
-                due.append((key, token))
+            _, token = heapq.heappop(heap)
+            if token in keys:
+                due.append((keys[token], token))
         return due
 
     def take(self, key: Hashable, token: int) -> tuple[bool, Any]:
@@ -302,15 +317,15 @@ class TimerTable:
         if entry is None or entry[0] != token:
             return False, None
         del self._current[key]
+        if entry[2] is not None:
+            del self._keys[token]
         return True, entry[1]
 
     def rearm(self) -> None:
         """Arm the service for the earliest current deadline, if not armed early enough."""
-        heap, current = self._heap, self._current
+        heap, keys = self._heap, self._keys
         while heap:
-            _, token, key = heap[0]
-            entry = current.get(key)
-            if entry is not None and entry[0] == token:
+            if heap[0][1] in keys:
                 break
             heapq.heappop(heap)
         if not heap:

@@ -32,7 +32,7 @@ from ..errors import Error
 from ..protocol.messages import PACKAGE_VERSION
 from . import attributes
 from .attributes import SCOPE
-from .metrics import NO_CONNECTION_TELEMETRY, ConnectionTelemetry, Instruments
+from .metrics import NO_CONNECTION_TELEMETRY, ConnectionTelemetry, Instruments, instruments_for
 from .spans import TARGETS, Operation, classify
 
 __all__ = [
@@ -58,6 +58,22 @@ try:
 except ImportError:  # pragma: no cover - a future API layout
     _metrics_state = None
 _CAN_PEEK = hasattr(_trace_state, "_TRACER_PROVIDER") and hasattr(_metrics_state, "_METER_PROVIDER")
+
+
+_proxy_tracer: ProxyTracer | None = None
+
+
+def _tracer_for(tracer_provider: Any) -> Any:
+    """The tracer for ``tracer_provider``. With None and no global provider yet, the API's
+    proxy tracer, one for the process: it finds the global provider once one is installed,
+    whoever holds it (a fresh one for each client was two objects a client)."""
+    global _proxy_tracer
+    if tracer_provider is None and _proxy_tracer is not None:
+        return _proxy_tracer
+    tracer = trace.get_tracer(SCOPE, PACKAGE_VERSION, tracer_provider=tracer_provider)
+    if tracer_provider is None and type(tracer) is ProxyTracer:
+        _proxy_tracer = tracer
+    return tracer
 
 
 class Telemetry:
@@ -91,7 +107,7 @@ class Telemetry:
         # (server.address, server.port) of an HTTP server; None for stdio.
         self.server = server
         try:
-            self.tracer = trace.get_tracer(SCOPE, PACKAGE_VERSION, tracer_provider=tracer_provider)
+            self.tracer = _tracer_for(tracer_provider)
         except Exception as exc:
             raise Error(
                 "config",
@@ -99,7 +115,7 @@ class Telemetry:
                 f"tracer_provider.get_tracer failed ({type(exc).__name__})",
             ) from None
         try:
-            self.instruments = Instruments(meter_provider)
+            self.instruments = instruments_for(meter_provider)
         except Exception as exc:
             raise Error(
                 "config",

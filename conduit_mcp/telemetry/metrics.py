@@ -17,6 +17,7 @@ connection down.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from opentelemetry import metrics
@@ -105,6 +106,33 @@ class Instruments:
             description="Messages a flood made the client drop (kind: inbound, answer, "
             "notification).",
         )
+
+
+_global_lock = threading.Lock()
+_global: Instruments | None = None
+
+
+def instruments_for(meter_provider: Any = None) -> Instruments:
+    """The instruments for ``meter_provider``: with None (the global provider), one set for
+    the whole process.
+
+    Through the API's proxy (no global provider yet), each ``get_meter`` made a proxy meter
+    that the API keeps for good, and eight proxy instruments: about 1.9 KiB a client, never
+    freed (``benchmarks/many_clients.py``). They are the same instruments for every client
+    (same scope, names, units; the attributes tell the points apart), and the proxies follow
+    a provider installed later, so one set serves all. An explicit provider gets its own
+    call: an SDK provider hands the same meter and instruments back anyway.
+    """
+    global _global
+    if meter_provider is not None:
+        return Instruments(meter_provider)
+    found = _global
+    if found is None:
+        with _global_lock:
+            found = _global
+            if found is None:
+                found = _global = Instruments(None)
+    return found
 
 
 class ConnectionTelemetry:

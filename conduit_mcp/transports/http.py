@@ -52,7 +52,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -63,6 +62,7 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
+from ..otp.flag import Flag
 from ..protocol import http_headers as hh
 from ..protocol.jsonrpc import (
     HEADER_MISMATCH,
@@ -199,7 +199,7 @@ class HttpTransport:
         self._legacy = LegacySession(self)
         self._closing = False
         self._down = False
-        self._gone = threading.Event()
+        self._gone = Flag()
         # True once a connection to the server was made (TCP, and TLS for https): a probe
         # that timed out before it is no era evidence (docs/tls.md). Written on the loop,
         # read by the connection: one bool, no lock.
@@ -215,7 +215,7 @@ class HttpTransport:
     # -- called from the connection's thread ------------------------------------------------
 
     def connect(self) -> None:
-        io_loop.submit(self._open())
+        io_loop.spawn(self._open())
 
     def send(self, message: dict[str, Any]) -> None:
         body = encode(message)  # Error("argument") on unserialisable input, before anything
@@ -325,7 +325,7 @@ class HttpTransport:
     def close(self) -> None:
         self._closing = True
         self._held = []  # never started: the connection fails what is pending
-        io_loop.submit(self._close())
+        io_loop.spawn(self._close())
 
     def stderr(self) -> bytes:
         return b""

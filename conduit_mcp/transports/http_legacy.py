@@ -119,15 +119,31 @@ class LegacySession:
         # The GET stream's task and tag (None: not open).
         self._get_task: asyncio.Task[None] | None = None
         self._get_tag: str | None = None
-        # Set once notifications/initialized was answered: the GET stream waits for it.
-        self._usable = asyncio.Event()
-        # Set once the session's first GET stream was answered (any status) or failed; the
-        # session's requests wait for it, at most GET_FIRST_WAIT (streams_ready).
-        self._get_answered = asyncio.Event()
+        # The two events below, made on first use: a transport that never speaks the legacy
+        # era (most of them, under protocol="modern") never needs them (~1.7 KiB a client).
+        self._usable_event: asyncio.Event | None = None
+        self._get_answered_event: asyncio.Event | None = None
         # True from a lost session until the new one is usable: a request that reaches the
         # loop meanwhile (the connection sent it before it heard of the loss) is parked with
         # the expired ones, not sent without a session (the server would refuse it, 400).
         self.renewing = False
+
+    @property
+    def _usable(self) -> asyncio.Event:
+        """Set once notifications/initialized was answered: the GET stream waits for it."""
+        event = self._usable_event
+        if event is None:
+            event = self._usable_event = asyncio.Event()
+        return event
+
+    @property
+    def _get_answered(self) -> asyncio.Event:
+        """Set once the session's first GET stream was answered (any status) or failed; the
+        session's requests wait for it, at most GET_FIRST_WAIT (streams_ready)."""
+        event = self._get_answered_event
+        if event is None:
+            event = self._get_answered_event = asyncio.Event()
+        return event
 
     def negotiated(self, version: str) -> None:
         """Connection thread: a plain assignment, read by the loop when it builds the next

@@ -132,7 +132,9 @@ class Pool:
         self._on_connect = on_connect
         self.connector: aiohttp.TCPConnector | None = None
         # The connections that carried an answer: one of them handed out again is a reuse.
-        self._served: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+        # Made with the first connector (a WeakSet is ~0.9 KiB, and a client's pool for
+        # long-lived streams usually never makes one).
+        self._served: weakref.WeakSet[ResponseHandler] | None = None
         # When a connection last went back to the pool, or was closed after its answer
         # (monotonic; I/O loop).
         self._last_release: float | None = None
@@ -140,8 +142,11 @@ class Pool:
     def new_connector(self, limit: int, **options: Any) -> aiohttp.TCPConnector:
         """This pool's connector: at most ``limit`` connections, idle ones kept
         ``keep_alive`` seconds (``options``: more ``TCPConnector`` arguments)."""
+        served = self._served
+        if served is None:
+            served = self._served = weakref.WeakSet()
         self.connector = _Connector(
-            self._served,
+            served,
             self._on_connect,
             limit=limit,
             limit_per_host=0,
@@ -194,7 +199,7 @@ class Pool:
                 continue
             finally:
                 _HOP.reset(token)
-            if hop.proto is not None:
+            if hop.proto is not None and self._served is not None:
                 self._served.add(hop.proto)
             self._track(resp)
             self._learn(resp)
