@@ -44,19 +44,18 @@ import json
 import os
 import re
 import resource
-import selectors
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from servers import FastHttpServer
+
 HERE = Path(__file__).resolve().parent
 FAST_SERVER = str(HERE / "fast_server.py")
-FAST_HTTP_SERVER = str(HERE / "fast_http_server.py")
 #: The handshake's timeouts (``probe_timeout``, ``request_timeout``, ``connect_timeout``):
 #: thousands of clients connecting at once queue behind each other on the one I/O loop, and
 #: the default 5 s probe timeout would close some of them under ``protocol="modern"``.
@@ -78,53 +77,6 @@ def _threads_by_purpose() -> dict[str, int]:
     ``Connection``): Pykka names an actor's thread after its class."""
     names = Counter(re.sub(r"[-_]\d+$", "", t.name) for t in threading.enumerate())
     return dict(names.most_common())
-
-
-class HttpServer:
-    """One ``fast_http_server.py`` process for the whole run."""
-
-    def __init__(self) -> None:
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, FAST_HTTP_SERVER, "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-        )
-        try:
-            self.port = self._read_port(time.monotonic() + 20)
-        except BaseException:
-            self.stop()
-            raise
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-
-    def _read_port(self, deadline: float) -> int:
-        assert self.proc.stdout is not None
-        fd, buf = self.proc.stdout.fileno(), b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in buf:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("fast_http_server.py did not start")
-                if sel.select(0.1):
-                    chunk = os.read(fd, 4096)
-                    if not chunk:
-                        raise RuntimeError("fast_http_server.py exited")
-                    buf += chunk
-        self.proc.stdout.close()
-        words = buf.split(b"\n", 1)[0].split()
-        if len(words) != 2 or words[0] != b"listening":
-            raise RuntimeError(f"unexpected start-up line {buf!r}")
-        return int(words[1])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.stderr.close()
 
 
 async def _call_all(clients: list[Any], deadline: float) -> list[str | None]:
@@ -171,7 +123,7 @@ def run_one(
     import conduit_mcp as mcp
 
     clock = GcClock()
-    server = HttpServer() if transport == "http" else None
+    server = FastHttpServer() if transport == "http" else None
     try:
         if server is not None:
             spec: Any = mcp.Http(server.url, connect_timeout=PATIENCE)
