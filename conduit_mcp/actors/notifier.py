@@ -33,11 +33,7 @@ batch: a ``Subscribe`` or ``Unsubscribe`` is a message like ``Deliver``, handled
 order.
 
 The notifier is a lazy supervisor child (:func:`child_spec`): a client nobody subscribes to
-never starts it. It is a :class:`~conduit_mcp.otp.pooled.PooledActor`: it takes a worker of
-the actor pool only while it has notifications to deliver, so a Hub of 5,000 servers (whose
-view subscribes to every member) does not hold 5,000 notifier threads that wait. A callable
-subscriber that blocks holds that worker, as it held the notifier's own thread before; the
-pool gives the other actors a new one (otp/pooled.py). It outlives a crashed connection: the restarted one tells it
+never starts its thread. It outlives a crashed connection: the restarted one tells it
 :class:`Replay`, and hears every subscriber back (so it listens for them again). Its
 subscribers outlive the notifier itself: they are kept in a dict the client's tree owns and
 hands to every incarnation, so a crashed notifier loses at most the batch it was delivering
@@ -61,9 +57,8 @@ import pykka
 
 from conduit_mcp.actors.events import Consumers
 from conduit_mcp.notifications import ServerNotification, Subscriber, subscriber_key
-from conduit_mcp.otp.base import Link
+from conduit_mcp.otp.base import Link, SafeActor
 from conduit_mcp.otp.flag import Flag
-from conduit_mcp.otp.pooled import PooledActor
 from conduit_mcp.otp.supervisor import ChildSpec, RestartType, child_spec_for
 from conduit_mcp.protocol.server_logs import LOG_METHOD
 from conduit_mcp.published import Deliveries
@@ -216,7 +211,7 @@ def _put_on_loop(
         logger.warning("%s is full: dropped %d notification(s)", label, lost)
 
 
-class Notifier(PooledActor):
+class Notifier(SafeActor):
     """Delivers a client's server notifications to its subscribers; see the module docstring.
 
     ``client_name`` names the client in log messages.
