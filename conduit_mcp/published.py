@@ -45,6 +45,7 @@ class Published:
         "token",
         "last_id",
         "watchers",
+        "refreshed",
     )
 
     def __init__(self) -> None:
@@ -102,6 +103,10 @@ class Published:
         # Called with each new status, after it is published (the Hub's view is told this
         # way, docs/hub.md): each must only ``tell`` an actor, never block or raise.
         self.watchers: tuple[Callable[[Status], None], ...] = ()
+        # Called with a list's kind ("tools", ...) once a refresh of it was stored, from the
+        # connection (the Hub's view is told this way, with no notifier for it to start):
+        # each must only ``tell`` an actor, never block or raise.
+        self.refreshed: tuple[Callable[[str], None], ...] = ()
 
     def _notify(self) -> None:
         """Wake every thread waiting now (the caller holds ``_changed``)."""

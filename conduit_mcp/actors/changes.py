@@ -197,6 +197,11 @@ class ChangeTracker:
             self._refresh_done(ev.kind, "ok")
             stored = self._store(ev.kind, ev.items, ev.pages, ev.fetched_at, ev.credential)
             self._deliver(LIST_REFRESHED, {"kind": ev.kind, "stored": stored})
+            for watcher in self._published.refreshed:
+                try:
+                    watcher(ev.kind)
+                except Exception:  # a watcher only tells: never let it fail the connection
+                    pass
             return True
         if t is RefreshFailed:
             log.info(

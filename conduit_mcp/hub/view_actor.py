@@ -2,7 +2,9 @@
 
 It hears three things about each member and nothing else: its status changed (a watcher on
 the member's published status tells it), its client refreshed a list after a
-``list_changed`` (``LIST_REFRESHED``, as a notification subscriber), and a fetch finished.
+``list_changed`` (a watcher on the member's published refreshes: a notification
+subscription would start a notifier thread per member, 5,000 idle threads for a hub of
+5,000 servers), and a fetch finished.
 Fetching a member's lists runs in a short-lived worker thread, never here: the pages are
 requests that wait, and the naming hooks (``qualify``/``unqualify``) are user code. One fetch
 per member at a time; a change heard meanwhile is fetched again once it finishes.
@@ -25,7 +27,6 @@ from typing import Any
 import pykka
 
 from ..errors import Error
-from ..notifications import LIST_REFRESHED, ServerNotification
 from ..otp import timers
 from ..otp.base import Link, SafeActor, safe_tell
 from ..status import Status
@@ -58,6 +59,12 @@ class _StatusChanged:
     name: str
     gen: int
     status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class _ListRefreshed:
+    name: str
+    gen: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,20 @@ class _Watch:
         ref = self.board.view_ref
         if ref is not None:
             safe_tell(ref, _StatusChanged(self.name, self.gen, status))
+
+
+class _RefreshWatch:
+    """One member's refresh watcher: tells whichever view actor is current."""
+
+    __slots__ = ("board", "name", "gen")
+
+    def __init__(self, board: Board, name: str, gen: int) -> None:
+        self.board, self.name, self.gen = board, name, gen
+
+    def __call__(self, kind: str) -> None:
+        ref = self.board.view_ref
+        if ref is not None:
+            safe_tell(ref, _ListRefreshed(self.name, self.gen))
 
 
 def _fetch(member: Member, naming: Naming, timeout: float, refetch: bool) -> MemberLists:
@@ -230,10 +251,14 @@ class ViewActor(SafeActor):
     def _handle(self, message: Any) -> Any:
         if isinstance(message, _StatusChanged):
             self._on_status(message)
-        elif isinstance(message, ServerNotification):
-            name = self._board.server_of(message.client)
-            if name is not None and name in self._members and self._status_ready(name):
-                self._start_fetch(name, refetch=False)
+        elif isinstance(message, _ListRefreshed):
+            member = self._members.get(message.name)
+            if (
+                member is not None
+                and member.gen == message.gen
+                and self._status_ready(message.name)
+            ):
+                self._start_fetch(message.name, refetch=False)
         elif isinstance(message, _Fetched):
             self._on_fetched(message)
         elif isinstance(message, Attach):
@@ -274,10 +299,8 @@ class ViewActor(SafeActor):
         # Replace any watcher of an earlier view actor (they all tell board.view_ref anyway).
         kept = tuple(w for w in shared.watchers if not isinstance(w, _Watch))
         shared.watchers = (*kept, watch)
-        try:
-            client.subscribe_notifications(self.actor_ref, methods=[LIST_REFRESHED])
-        except Error:
-            pass  # the member is already gone: its exit reaches the supervisor
+        others = tuple(w for w in shared.refreshed if not isinstance(w, _RefreshWatch))
+        shared.refreshed = (*others, _RefreshWatch(self._board, name, member.gen))
         status = client.status()
         self._status[name] = status
         if status.state == "ready":
@@ -288,11 +311,12 @@ class ViewActor(SafeActor):
         self._status.pop(name, None)
         self._lists.pop(name, None)
         self._fetching.pop(name, None)
-        if member is not None and member.client is not None:
-            try:
-                member.client.unsubscribe_notifications(self.actor_ref)
-            except Error:
-                pass
+        runtime = member.runtime if member is not None else None
+        if runtime is not None:
+            shared = runtime.shared
+            shared.refreshed = tuple(
+                w for w in shared.refreshed if not isinstance(w, _RefreshWatch)
+            )
 
     def _status_ready(self, name: str) -> bool:
         status = self._status.get(name)

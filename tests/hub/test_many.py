@@ -57,3 +57,14 @@ def test_fetches_run_at_most_max_fetches_at_once_and_every_server_gets_listed(
     hub.await_ready(timeout=30, servers="all")
     assert {t.name for t in hub.tools() if t.name.endswith(".add")} == {f"{n}.add" for n in names}
     assert active[1] == 2
+
+
+def test_the_view_starts_no_notifier_and_still_hears_list_changes(start_hub: StartHub) -> None:
+    """The view hears a member's refreshed lists through a watcher of its own: a
+    notification subscription would start a notifier thread per member (a hub of 5,000
+    servers held 5,000 of them, waiting)."""
+    hub = start_hub({"mcpServers": {"a": scripted(), "b": scripted()}})
+    hub.await_ready(timeout=30, servers="all")
+    hub.call_tool("a.add_tool", {"name": "fresh"})  # the server sends tools/list_changed
+    hub.wait_for(lambda h: h.tool("a.fresh") is not None, timeout=10)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("Notifier")]
