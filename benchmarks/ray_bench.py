@@ -85,9 +85,8 @@ def graph_ray_ms(n: int) -> float:
 
 def warm(call: Any, fast_ms: float, seconds: float = 15.0) -> None:
     """Calls until 50 in a row average under ``fast_ms`` (at most ``seconds``; the task
-    path is never that fast): the
-    engine compiles a host's graph in the background at the first call (0.1-6 s here), so
-    a figure taken at once would be the actor task's."""
+    path is never that fast): the engine compiles a host's graph in the background at the
+    first call (0.1-6 s here), so a figure taken at once would be the actor task's."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         start = time.perf_counter()

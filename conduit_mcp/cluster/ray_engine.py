@@ -13,6 +13,10 @@ Soft affinity would do that by itself, but Ray 2.60 spilled soft-placed actors t
 node while the preferred one was alive and idle (seen on the two-node test cluster), so the
 placement would not hold.
 
+A caller's batches (``submit``) go over a Ray compiled graph when it has one (the first
+caller of a host; Ray runs one graph per actor), compiled in the background; the actor task
+is the path meanwhile and whenever there is none (docs/cluster.md, "Batching").
+
 Loopback: a Ray this engine starts has every node and worker address on 127.0.0.1
 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve its node address to the loopback
 one, read when ``ray`` is first imported), no dashboard, no usage stats, one CPU and a small
