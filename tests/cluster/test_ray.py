@@ -721,3 +721,62 @@ def test_a_removed_node_moves_its_hosts(rig: Rig) -> None:
     assert [h.resources for h in hosts if h.tenant == "moving-res"] == [{"shared": 1.0}]
     hub.stop()
     by_resources.stop()
+
+
+def test_a_callers_batches_go_over_a_compiled_graph_and_a_kill_still_fails_them(
+    rig: Rig,
+) -> None:
+    """The first caller of a host gets its compiled graph (after a few calls over the
+    actor task); a second caller of the same host stays on the task path (one graph per
+    actor); a host killed under calls sent over the graph fails each one ``host_lost``,
+    none sent twice, and the caller compiles a graph to the host started again."""
+    hub = rig.cluster.hub("graph", {"mcpServers": {"a": SERVER}})
+    try:
+        hub.await_ready(timeout=30, servers="all")
+        (channel,) = hub._core.channels
+        handle = channel.handle
+
+        def compiled() -> bool:
+            hub.call_tool("a.add", {"a": 1, "b": 2})
+            return handle._graph_state == "ready"
+
+        until(compiled, what="the caller's compiled graph", timeout=30)
+        assert hub.call_tool("a.add", {"a": 2, "b": 2}).text == "4"  # over the graph
+        # A second caller, attached by name (its own engine on this Ray).
+        second_cluster = mcp.Cluster.start(mcp.RayEngine(namespace=rig.cluster.engine.namespace))
+        other = second_cluster.hub("graph")
+        try:
+            assert other.call_tool("a.add", {"a": 1, "b": 1}).text == "2"
+            (second,) = other._core.channels
+            until(
+                lambda: second.handle._graph_state == "off",
+                what="the second caller refused the host's one graph",
+                timeout=30,
+            )
+            assert other.call_tool("a.add", {"a": 3, "b": 1}).text == "4"
+        finally:
+            other.stop()
+            second_cluster.stop()
+        (before,) = rig.cluster.status().hosts
+        futures = [hub.futures.call_tool("a.slow", {"seconds": 30}) for _ in range(4)]
+        until(
+            lambda: rig.cluster.engine.find_hosts("graph")[0].info()["in_flight"] >= 4,
+            what="4 calls in flight",
+        )
+        killed = time.monotonic()
+        os.kill(before.pid, signal.SIGKILL)
+        outcomes = []
+        for future in futures:
+            try:
+                future.get(timeout=15)
+                outcomes.append("answered")
+            except mcp.Error as e:
+                outcomes.append((e.kind, e.reason))
+        assert outcomes == [("unavailable", "host_lost")] * 4
+        assert time.monotonic() - killed < 5.0
+        hub.await_ready(timeout=30, servers="all")
+        handle = channel.handle
+        until(compiled, what="a graph to the host started again", timeout=30)
+        assert hub.call_tool("a.add", {"a": 5, "b": 5}).text == "10"
+    finally:
+        hub.stop()
