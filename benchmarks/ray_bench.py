@@ -5,6 +5,7 @@ host with many HTTP clients, and a host killed under load.
     .venv/bin/python benchmarks/ray_bench.py                 # everything (a few minutes)
     .venv/bin/python benchmarks/ray_bench.py --clients 200   # a smaller many-clients host
     .venv/bin/python benchmarks/ray_bench.py --spread 2000   # 2,000 HTTP clients over 4 hosts
+    .venv/bin/python benchmarks/ray_bench.py --compiled      # batches over Ray compiled graphs
 
 Starts a local Ray (loopback only, one CPU, 80 MiB object store, no dashboard), like
 ``mcp.RayEngine()`` does. Figures vary with other jobs on the machine: each is printed with
@@ -146,6 +147,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1000, help="HTTP clients on one host")
     parser.add_argument("--skip-many", action="store_true")
     parser.add_argument(
+        "--compiled", action="store_true", help="RayEngine(compiled=True): batches over a graph"
+    )
+    parser.add_argument(
         "--spread", type=int, default=10_000, help="HTTP clients over 4 hosts (0: skip)"
     )
     args = parser.parse_args()
@@ -159,7 +163,7 @@ def main() -> None:
         print(f"sequential: {d_seq:.3f} ms/call; 32 in flight: {d_32:,.0f} calls/s {load()}")
 
     t0 = time.perf_counter()
-    cluster = mcp.Cluster.start(mcp.RayEngine(max_restarts=5))
+    cluster = mcp.Cluster.start(mcp.RayEngine(max_restarts=5, compiled=args.compiled))
     print(f"\n== through a host (Ray started in {time.perf_counter() - t0:.1f} s) ==")
     try:
         bare = bare_ray_ms(n // 2)
@@ -169,14 +173,15 @@ def main() -> None:
         )
         graph = graph_ray_ms(n // 2)
         print(
-            f"base: the same over a Ray compiled graph (the engine's path for a caller's "
-            f"batches) {graph:.3f} ms {load()}"
+            f"base: the same over a Ray compiled graph (RayEngine(compiled=True)'s path for "
+            f"a caller's batches; this run: compiled={args.compiled}) {graph:.3f} ms {load()}"
         )
         t0 = time.perf_counter()
         hub = cluster.hub("bench", {"mcpServers": {"a": SERVER}}, max_in_flight=1000)
         hub.await_ready(timeout=60)
         print(f"a host with 1 stdio client, ready in {time.perf_counter() - t0:.2f} s")
-        warm(lambda: hub.call_tool("a.add", ADD), fast_ms=0.6 * bare)
+        if args.compiled:
+            warm(lambda: hub.call_tool("a.add", ADD), fast_ms=0.6 * bare)
         r_seq = seq_ms(lambda: hub.call_tool("a.add", ADD), n // 2)
         r_32 = windowed(hub.futures, "a.add", n, 32)
         r_aio = aio_window(hub.aio, "a.add", n, 32)

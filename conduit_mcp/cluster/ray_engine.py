@@ -387,7 +387,9 @@ class RayEngine:
             task's 1.1-1.3 ms on the test VM), compiled in the background at its first
             batch; the actor task carries them meanwhile, and whenever the graph cannot be
             had: Ray runs one graph per actor, so only the first caller of a host gets it.
-            ``False``: actor tasks only.
+            Off by default (``False``: actor tasks only): Ray 2.60's compiled graphs are
+            experimental, and a host that dies in the one round trip that first uses a new
+            graph can make Ray abort the caller's process (docs/cluster.md, "Batching").
         num_cpus, object_store_memory: the local Ray's size (ignored when attaching).
         init: more keywords for the local ``ray.init``.
 
@@ -424,7 +426,7 @@ class RayEngine:
         secrets_file: str | None = None,
         placement: Mapping[str, Mapping[str, Any]] | None = None,
         placement_timeout: float = 30.0,
-        compiled: bool = True,
+        compiled: bool = False,
     ) -> None:
         self.placement = p.check_placements(placement)
         if (

@@ -730,7 +730,12 @@ def test_a_callers_batches_go_over_a_compiled_graph_and_a_kill_still_fails_them(
     actor task); a second caller of the same host stays on the task path (one graph per
     actor); a host killed under calls sent over the graph fails each one ``host_lost``,
     none sent twice, and the caller compiles a graph to the host started again."""
-    hub = rig.cluster.hub("graph", {"mcpServers": {"a": SERVER}})
+    # compiled=True is opt-in (a Ray 2.60 abort window, docs/cluster.md "Batching"): an
+    # engine of its own on the rig's Ray.
+    graphs = mcp.Cluster.start(
+        mcp.RayEngine(namespace=NAMESPACE, max_restarts=3, caller_lease=2.0, compiled=True)
+    )
+    hub = graphs.hub("graph", {"mcpServers": {"a": SERVER}})
     try:
         hub.await_ready(timeout=30, servers="all")
         (channel,) = hub._core.channels
@@ -743,7 +748,7 @@ def test_a_callers_batches_go_over_a_compiled_graph_and_a_kill_still_fails_them(
         until(compiled, what="the caller's compiled graph", timeout=30)
         assert hub.call_tool("a.add", {"a": 2, "b": 2}).text == "4"  # over the graph
         # A second caller, attached by name (its own engine on this Ray).
-        second_cluster = mcp.Cluster.start(mcp.RayEngine(namespace=rig.cluster.engine.namespace))
+        second_cluster = mcp.Cluster.start(mcp.RayEngine(namespace=NAMESPACE, compiled=True))
         other = second_cluster.hub("graph")
         try:
             assert other.call_tool("a.add", {"a": 1, "b": 1}).text == "2"
@@ -757,10 +762,10 @@ def test_a_callers_batches_go_over_a_compiled_graph_and_a_kill_still_fails_them(
         finally:
             other.stop()
             second_cluster.stop()
-        (before,) = rig.cluster.status().hosts
+        (before,) = graphs.status().hosts
         futures = [hub.futures.call_tool("a.slow", {"seconds": 30}) for _ in range(4)]
         until(
-            lambda: rig.cluster.engine.find_hosts("graph")[0].info()["in_flight"] >= 4,
+            lambda: graphs.engine.find_hosts("graph")[0].info()["in_flight"] >= 4,
             what="4 calls in flight",
         )
         killed = time.monotonic()
@@ -780,3 +785,4 @@ def test_a_callers_batches_go_over_a_compiled_graph_and_a_kill_still_fails_them(
         assert hub.call_tool("a.add", {"a": 5, "b": 5}).text == "10"
     finally:
         hub.stop()
+        graphs.stop()
