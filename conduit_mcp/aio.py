@@ -601,12 +601,12 @@ class AsyncClient:
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             call = Call(req.method, req.params, deadline, reply, wants, total=total, reset=again)
             # Told at once when the connection is there (no coroutine on the hot path).
-            conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
+            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
             return req.parse(await self._await(future, reply, conn, wait, req.method))
         raw = None
         try:
             call = Call(req.method, op.params, deadline, reply, wants, total=total, reset=again)
-            conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
+            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
             raw = await self._await(future, reply, conn, wait, req.method)
             value = req.parse(raw)
         except BaseException as exc:
