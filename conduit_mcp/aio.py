@@ -629,6 +629,8 @@ class AsyncClient:
         # await.
         loop = future.get_loop()
         net = loop.call_at(loop.time() + seconds + rq.GRACE, _expire, future, reply, conn, what)
+        waiting = rq.waiting  # this loop's calls in flight: Handle.tell_soon batches by it
+        waiting[loop] = waiting.get(loop, 0) + 1
         try:
             return await future
         except Error as exc:
@@ -640,6 +642,11 @@ class AsyncClient:
             raise
         finally:
             net.cancel()
+            left = waiting[loop] - 1
+            if left:
+                waiting[loop] = left
+            else:
+                del waiting[loop]
 
 
 def _expire(

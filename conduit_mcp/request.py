@@ -615,6 +615,9 @@ def store_walk_and_wait(handle: Handle, walk: PageWalk) -> None:
 #: The requests coroutines made during one turn of their loop, not sent yet, in order:
 #: loop -> [(handle, connection, call)]. Each loop's entry is touched only by its own thread.
 _soon: dict[asyncio.AbstractEventLoop, list[tuple[Handle, pykka.ActorRef[Any], Call]]] = {}
+#: The asyncio calls of each loop sent (or kept to send) and not answered yet (counted by the
+#: asyncio front end): with none, a call is sent at once, as no other can join its batch.
+waiting: dict[asyncio.AbstractEventLoop, int] = {}
 #: At most this many requests of one batch are sent in the loop's thread (the connection's
 #: own burst bound, CORK_FRAMES); the rest go through the connection's mailbox.
 SOON_BATCH = 32
@@ -769,6 +772,9 @@ class Handle:
         runtime = self.pinned or tree.lookup(self.name)
         if runtime is None:
             return None
+        if not waiting.get(loop) and loop not in _soon:
+            # A lone call (nothing of this loop's in flight): no batch to wait for.
+            return self.try_tell(message)
         conn = runtime.registry.get("connection")
         if conn is None or not conn.is_alive():
             return None

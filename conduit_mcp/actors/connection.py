@@ -289,9 +289,10 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         """The statem's, then the end of a burst: requests sent while more messages waited in
         the mailbox were held by the transport (``_send_call``); they are written at once
         (one syscall over stdio, one hand-off to the I/O loop over HTTP) when the mailbox is
-        empty, when a message other than a request was handled, or at :data:`CORK_FRAMES`
-        of them, so a request is never held behind more than that many others, nor past the
-        next message that is not one. (The one message that skips ``receive``, SafeActor's
+        empty (in a caller's thread, ``tell_here``: at the end of the caller's batch, see
+        :meth:`_more_coming`), when a message other than a request was handled, or at
+        :data:`CORK_FRAMES` of them, so a request is never held behind more than that many
+        others, nor past the next message that is not one. (The one message that skips ``receive``, SafeActor's
         start check ``PING``, comes only before the connection can be ready.)"""
         try:
             return super().receive(message)

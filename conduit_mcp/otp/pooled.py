@@ -22,6 +22,11 @@ once) and :meth:`PooledActor.start_here`, which runs ``init`` in the calling thr
 once it ran, for a caller that would wait for it anyway (OTP's ``start_link`` is synchronous;
 ``Client.start`` waits for its tree): no hand-off to a worker and back. :func:`stop_here` is
 the same for a stop: when the actor is idle the stopping thread runs the stop itself.
+:func:`tell_here` is the same for messages the actor accepts to have handled by the telling
+thread (:meth:`PooledActor.may_run_here`; the connection: a request in ``ready``): when the
+actor is idle and its mailbox empty, the caller handles them instead of waking a worker.
+In each of them the calling thread holds the actor exactly as a worker would, so the
+guarantees above hold.
 """
 
 from __future__ import annotations
