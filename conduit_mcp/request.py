@@ -644,11 +644,15 @@ def _send_soon(loop: asyncio.AbstractEventLoop) -> None:
                     if not call.reply.done:
                         loop.create_task(handle.tell_async(call, call.deadline))
 
-        if len(calls) > SOON_BATCH:
+        try:
             tell_here(conn, calls[:SOON_BATCH], rest)
+        except BaseException:
+            # A signal held while they were sent raised (Ctrl-C): the rest are sent still.
             rest(calls[SOON_BATCH:])
-        else:
-            tell_here(conn, calls, rest)
+            for other, ref, call in batch:
+                rest([call], other, ref)
+            raise
+        rest(calls[SOON_BATCH:])
 
 
 # -- the handle -----------------------------------------------------------------------------------
