@@ -242,12 +242,13 @@ class PooledActor(SafeActor):
             rest(messages)
             return
         signals = None
-        if threading.current_thread() is _MAIN:
+        main = threading.current_thread() is threading.main_thread()  # (a fork moves it)
+        if main:
             # No Python signal handler (Ctrl-C's KeyboardInterrupt) may run inside the
             # actor: they are held until it is left.
             signals = _hold_signals()
         done = 0
-        if signals is not None or threading.current_thread() is not _MAIN:
+        if signals is not None or not main:
             try:
                 left = len(messages)
                 for message in messages:
@@ -417,7 +418,6 @@ def tell_here(
         here(messages, rest)
 
 
-_MAIN: Final = threading.main_thread()
 #: The C module under :mod:`signal`: the same functions without its enum conversions, which
 #: cost more than the system calls (measured: 1.7 µs a ``getsignal``, against 0.03 µs).
 _signal: Any = importlib.import_module("_signal")
