@@ -601,12 +601,12 @@ class AsyncClient:
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             call = Call(req.method, req.params, deadline, reply, wants, total=total, reset=again)
             # Told at once when the connection is there (no coroutine on the hot path).
-            conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
+            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
             return req.parse(await self._await(future, reply, conn, wait, req.method))
         raw = None
         try:
             call = Call(req.method, op.params, deadline, reply, wants, total=total, reset=again)
-            conn = handle.try_tell(call) or await handle.tell_async(call, deadline)
+            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
             raw = await self._await(future, reply, conn, wait, req.method)
             value = req.parse(raw)
         except BaseException as exc:
@@ -629,6 +629,8 @@ class AsyncClient:
         # await.
         loop = future.get_loop()
         net = loop.call_at(loop.time() + seconds + rq.GRACE, _expire, future, reply, conn, what)
+        waiting = rq.waiting  # this loop's calls in flight: Handle.tell_soon batches by it
+        waiting[loop] = waiting.get(loop, 0) + 1
         try:
             return await future
         except Error as exc:
@@ -640,6 +642,11 @@ class AsyncClient:
             raise
         finally:
             net.cancel()
+            left = waiting[loop] - 1
+            if left:
+                waiting[loop] = left
+            else:
+                del waiting[loop]
 
 
 def _expire(

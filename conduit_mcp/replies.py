@@ -232,6 +232,23 @@ def _settle_soon(
         items.append((future, ok, value))
 
 
+def gather_answers(here: asyncio.AbstractEventLoop) -> bool:
+    """A reader on loop ``here`` is about to answer the calls of one read: their answers
+    are gathered until it calls :func:`release_answers` (True), instead of until the loop's
+    next turn, so a caller is woken as soon as its answer is read (with a sequential call,
+    one loop turn sooner). False when answers are being gathered already (for the turn):
+    nothing to release then."""
+    if here in _held:
+        return False
+    _held[here] = {}
+    return True
+
+
+def release_answers(here: asyncio.AbstractEventLoop) -> None:
+    """Post what was gathered since :func:`gather_answers` returned True."""
+    _release(here)
+
+
 def _release(here: asyncio.AbstractEventLoop) -> None:
     for loop, items in _held.pop(here, {}).items():
         # A closed loop means the callers are gone: nothing to answer.

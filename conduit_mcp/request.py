@@ -33,9 +33,10 @@ from typing import Any, Generic, Literal, TypeVar, cast
 import pykka
 
 from . import tree
-from .actors.events import Abandon, AwaitReady, CacheStore
+from .actors.events import Abandon, AwaitReady, CacheStore, Call
 from .config import DEFAULT_MAX_LIST_BYTES
 from .errors import Error
+from .otp.pooled import tell_here
 from .protocol.clock import total_bound
 from .protocol.results import (
     json_size,
@@ -609,6 +610,51 @@ def store_walk_and_wait(handle: Handle, walk: PageWalk) -> None:
             reply.queue.get(timeout=max(0.0, min(STORE_WAIT, walk.deadline - time.monotonic())))
 
 
+# -- sending at the end of a loop's turn (Handle.tell_soon) ---------------------------------------
+
+#: The requests coroutines made during one turn of their loop, not sent yet, in order:
+#: loop -> [(handle, connection, call)]. Each loop's entry is touched only by its own thread.
+_soon: dict[asyncio.AbstractEventLoop, list[tuple[Handle, pykka.ActorRef[Any], Call]]] = {}
+#: The asyncio calls of each loop sent (or kept to send) and not answered yet (counted by the
+#: asyncio front end): with none, a call is sent at once, as no other can join its batch.
+waiting: dict[asyncio.AbstractEventLoop, int] = {}
+#: At most this many requests of one batch are sent in the loop's thread (the connection's
+#: own burst bound, CORK_FRAMES); the rest go through the connection's mailbox.
+SOON_BATCH = 32
+
+
+def _send_soon(loop: asyncio.AbstractEventLoop) -> None:
+    """Send what :meth:`Handle.tell_soon` kept for ``loop``: each connection's requests in
+    one :func:`tell_here` when it is idle (this thread writes them, in one syscall over
+    stdio); else, or past :data:`SOON_BATCH`, told as usual, in order. A connection that
+    died meanwhile: the request waits for the next one (:meth:`Handle.tell_async`)."""
+    batch = _soon.pop(loop, [])
+    while batch:
+        handle, conn, _ = batch[0]
+        calls = [call for _, ref, call in batch if ref is conn]
+        batch = [item for item in batch if item[1] is not conn]
+
+        def rest(
+            calls: list[Call], handle: Handle = handle, conn: pykka.ActorRef[Any] = conn
+        ) -> None:
+            for call in calls:
+                try:
+                    conn.tell(call)
+                except pykka.ActorDeadError:
+                    if not call.reply.done:
+                        loop.create_task(handle.tell_async(call, call.deadline))
+
+        try:
+            tell_here(conn, calls[:SOON_BATCH], rest)
+        except BaseException:
+            # A signal held while they were sent raised (Ctrl-C): the rest are sent still.
+            rest(calls[SOON_BATCH:])
+            for other, ref, call in batch:
+                rest([call], other, ref)
+            raise
+        rest(calls[SOON_BATCH:])
+
+
 # -- the handle -----------------------------------------------------------------------------------
 
 #: How often a caller looks again for a client that is starting or restarting (first step,
@@ -677,7 +723,29 @@ class Handle:
         runtime = self.pinned or tree.lookup(self.name)
         if runtime is None:
             return None
-        return runtime.registry.tell("connection", message)
+        registry = runtime.registry
+        if type(message) is Call:
+            # An idle ready connection: this thread sends it (no pool worker woken).
+            conn = registry.get("connection")
+            if conn is not None:
+                told: list[pykka.ActorRef[Any] | None] = [conn]
+
+                def rest(messages: list[Any]) -> None:
+                    told[0] = registry.tell("connection", messages[0])
+
+                try:
+                    tell_here(conn, [message], rest)
+                except BaseException:
+                    # A signal held while it was sent (Ctrl-C): the call is out, and its
+                    # caller gone, so the server is asked to cancel it.
+                    reply = message.reply
+                    if not reply.done:
+                        reply.done = True
+                        if told[0] is not None:
+                            abandon(told[0], reply)
+                    raise
+                return told[0]
+        return registry.tell("connection", message)
 
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is
@@ -695,6 +763,30 @@ class Handle:
         while (conn := self.try_tell(message)) is None:
             time.sleep(min(step, self._window_left(deadline)))
             step = min(step * 2, _LOOK_CAP)
+        return conn
+
+    def tell_soon(
+        self, message: Call, loop: asyncio.AbstractEventLoop
+    ) -> pykka.ActorRef[Any] | None:
+        """:meth:`try_tell` for a coroutine on ``loop``: the request is sent at the end of the
+        loop's turn, with the others its tasks made in this turn, as one batch
+        (:func:`_send_soon`): 32 tasks woken by one read send their next requests in one
+        write, as a pool worker's burst would, with no worker woken. The connection it goes
+        to, or None if there is none now (then :meth:`tell_async` waits)."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            return None
+        if not waiting.get(loop) and loop not in _soon:
+            # A lone call (nothing of this loop's in flight): no batch to wait for.
+            return self.try_tell(message)
+        conn = runtime.registry.get("connection")
+        if conn is None or not conn.is_alive():
+            return None
+        batch = _soon.get(loop)
+        if batch is None:
+            batch = _soon[loop] = []
+            loop.call_soon(_send_soon, loop)
+        batch.append((self, conn, message))
         return conn
 
     async def tell_async(self, message: Any, deadline: float) -> pykka.ActorRef[Any]:

@@ -294,9 +294,10 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         """The statem's, then the end of a burst: requests sent while more messages waited in
         the mailbox were held by the transport (``_send_call``); they are written at once
         (one syscall over stdio, one hand-off to the I/O loop over HTTP) when the mailbox is
-        empty, when a message other than a request was handled, or at :data:`CORK_FRAMES`
-        of them, so a request is never held behind more than that many others, nor past the
-        next message that is not one. (The one message that skips ``receive``, SafeActor's
+        empty (in a caller's thread, ``tell_here``: at the end of the caller's batch, see
+        :meth:`_more_coming`), when a message other than a request was handled, or at
+        :data:`CORK_FRAMES` of them, so a request is never held behind more than that many
+        others, nor past the next message that is not one. (The one message that skips ``receive``, SafeActor's
         start check ``PING``, comes only before the connection can be ready.)"""
         try:
             return super().receive(message)
@@ -305,7 +306,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             if corked is not None and (
                 type(message) is not Call
                 or self._corked_frames >= CORK_FRAMES
-                or self.actor_inbox.empty()
+                or not self._more_coming()
             ):
                 self._corked = None
                 self._corked_frames = 0
@@ -313,6 +314,20 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                     corked.flush()
                 except Exception as exc:  # a dying transport must not take the router down
                     log.debug("flush failed: %s", type(exc).__name__)
+
+    def may_run_here(self, message: Any) -> bool:
+        """A request told to an idle connection in ``ready`` is sent by the caller's own
+        thread (:func:`~conduit_mcp.otp.pooled.tell_here`; ``Handle.try_tell``): sending one
+        is short, never blocks (a transport's ``send`` only writes to a non-blocking pipe
+        or hands the frame to the I/O loop) and runs no user code."""
+        return type(message) is Call and self._state == "ready" and not self._stopping
+
+    def _more_coming(self) -> bool:
+        """Whether more requests may follow in this burst: messages wait in the mailbox, or,
+        in a caller's thread (tell_here), more of the caller's batch; what others told
+        meanwhile then goes to a pool worker, and the caller's frames do not wait for it."""
+        left = self.here_left
+        return left > 0 if left >= 0 else not self.actor_inbox.empty()
 
     # -- statem hooks -------------------------------------------------------------------------
 
@@ -875,7 +890,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
         pending[rid] = call
         transport = self._transport
         if self._corked is None:
-            if not self.actor_inbox.empty():
+            if self._more_coming():
                 # More requests may follow in this burst: hold this one (receive() flushes)
                 cork = getattr(transport, "cork", None)
                 if cork is not None:

@@ -2,7 +2,10 @@
 
 Measured on this 2-core machine: a thread wake-up costs ~37 µs, and a sequential call paid
 four of them (caller -> connection -> [server] -> I/O loop -> connection -> caller). The
-hop through the connection on the way back bought nothing: it only looked the id up. So the
+hop through the connection on the way back bought nothing: it only looked the id up. (The
+hop on the way out is gone too when the connection is idle: the caller's thread runs its
+turn, ``otp.pooled.tell_here``; and over stdio the reader posts the asyncio callers'
+answers when its read is handled, ``replies.gather_answers``.) So the
 transport's reader, on the I/O loop, answers the calls it can itself — a result, a JSON-RPC
 error, a progress notification for a pending id — straight to the caller's reply channel,
 and hands everything else (handshake answers, ``-32022``, server requests, notifications,

@@ -22,13 +22,20 @@ once) and :meth:`PooledActor.start_here`, which runs ``init`` in the calling thr
 once it ran, for a caller that would wait for it anyway (OTP's ``start_link`` is synchronous;
 ``Client.start`` waits for its tree): no hand-off to a worker and back. :func:`stop_here` is
 the same for a stop: when the actor is idle the stopping thread runs the stop itself.
+:func:`tell_here` is the same for messages the actor accepts to have handled by the telling
+thread (:meth:`PooledActor.may_run_here`; the connection: a request in ``ready``): when the
+actor is idle and its mailbox empty, the caller handles them instead of waking a worker.
+In each of them the calling thread holds the actor exactly as a worker would, so the
+guarantees above hold.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -44,7 +51,7 @@ from conduit_mcp.otp._pykka import (
 )
 from conduit_mcp.otp.base import SafeActor
 
-__all__ = ["IDLE_SECONDS", "PooledActor", "init_ran", "pool_threads", "stop_here"]
+__all__ = ["IDLE_SECONDS", "PooledActor", "init_ran", "pool_threads", "stop_here", "tell_here"]
 
 logger = logging.getLogger("conduit_mcp.actors")
 
@@ -135,13 +142,14 @@ def pool_threads() -> int:
 class _Inbox:
     """A C-level queue, and whether the actor is on a worker (or being run by a caller)."""
 
-    __slots__ = ("_busy", "_lock", "_queue", "init_ran", "turn")
+    __slots__ = ("_busy", "_lock", "_queue", "init_ran", "turn", "here")
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = True  # until the actor is started: messages told before wait
         self.turn: Callable[[], None] | None = None
+        self.here: Callable[[list[Any], Callable[[list[Any]], None]], None] | None = None
         self.init_ran = False  # set once init returned (or raised)
 
     def put(self, envelope: Any) -> None:
@@ -170,6 +178,15 @@ class _Inbox:
         """Take the actor for the calling thread if it is idle."""
         with self._lock:
             if self._busy:
+                return False
+            self._busy = True
+            return True
+
+    def claim_empty(self) -> bool:
+        """Take the actor for the calling thread if it is idle and nothing waits in its
+        mailbox (so a message handled now keeps the mailbox's order)."""
+        with self._lock:
+            if self._busy or not self._queue.empty():
                 return False
             self._busy = True
             return True
@@ -206,6 +223,55 @@ class PooledActor(SafeActor):
         super().__init__(**kwargs)
         self._inbox: _Inbox = cast(_Inbox, self.actor_inbox)
         self._inbox.turn = self._turn
+        self._inbox.here = self._run_here
+        #: While :func:`tell_here` runs messages in the telling thread: how many of them
+        #: are still to come after the one being handled; -1 otherwise.
+        self.here_left = -1
+
+    def may_run_here(self, message: Any) -> bool:
+        """Whether :func:`tell_here` may handle ``message`` in the telling thread (the actor
+        is idle and its mailbox empty when this is asked, and the caller holds it). The
+        default, False: every message goes through the mailbox. Override it only for
+        messages whose handling is short, never blocks and runs no user code."""
+        return False
+
+    def _run_here(self, messages: list[Any], rest: Callable[[list[Any]], None]) -> None:
+        """:func:`tell_here`'s work."""
+        inbox = self._inbox
+        if not inbox.claim_empty():
+            rest(messages)
+            return
+        signals = None
+        main = threading.current_thread() is threading.main_thread()  # (a fork moves it)
+        if main:
+            # No Python signal handler (Ctrl-C's KeyboardInterrupt) may run inside the
+            # actor: they are held until it is left.
+            signals = _hold_signals()
+        done = 0
+        if signals is not None or not main:
+            try:
+                left = len(messages)
+                for message in messages:
+                    if self.actor_stopped.is_set() or not self.may_run_here(message):
+                        break
+                    left -= 1
+                    self.here_left = left
+                    self._handle_message(message, None)
+                    done += 1
+            finally:
+                self.here_left = -1
+                if signals is not None:
+                    _restore_signals(signals[0])
+        if self.actor_stopped.is_set():
+            _pool.submit(self._turn)  # the turn answers what is left (teardown)
+        else:
+            self._end_turn()
+        try:
+            if done < len(messages):
+                rest(messages[done:])
+        finally:
+            if signals is not None and signals[1]:
+                _replay_signals(signals[1], signals[0])
 
     @classmethod
     def start_here(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
@@ -266,6 +332,9 @@ class PooledActor(SafeActor):
 
     def _handle(self, envelope: Any) -> None:
         message, reply_to = envelope_parts(envelope)
+        self._handle_message(message, reply_to)
+
+    def _handle_message(self, message: Any, reply_to: Any) -> None:
         try:
             response = self._handle_receive(message)
             if reply_to is not None:
@@ -316,6 +385,89 @@ def stop_here(ref: pykka.ActorRef[Any], timeout: float | None = None) -> bool:
     assert inbox.turn is not None
     inbox.turn()
     return bool(future.get(timeout=timeout))
+
+
+def tell_here(
+    ref: pykka.ActorRef[Any], messages: list[Any], rest: Callable[[list[Any]], None]
+) -> None:
+    """Handle ``messages`` in order in the calling thread if ``ref`` is an idle
+    :class:`PooledActor` with an empty mailbox, while its :meth:`~PooledActor.may_run_here`
+    accepts them: what ``ref.tell`` of each would have done, without waking a pool worker
+    (measured: a wake-up costs ~37 µs on a 2-core machine, a third of a sequential stdio
+    call). ``rest`` is called with those not handled (from the first refused; all of them
+    when the actor is busy, or not a :class:`PooledActor`) to tell them as usual. The actor's
+    guarantees hold: the caller holds the actor as a worker would (no other thread runs it
+    meanwhile; a message told meanwhile waits, then goes to the pool), and the mailbox's
+    order is kept (only an empty one is passed by). In the main thread the Python signal
+    handlers of :data:`_DEFERRED` (Ctrl-C's ``KeyboardInterrupt``) run once the actor is left
+    and ``rest`` has run, never inside the actor (what they raise goes to the caller).
+
+    >>> class Here(PooledActor):
+    ...     def may_run_here(self, message):
+    ...         return message.startswith("here")
+    >>> ref, told = Here.start_here(), []
+    >>> tell_here(ref, ["here", "here too", "pool", "here"], told.extend); told
+    ['pool', 'here']
+    >>> stop_here(ref, timeout=5)
+    True
+    """
+    here = getattr(ref.actor_inbox, "here", None)
+    if here is None:
+        rest(messages)
+    else:
+        here(messages, rest)
+
+
+#: The C module under :mod:`signal`: the same functions without its enum conversions, which
+#: cost more than the system calls (measured: 1.7 µs a ``getsignal``, against 0.03 µs).
+_signal: Any = importlib.import_module("_signal")
+
+#: The signals whose Python handlers :func:`tell_here` holds back while the main thread
+#: runs an actor (the ones a program commonly handles in Python; checking each costs a
+#: lookup, replacing one a system call, and only handlers set in Python are replaced).
+_DEFERRED: Final = tuple(
+    int(getattr(signal, name))
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, name)
+)
+
+
+def _hold_signals() -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]] | None:
+    """In the main thread: replace the Python signal handlers of :data:`_DEFERRED` with one
+    that only records the signal; ``(replaced, caught)``, for :func:`_replay_signals`. None
+    where handlers cannot be replaced (nothing was changed)."""
+    getsignal, setsignal = _signal.getsignal, _signal.signal
+    held: list[tuple[int, Any]] = []
+    caught: list[tuple[int, Any]] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        caught.append((signum, frame))
+
+    try:
+        for signum in _DEFERRED:
+            handler = getsignal(signum)
+            if callable(handler):
+                setsignal(signum, hold)
+                held.append((signum, handler))
+    except (ValueError, OSError):  # not the main interpreter, or the OS refused
+        _restore_signals(held)
+        return None
+    return held, caught
+
+
+def _restore_signals(held: list[tuple[int, Any]]) -> None:
+    setsignal = _signal.signal
+    for signum, handler in held:
+        setsignal(signum, handler)
+
+
+def _replay_signals(caught: list[tuple[int, Any]], held: list[tuple[int, Any]]) -> None:
+    """Run the handlers of the signals that came while they were held, in their order
+    (what one raises goes to the caller, and the rest are not run, as if it had raised
+    when its signal came)."""
+    handlers = dict(held)
+    for signum, frame in caught:
+        handlers[signum](signum, frame)
 
 
 def _forget_pool_in_child() -> None:

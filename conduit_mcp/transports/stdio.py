@@ -32,6 +32,7 @@ from ..otp.base import safe_tell
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
+from ..replies import gather_answers, release_answers
 from . import loop as io_loop
 from .base import (
     FrameProblem,
@@ -320,7 +321,15 @@ class StdioTransport:
             return
         pending = self._pending
         if pending is not None:
-            messages = pending.deliver(messages)
+            # The answers of this read go to their asyncio callers when it is handled, not
+            # at the loop's next turn (replies.py): a sequential caller is woken sooner.
+            here = asyncio.get_running_loop()
+            mine = gather_answers(here)
+            try:
+                messages = pending.deliver(messages)
+            finally:
+                if mine:
+                    release_answers(here)
         sink = self._sink
         if sink is not None and messages:
             messages = self._to_sink(sink, messages)

@@ -197,3 +197,70 @@ def test_a_supervisor_takes_no_thread_of_its_own_and_restarts_its_children() -> 
         for sup in sups:
             assert stop_here(sup, timeout=5) is True
     assert not now.is_alive()  # stopped with its supervisor
+
+
+class Here(Recorder):
+    """A Recorder that lets "here ..." messages be handled by the telling thread; "signal"
+    sends SIGINT to the process while it is handled (a Ctrl-C inside the actor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def may_run_here(self, message: Any) -> bool:
+        return isinstance(message, str) and message.startswith("here")
+
+    def receive(self, message: Any) -> Any:
+        if message == "threads":
+            return list(self.threads)
+        if isinstance(message, str):
+            self.threads.append(threading.current_thread().name)
+        if message == "here signal":
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler would run at any of these bytecodes
+                time.sleep(0)
+        return super().receive(message)
+
+
+def test_tell_here_runs_an_idle_actor_in_the_callers_thread_in_order() -> None:
+    ref = Here.start_here()
+    told: list[Any] = []
+    pooled.tell_here(ref, ["here 1", "here 2", "pool 3", "here 4"], told.extend)
+    assert told == ["pool 3", "here 4"]  # from the first refused: told as usual
+    for message in told:
+        ref.tell(message)
+    seen, overlaps, _ = ref.ask("report")
+    assert seen == ["here 1", "here 2", "pool 3", "here 4"] and overlaps == 0
+    me = threading.current_thread().name
+    threads = ref.ask("threads")
+    assert threads[:2] == [me, me] and threads[2] != me
+    assert stop_here(ref, timeout=5)
+
+
+def test_tell_here_leaves_a_busy_actor_to_its_worker() -> None:
+    ref = Here.start_here()
+    gate = threading.Event()
+    ref.tell(gate)  # a worker holds the actor, blocked
+    told: list[Any] = []
+    pooled.tell_here(ref, ["here 1"], told.extend)
+    assert told == ["here 1"]  # nothing was done here
+    gate.set()
+    for message in told:
+        ref.tell(message)
+    assert ref.ask("report")[:2] == (["here 1"], 0)
+    assert stop_here(ref, timeout=5)
+
+
+def test_tell_here_holds_ctrl_c_until_the_actor_is_left() -> None:
+    ref = Here.start_here()
+    told: list[Any] = []
+    with pytest.raises(KeyboardInterrupt):
+        pooled.tell_here(ref, ["here signal", "here after"], told.extend)
+    # The interrupt came inside the actor, but was raised only once both were handled:
+    # the actor is alive, not crashed, and idle again.
+    assert ref.is_alive() and told == []
+    assert ref.ask("report")[:2] == (["here signal", "here after"], 0)
+    assert stop_here(ref, timeout=5)

@@ -179,3 +179,25 @@ def test_an_answer_settled_outside_any_loop_still_reaches_its_caller() -> None:
         assert await asyncio.wait_for(future, 10) == {"ok": 1}
 
     asyncio.run(main())
+
+
+def test_the_calls_32_tasks_make_in_one_loop_turn_go_out_together(client: Any) -> None:
+    """Each asyncio call is sent by its own loop (no pool worker), but not one write each:
+    the calls the tasks make in one turn of the loop go in one batch (Handle.tell_soon)."""
+
+    async def burst() -> list[str]:
+        await client.aio.call_tool("echo", {"i": -1}, timeout=10)  # warm, and idle again
+
+        async def one(i: int) -> str:
+            result = await client.aio.call_tool("echo", {"i": i}, timeout=10)
+            return str(result.text)
+
+        return await asyncio.gather(*(one(i) for i in range(32)))
+
+    texts = asyncio.run(burst())
+    assert [int(t.split(":")[0]) for t in texts] == list(range(32))
+    # Each answer says how many requests the server's read carried: the reads add up to
+    # sum(1/n). One write per call would be 32 reads; the first call goes at once (no
+    # batch to wait for), the 31 others in one write.
+    reads = sum(1 / int(t.split(":")[1]) for t in texts)
+    assert reads <= 4, texts
