@@ -232,7 +232,23 @@ class PooledActor(SafeActor):
         """Whether :func:`tell_here` may handle ``message`` in the telling thread (the actor
         is idle and its mailbox empty when this is asked, and the caller holds it). The
         default, False: every message goes through the mailbox. Override it only for
-        messages whose handling is short, never blocks and runs no user code."""
+        messages whose handling is short, never blocks and runs no user code.
+
+        >>> import threading
+        >>> class Counter(PooledActor):
+        ...     def may_run_here(self, message):
+        ...         return message == "count"
+        ...     def receive(self, message):
+        ...         self.where = threading.current_thread().name
+        >>> ref = Counter.start()
+        >>> ref.ask("ping") is None  # idle after its start
+        True
+        >>> tell_here(ref, ["count"], lambda rest: [ref.tell(m) for m in rest])
+        >>> ref.proxy().where.get(timeout=5) == threading.current_thread().name
+        True
+        >>> ref.stop()
+        True
+        """
         return False
 
     def _run_here(self, messages: list[Any], rest: Callable[[list[Any]], None]) -> None:
