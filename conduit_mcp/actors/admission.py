@@ -21,9 +21,8 @@ handshake's deadlines (``probe_timeout``, then ``request_timeout``). Its handsha
 without the turn.
 
 Two gates, because their costs differ: a stdio server is a process starting on this
-machine's cores (:data:`PROCESS_TURNS`, a few per core: more at once only makes each start
-slower), a network server costs the loop a few requests each and is mostly waited for
-(:data:`NETWORK_TURNS`). In-process servers take no turn.
+machine (:data:`PROCESS_TURNS`), a network server costs the loop a few requests each and is
+mostly waited for (:data:`NETWORK_TURNS`). In-process servers take no turn.
 """
 
 from __future__ import annotations
@@ -36,8 +35,12 @@ from typing import Final
 
 __all__ = ["LEASE_SECONDS", "NETWORK_TURNS", "PROCESS_TURNS", "Gate", "gate_for"]
 
-#: Stdio handshakes at once: server processes starting compete for this machine's cores.
-PROCESS_TURNS: Final = max(8, 4 * (os.cpu_count() or 2))
+#: Stdio handshakes at once. Not a few per core: a server's start is often a wait, not
+#: work (``npx`` fetching a package, a server that sleeps before it reads), and with 8 turns
+#: ten servers that each wait 1 s at start took 2.25x one to be ready, against 1.35x with
+#: no bound (``hub_bench.py --only start``). 64 keeps a config of that size untouched and
+#: still stops 1,000 server processes from starting their handshakes at once.
+PROCESS_TURNS: Final = 64
 
 #: Streamable HTTP and SSE handshakes at once.
 NETWORK_TURNS: Final = 256
