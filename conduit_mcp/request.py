@@ -628,11 +628,18 @@ def _send_soon(loop: asyncio.AbstractEventLoop) -> None:
     one :func:`tell_here` when it is idle (this thread writes them, in one syscall over
     stdio); else, or past :data:`SOON_BATCH`, told as usual, in order. A connection that
     died meanwhile: the request waits for the next one (:meth:`Handle.tell_async`)."""
-    batch = _soon.pop(loop, [])
-    while batch:
-        handle, conn, _ = batch[0]
-        calls = [call for _, ref, call in batch if ref is conn]
-        batch = [item for item in batch if item[1] is not conn]
+    # Grouped by connection in one pass, in order of first appearance: a turn may hold one
+    # request to each of thousands of clients (a gateway's fan-out), and a scan of the whole
+    # batch per connection made that turn quadratic (10,000 clients: 5 s of one core).
+    groups: dict[int, tuple[Handle, pykka.ActorRef[Any], list[Call]]] = {}
+    for handle, conn, call in _soon.pop(loop, []):
+        group = groups.get(id(conn))
+        if group is None:
+            groups[id(conn)] = (handle, conn, [call])
+        else:
+            group[2].append(call)
+    pending = list(groups.values())
+    for index, (handle, conn, calls) in enumerate(pending):
 
         def rest(
             calls: list[Call], handle: Handle = handle, conn: pykka.ActorRef[Any] = conn
@@ -649,8 +656,8 @@ def _send_soon(loop: asyncio.AbstractEventLoop) -> None:
         except BaseException:
             # A signal held while they were sent raised (Ctrl-C): the rest are sent still.
             rest(calls[SOON_BATCH:])
-            for other, ref, call in batch:
-                rest([call], other, ref)
+            for other, ref, others in pending[index + 1 :]:
+                rest(others, other, ref)
             raise
         rest(calls[SOON_BATCH:])
 

@@ -201,3 +201,41 @@ def test_the_calls_32_tasks_make_in_one_loop_turn_go_out_together(client: Any) -
     # batch to wait for), the 31 others in one write.
     reads = sum(1 / int(t.split(":")[1]) for t in texts)
     assert reads <= 4, texts
+
+
+def test_one_turn_of_calls_to_many_clients_goes_out_per_client_in_order(
+    tmp_path: Path,
+) -> None:
+    """A gateway's fan-out: one loop turn makes calls to several clients, interleaved. Each
+    client's calls of the turn go out together, in the order they were made, and each
+    caller gets its own answer (Handle.tell_soon groups the turn by connection)."""
+    script = tmp_path / "lines.py"
+    script.write_text(SERVER)
+    clients = [
+        mcp.Client.start(mcp.Stdio(sys.executable, [str(script)]), protocol="legacy")
+        for _ in range(3)
+    ]
+    try:
+        for c in clients:
+            c.await_ready(timeout=10)
+
+        async def fan_out() -> list[list[str]]:
+            for c in clients:  # warm, and idle again
+                await c.aio.call_tool("echo", {"i": -1}, timeout=10)
+
+            async def one(c: Any, i: int) -> str:
+                return str((await c.aio.call_tool("echo", {"i": i}, timeout=10)).text)
+
+            # interleaved: client 0, 1, 2, 0, 1, 2, ...
+            tasks = [one(clients[i % 3], i) for i in range(30)]
+            texts = await asyncio.gather(*tasks)
+            return [list(texts[k::3]) for k in range(3)]
+
+        per_client = asyncio.run(fan_out())
+        for k, texts in enumerate(per_client):
+            assert [int(t.split(":")[0]) for t in texts] == list(range(k, 30, 3))
+            # one write per call would be 10 reads for a client; the turn's calls went
+            # together (the first of the turn's may go at once, alone)
+            assert sum(1 / int(t.split(":")[1]) for t in texts) <= 3, texts
+    finally:
+        mcp.Client.stop_all(clients, timeout=10)
