@@ -39,8 +39,8 @@ COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==$(COMPARE_FASTMCP_VERSION)' \
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
-# pytest-xdist workers for `make test`: 0 runs the suite in one process (about 11.5 minutes
-# on 2 cores); TEST_WORKERS=3 takes about 6.5 but loads the machine enough to expose timing
+# pytest-xdist workers for `make test`: 0 runs the suite in one process (about 16 minutes
+# on 2 cores, the 40 slowest tests listed after); TEST_WORKERS=3 takes about 9 but loads the machine enough to expose timing
 # margins, so CI keeps one process.
 TEST_WORKERS ?= 0
 # Two stamps: the demo needs only the runtime dependencies and the oauth extra (its last part
@@ -186,7 +186,7 @@ lint: $(DEV_STAMP)
 test: $(DEV_STAMP) peers
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory docs docs-browser
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --durations=40 --durations-min=5
 
 # Strict: a broken link, a page left out of the nav or a reference entry that does not
 # resolve fails the build (a few seconds).
