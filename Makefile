@@ -40,8 +40,8 @@ PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
 # pytest-xdist workers for `make test`: 0 runs the suite in one process (about 16 minutes
-# on 2 cores, the 40 slowest tests listed after); TEST_WORKERS=3 takes about 9 but loads the machine enough to expose timing
-# margins, so CI keeps one process.
+# on 2 cores, the 40 slowest tests listed after); TEST_WORKERS=3 takes about 9 but loads
+# the machine enough to expose timing margins, so CI keeps one process.
 TEST_WORKERS ?= 0
 # Two stamps: the demo needs only the runtime dependencies and the oauth extra (its last part
 # runs one OAuth flow); lint and tests need the developer tools too (the `dev` dependency
