@@ -149,10 +149,12 @@ class SyncReply(Reply):
                 self._wake()
 
     def _wake(self) -> None:
-        # The waiting thread reads the pipe (it put this itself, or it is woken).
+        # The waiting thread reads the pipe (it put this itself, or it is woken, once: the
+        # wake is cleared, which tells it to drain its eventfd when it stops waiting).
         with WAKE_LOCK:
             wake = self.wake
             if wake is not None and self.waiter != threading.get_ident():
+                self.wake = None
                 with contextlib.suppress(OSError):
                     os.eventfd_write(wake, 1)
 

@@ -209,8 +209,9 @@ class StdioTransport:
         connection, a close: ``reply.wake``). What is read is handled here exactly as the
         loop's reader would (``_on_stdout``: no user code); then ``wait_blocking`` takes the
         queue's items as usual. In the main thread the Python signal handlers of
-        ``otp.pooled._DEFERRED`` are held while a read is handled (never in the middle of
-        one), as for ``tell_here``."""
+        ``otp.pooled._DEFERRED`` are held for the wait (as for ``tell_here``): a signal
+        ends it, and its handler runs once the pipe is given back, never in the middle of
+        a read or with the pipe still taken."""
         proc = self._proc
         reader = proc.stdout if proc is not None else None
         pending = self._pending
@@ -219,48 +220,52 @@ class StdioTransport:
         if asyncio._get_running_loop() is not None:
             return  # a loop's thread: answers to its own tasks must not wait on this call
         wake = wake_fd()
-        if wake is None or not reader.take():
+        if wake is None:
             return
-        main = threading.current_thread() is threading.main_thread()
-        queue = reply.queue
+        # In the main thread the signal handlers are held for the whole wait, so a Ctrl-C
+        # can never leave the pipe taken; one that comes ends the wait (through the wake
+        # fd) and is raised once the pipe is given back.
+        held = None
+        if threading.current_thread() is threading.main_thread():
+            held = _hold_signals(lambda: _poke(wake))
         try:
-            with WAKE_LOCK:
-                reply.wake, reply.waiter = wake, threading.get_ident()
-            poll = select.poll()
-            poll.register(reader.fd, select.POLLIN)
-            poll.register(wake, select.POLLIN)
-            fd = reader.fd
-            while queue.empty():
-                left = until - time.monotonic()
-                if left <= 0:
-                    return
-                ready = poll.poll(min(left, 3600.0) * 1000.0 + 1.0)
-                for which, _events in ready:
-                    if which == fd:
-                        if not self._read_here(reader, main):
-                            return
-                    else:
+            if reader.take():
+                try:
+                    self._wait_taken(reader, reply, until, wake, held)
+                finally:
+                    with WAKE_LOCK:
+                        woken = reply.wake is None
+                        reply.wake = None
+                    if woken:
                         with contextlib.suppress(OSError):
-                            os.eventfd_read(wake)
+                            os.eventfd_read(wake)  # the wake-up, if it was not read
+                    reader.give_back()
         finally:
-            with WAKE_LOCK:
-                reply.wake = None
-            with contextlib.suppress(OSError):
-                os.eventfd_read(wake)  # a wake-up not waited for
-            reader.give_back()
+            if held is not None:
+                _restore_signals(held[0])
+                _replay_signals(held[1], held[0])
 
     @staticmethod
-    def _read_here(reader: Any, main: bool) -> bool:
-        if not main:
-            return bool(reader.read())
-        held = _hold_signals()
-        if held is None:
-            return bool(reader.read())
-        try:
-            return bool(reader.read())
-        finally:
-            _restore_signals(held[0])
-            _replay_signals(held[1], held[0])
+    def _wait_taken(reader: Any, reply: Any, until: float, wake: int, held: Any) -> None:
+        caught = held[1] if held is not None else ()
+        queue = reply.queue
+        with WAKE_LOCK:
+            reply.wake, reply.waiter = wake, threading.get_ident()
+        poll = select.poll()
+        fd = reader.fd
+        poll.register(fd, select.POLLIN)
+        poll.register(wake, select.POLLIN)
+        while queue.empty() and not caught:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            for which, _events in poll.poll(min(left, 3600.0) * 1000.0 + 1.0):
+                if which == fd:
+                    if not reader.read():
+                        return  # the end of the stream: the loop's to report
+                else:
+                    with contextlib.suppress(OSError):
+                        os.eventfd_read(wake)
 
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
@@ -632,6 +637,11 @@ class StdioTransport:
             return True
         except TimeoutError:
             return False
+
+
+def _poke(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.eventfd_write(fd, 1)
 
 
 def _spawn_detail(exc: Exception, command: str) -> str:

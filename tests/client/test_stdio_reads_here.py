@@ -8,7 +8,9 @@ has a deadline.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
+import signal
 import threading
 import time
 from typing import Any
@@ -17,7 +19,6 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.transports.process import SharedReader
-from conduit_mcp.transports.stdio import StdioTransport
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,13 +30,13 @@ LATE = 1.5
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The threads' names each read done in a caller's thread (wait_here)."""
     seen: list[str] = []
-    original = StdioTransport._read_here
+    original = SharedReader.read
 
-    def counted(reader: Any, main: bool) -> bool:
+    def counted(self: SharedReader) -> bool:
         seen.append(threading.current_thread().name)
-        return original(reader, main)
+        return original(self)
 
-    monkeypatch.setattr(StdioTransport, "_read_here", staticmethod(counted))
+    monkeypatch.setattr(SharedReader, "read", counted)
     return seen
 
 
@@ -173,3 +174,33 @@ def test_a_close_ends_the_callers_read_at_once(make_server, reads, monkeypatch) 
         client.stop()
         t.join(timeout=15)
     assert len(reads) == before  # nothing was read: the call ended through its wake fd
+
+
+def test_ctrl_c_ends_the_callers_read_and_gives_the_pipe_back(make_server, reads) -> None:
+    """SIGINT while the main thread reads the pipe for a call the server never answers:
+    KeyboardInterrupt reaches the caller at once, and the loop reads the pipe again."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals go to the main thread")
+    rule = {"match": {"tool": "echo"}, "action": "drop", "times": 1, "process": 1}
+    server = make_server(rules=[rule])
+    client = mcp.Client.start(server.stdio())
+    try:
+        client.await_ready(timeout=10)
+        client.call_tool("add", {"a": 0, "b": 0}, timeout=10)
+        before = len(reads)
+        timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            client.call_tool("echo", {"text": "hi"}, timeout=20)
+        assert time.monotonic() - started < 5
+        timer.join(timeout=5)
+
+        async def aio() -> str:
+            return (await client.aio.call_tool("add", {"a": 2, "b": 2}, timeout=10)).text
+
+        assert asyncio.run(aio()) == "4"  # read by the loop: the pipe was given back
+        assert client.call_tool("add", {"a": 1, "b": 2}, timeout=10).text == "3"
+        assert len(reads) > before
+    finally:
+        client.stop()
