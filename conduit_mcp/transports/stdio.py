@@ -231,7 +231,7 @@ class StdioTransport:
         try:
             if reader.take():
                 try:
-                    self._wait_taken(reader, reply, until, wake, held)
+                    self._wait_taken(reader, reply, until, wake, held, pending)
                 finally:
                     with WAKE_LOCK:
                         woken = reply.wake is None
@@ -246,7 +246,9 @@ class StdioTransport:
                 _replay_signals(held[1], held[0])
 
     @staticmethod
-    def _wait_taken(reader: Any, reply: Any, until: float, wake: int, held: Any) -> None:
+    def _wait_taken(
+        reader: Any, reply: Any, until: float, wake: int, held: Any, pending: Any
+    ) -> None:
         caught = held[1] if held is not None else ()
         queue = reply.queue
         with WAKE_LOCK:
@@ -255,7 +257,8 @@ class StdioTransport:
         fd = reader.fd
         poll.register(fd, select.POLLIN)
         poll.register(wake, select.POLLIN)
-        while queue.empty() and not caught:
+        # Other calls in flight (other threads'): the loop reads again, as for them all.
+        while queue.empty() and not caught and len(pending) <= 1:
             left = until - time.monotonic()
             if left <= 0:
                 return
