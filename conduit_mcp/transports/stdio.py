@@ -202,7 +202,7 @@ class StdioTransport:
         """Wait, until ``reply`` has something on its queue or until ``until`` (monotonic),
         reading the pipe in this thread (a caller's, blocked on ``reply``) instead of the
         I/O loop's reader: the answer wakes this thread, not the loop which then wakes it
-        (docs/performance.md, "The caller reads its own answer"). Only for the one call in
+        (docs/performance.md, "The latest runs"). Only for the one call in
         flight, from a thread that runs no asyncio loop; otherwise, or when the pipe is
         someone else's, it returns at once. It returns too at the end of the stream (the
         loop reports it), and when another thread puts on the queue (a deadline, a lost
