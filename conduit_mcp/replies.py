@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from queue import SimpleQueue
 from typing import Any
@@ -97,20 +98,30 @@ class _LatestProgress:
 class SyncReply(Reply):
     """For a thread blocked in a call: a C-level ``SimpleQueue`` it waits on with a deadline.
     Progress puts a ``PROGRESS`` wake-up only when none was waiting; the caller takes what
-    is kept with :meth:`take_progress`."""
+    is kept with :meth:`take_progress`.
 
-    __slots__ = ("queue", "wants_progress", "_slot")
+    ``pipe`` is the transport whose pipe the waiting thread may read the answer from itself
+    (set by the connection when it sends the call: ``StdioTransport.wait_here``); while it
+    does, ``wake`` is that thread's :func:`wake_fd`, written (under :data:`WAKE_LOCK`) when
+    another thread puts on the queue, so that thread's wait on the pipe ends at once."""
+
+    __slots__ = ("queue", "wants_progress", "_slot", "pipe", "wake", "waiter")
 
     def __init__(self, wants_progress: bool = False) -> None:
         super().__init__()
         self.queue: SimpleQueue[tuple[int, Any]] = SimpleQueue()
         self.wants_progress = wants_progress
         self._slot = _LatestProgress() if wants_progress else None
+        self.pipe: Any = None
+        self.wake: int | None = None
+        self.waiter = 0
 
     def progress(self, params: dict[str, Any]) -> None:
         slot = self._slot
         if slot is not None and not self.done and slot.put(params):
             self.queue.put((PROGRESS, None))
+            if self.wake is not None:
+                self._wake()
 
     def take_progress(self) -> list[dict[str, Any]]:
         """The progress not yet run, oldest first."""
@@ -127,11 +138,66 @@ class SyncReply(Reply):
         if not self.done:
             self.done = True
             self.queue.put((OK, result))
+            if self.wake is not None:
+                self._wake()
 
     def fail(self, error: Error) -> None:
         if not self.done:
             self.done = True
             self.queue.put((FAIL, error))
+            if self.wake is not None:
+                self._wake()
+
+    def _wake(self) -> None:
+        # The waiting thread reads the pipe (it put this itself, or it is woken, once: the
+        # wake is cleared, which tells it to drain its eventfd when it stops waiting).
+        with WAKE_LOCK:
+            wake = self.wake
+            if wake is not None and self.waiter != threading.get_ident():
+                self.wake = None
+                with contextlib.suppress(OSError):
+                    os.eventfd_write(wake, 1)
+
+
+#: Held while a :class:`SyncReply`'s ``wake`` is written or cleared: once its waiting
+#: thread has cleared it, no other thread can still write to that descriptor.
+WAKE_LOCK = threading.Lock()
+
+
+class _WakeFd(threading.local):
+    fd: int | None = None
+    closer: Any = None
+
+
+class _Closer:
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:  # the thread's locals go when it ends
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+_wake_fds = _WakeFd()
+
+
+def wake_fd() -> int | None:
+    """This thread's eventfd (non-blocking; made once, closed when the thread ends), or
+    None where there are none."""
+    local = _wake_fds
+    fd = local.fd
+    if fd is None:
+        make = getattr(os, "eventfd", None)
+        if make is None:
+            return None
+        try:
+            fd = make(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except OSError:
+            return None
+        local.fd, local.closer = fd, _Closer(fd)
+    return fd
 
 
 class AsyncReply(Reply):

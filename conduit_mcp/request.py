@@ -429,6 +429,10 @@ def wait_blocking(
     progress notification); give up :data:`GRACE` seconds past ``deadline``."""
     get = reply.queue.get
     try:
+        pipe = reply.pipe
+        if pipe is not None:
+            # The stdio transport's pipe: this thread may read its answer itself
+            pipe.wait_here(reply, deadline)
         while True:
             remaining = deadline + GRACE - time.monotonic()
             try:

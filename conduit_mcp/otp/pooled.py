@@ -448,16 +448,21 @@ _DEFERRED: Final = tuple(
 )
 
 
-def _hold_signals() -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]] | None:
+def _hold_signals(
+    then: Callable[[], None] | None = None,
+) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]] | None:
     """In the main thread: replace the Python signal handlers of :data:`_DEFERRED` with one
-    that only records the signal; ``(replaced, caught)``, for :func:`_replay_signals`. None
-    where handlers cannot be replaced (nothing was changed)."""
+    that only records the signal (and calls ``then``, e.g. to end a wait); ``(replaced,
+    caught)``, for :func:`_replay_signals`. None where handlers cannot be replaced (nothing
+    was changed)."""
     getsignal, setsignal = _signal.getsignal, _signal.signal
     held: list[tuple[int, Any]] = []
     caught: list[tuple[int, Any]] = []
 
     def hold(signum: int, frame: Any) -> None:
         caught.append((signum, frame))
+        if then is not None:
+            then()
 
     try:
         for signum in _DEFERRED:

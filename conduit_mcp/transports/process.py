@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -55,7 +56,8 @@ class ChildProcess:
         self.exited: asyncio.Future[int] = loop.create_future()
         self.stdin_fd: int | None = None
         self._pidfd: int | None = None
-        self._pipes: list[asyncio.BaseTransport] = []
+        self._pipes: list[Any] = []
+        self.stdout: SharedReader | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -93,16 +95,14 @@ class ChildProcess:
             child.stdin_fd = os.dup(popen.stdin.fileno())
             popen.stdin.close()
             os.set_blocking(child.stdin_fd, False)
-            out, _ = await loop.connect_read_pipe(
-                lambda: _Reader(on_stdout, on_stdout_eof), popen.stdout
-            )
+            out = SharedReader(popen.stdout, loop, on_stdout, on_stdout_eof)
+            child.stdout = out
             err, _ = await loop.connect_read_pipe(
                 lambda: _Reader(on_stderr, _nothing), popen.stderr
             )
-            for pipe in (out, err):
-                # asyncio's transports read max_size bytes at a time (see READ_SIZE)
-                if hasattr(pipe, "max_size"):
-                    pipe.max_size = READ_SIZE
+            # asyncio's transports read max_size bytes at a time (see READ_SIZE)
+            if hasattr(err, "max_size"):
+                err.max_size = READ_SIZE
             child._pipes = [out, err]
             child.exited.add_done_callback(lambda _f: on_exit())
             child._watch_exit()
@@ -154,3 +154,116 @@ class ChildProcess:
 
 def _nothing() -> None:
     return None
+
+
+class SharedReader:
+    """The child's stdout, read by the loop, or for a while by one caller's thread.
+
+    Measured: a sequential call waited on three wake-ups (the server, the loop's reader,
+    then the caller) where a bare loop waits on two. A caller blocked on the only call in
+    flight can read its answer itself (:meth:`take`, then :meth:`read` when the pipe is
+    readable), and the loop's epoll must not wake meanwhile: so the pipe is registered in an
+    epoll of its own, which the loop watches, and taking the pipe disables it there
+    (``epoll_ctl`` is safe from any thread; the loop's own registration never changes).
+    Every read, and the handling of what it read (``on_data``), is done under ``lock``, by
+    whichever thread: the bytes are handled in the order they were read, and never two
+    reads at once. The end of the stream (or a read error) is left to the loop, which
+    reports it as asyncio's pipe transport did (``on_eof``, at its next turn). Without
+    ``select.epoll`` the loop watches the pipe itself and :meth:`take` always refuses."""
+
+    __slots__ = ("_file", "fd", "_loop", "_on_data", "_on_eof", "lock", "_ep", "_taken", "_closed")
+
+    def __init__(
+        self,
+        file: Any,
+        loop: asyncio.AbstractEventLoop,
+        on_data: Callable[[bytes], None],
+        on_eof: Callable[[], None],
+    ) -> None:
+        self._file = file
+        self.fd: int = file.fileno()
+        self._loop = loop
+        self._on_data = on_data
+        self._on_eof = on_eof
+        self.lock = threading.Lock()
+        self._taken = False
+        self._closed = False
+        os.set_blocking(self.fd, False)
+        epoll = getattr(select, "epoll", None)
+        self._ep: Any = None
+        if epoll is not None:
+            self._ep = epoll()
+            self._ep.register(self.fd, select.EPOLLIN)
+            loop.add_reader(self._ep.fileno(), self._ready)
+        else:
+            loop.add_reader(self.fd, self._ready)
+
+    def take(self) -> bool:
+        """Read the pipe in this thread from now on, until :meth:`give_back`: the loop is no
+        longer woken by it. False (nothing changed) if another thread holds it, or the
+        pipe is closed. Any thread."""
+        with self.lock:
+            if self._taken or self._closed or self._ep is None:
+                return False
+            self._ep.modify(self.fd, 0)
+            self._taken = True
+            return True
+
+    def give_back(self) -> None:
+        """The loop reads the pipe again (what is waiting in it wakes it now)."""
+        with self.lock:
+            self._taken = False
+            if not self._closed:
+                self._ep.modify(self.fd, select.EPOLLIN)
+
+    def read(self) -> bool:
+        """One read and its handling, in the calling thread (which has :meth:`take`-n the
+        pipe). False when the stream has ended or failed: that is the loop's to report,
+        once the pipe is given back."""
+        with self.lock:
+            if self._closed:
+                return False
+            try:
+                data = os.read(self.fd, READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                return False
+            if not data:
+                return False
+            self._on_data(data)
+            return True
+
+    def _ready(self) -> None:
+        # The loop: the pipe is readable (or the caller that took it is reading it now).
+        with self.lock:
+            if self._closed:
+                return
+            try:
+                data = os.read(self.fd, READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if data:
+                self._on_data(data)
+                return
+        self.close()  # the end of the stream, or a read error: as asyncio's pipe transport
+
+    def close(self) -> None:
+        """Stop reading; ``on_eof`` runs at the loop's next turn (once). Loop thread."""
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            ep = self._ep
+            if ep is not None:
+                self._loop.remove_reader(ep.fileno())
+                ep.close()
+            else:
+                self._loop.remove_reader(self.fd)
+        self._loop.call_soon(self._lost)
+
+    def _lost(self) -> None:
+        self._file.close()
+        self._on_eof()

@@ -18,10 +18,13 @@ their order among the others.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import select
 import signal
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -29,10 +32,11 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
+from ..otp.pooled import _hold_signals, _replay_signals, _restore_signals
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
-from ..replies import gather_answers, release_answers
+from ..replies import WAKE_LOCK, gather_answers, release_answers, wake_fd
 from . import loop as io_loop
 from .base import (
     FrameProblem,
@@ -190,6 +194,82 @@ class StdioTransport:
             self._drain_scheduled = True
             io_loop.call_soon(self._watch_writable)
 
+    #: The connection hands a blocking caller this transport (``SyncReply.pipe``), whose
+    #: :meth:`wait_here` may read the answer in the caller's thread.
+    reads_here = True
+
+    def wait_here(self, reply: Any, until: float) -> None:
+        """Wait, until ``reply`` has something on its queue or until ``until`` (monotonic),
+        reading the pipe in this thread (a caller's, blocked on ``reply``) instead of the
+        I/O loop's reader: the answer wakes this thread, not the loop which then wakes it
+        (docs/performance.md, "The latest runs"). Only for the one call in
+        flight, from a thread that runs no asyncio loop; otherwise, or when the pipe is
+        someone else's, it returns at once. It returns too at the end of the stream (the
+        loop reports it), and when another thread puts on the queue (a deadline, a lost
+        connection, a close: ``reply.wake``). What is read is handled here exactly as the
+        loop's reader would (``_on_stdout``: no user code); then ``wait_blocking`` takes the
+        queue's items as usual. In the main thread the Python signal handlers of
+        ``otp.pooled._DEFERRED`` are held for the wait (as for ``tell_here``): a signal
+        ends it, and its handler runs once the pipe is given back, never in the middle of
+        a read or with the pipe still taken."""
+        proc = self._proc
+        reader = proc.stdout if proc is not None else None
+        pending = self._pending
+        if reader is None or pending is None or len(pending) > 1 or self._down:
+            return
+        if asyncio._get_running_loop() is not None:
+            return  # a loop's thread: answers to its own tasks must not wait on this call
+        wake = wake_fd()
+        if wake is None:
+            return
+        # In the main thread the signal handlers are held for the whole wait, so a Ctrl-C
+        # can never leave the pipe taken; one that comes ends the wait (through the wake
+        # fd) and is raised once the pipe is given back.
+        held = None
+        if threading.current_thread() is threading.main_thread():
+            held = _hold_signals(lambda: _poke(wake))
+        try:
+            if reader.take():
+                try:
+                    self._wait_taken(reader, reply, until, wake, held, pending)
+                finally:
+                    with WAKE_LOCK:
+                        woken = reply.wake is None
+                        reply.wake = None
+                    if woken:
+                        with contextlib.suppress(OSError):
+                            os.eventfd_read(wake)  # the wake-up, if it was not read
+                    reader.give_back()
+        finally:
+            if held is not None:
+                _restore_signals(held[0])
+                _replay_signals(held[1], held[0])
+
+    @staticmethod
+    def _wait_taken(
+        reader: Any, reply: Any, until: float, wake: int, held: Any, pending: Any
+    ) -> None:
+        caught = held[1] if held is not None else ()
+        queue = reply.queue
+        with WAKE_LOCK:
+            reply.wake, reply.waiter = wake, threading.get_ident()
+        poll = select.poll()
+        fd = reader.fd
+        poll.register(fd, select.POLLIN)
+        poll.register(wake, select.POLLIN)
+        # Other calls in flight (other threads'): the loop reads again, as for them all.
+        while queue.empty() and not caught and len(pending) <= 1:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            for which, _events in poll.poll(min(left, 3600.0) * 1000.0 + 1.0):
+                if which == fd:
+                    if not reader.read():
+                        return  # the end of the stream: the loop's to report
+                else:
+                    with contextlib.suppress(OSError):
+                        os.eventfd_read(wake)
+
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
 
@@ -322,13 +402,16 @@ class StdioTransport:
         pending = self._pending
         if pending is not None:
             # The answers of this read go to their asyncio callers when it is handled, not
-            # at the loop's next turn (replies.py): a sequential caller is woken sooner.
-            here = asyncio.get_running_loop()
-            mine = gather_answers(here)
+            # at the loop's next turn (replies.py): a sequential caller is woken sooner. (A
+            # caller's thread reading the pipe itself, wait_here, runs no loop: each is
+            # posted at once.)
+            here = asyncio._get_running_loop()
+            mine = here is not None and gather_answers(here)
             try:
                 messages = pending.deliver(messages)
             finally:
                 if mine:
+                    assert here is not None
                     release_answers(here)
         sink = self._sink
         if sink is not None and messages:
@@ -557,6 +640,11 @@ class StdioTransport:
             return True
         except TimeoutError:
             return False
+
+
+def _poke(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.eventfd_write(fd, 1)
 
 
 def _spawn_detail(exc: Exception, command: str) -> str:
