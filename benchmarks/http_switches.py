@@ -1,0 +1,124 @@
+"""Context switches and CPU per sequential streamable-HTTP call (issue 23, goal 3).
+
+Starts ``fast_http_server.py`` (as ``bench_http.py`` does), makes one blocking client per
+era, and after a warm-up times ``--calls`` sequential ``call_tool`` calls, reading this
+process's voluntary and involuntary context switches (every thread's
+``/proc/self/task/*/status``, Linux only) and its CPU time around them::
+
+    .venv/bin/python benchmarks/http_switches.py --calls 1000
+
+Each figure is per call: rate, this process's CPU, voluntary switches (a thread that
+blocks), involuntary ones (a thread preempted), and the threads alive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_http as bench
+
+import conduit_mcp as mcp
+
+
+def switches() -> tuple[int, int]:
+    """This process's voluntary and involuntary context switches so far, all threads."""
+    vol = invol = 0
+    for path in glob.glob("/proc/self/task/*/status"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return vol, invol
+
+
+def bare(url: str, n: int, warmup: int) -> None:
+    """The same figures for a bare aiohttp loop posting modern-era calls (no client)."""
+    import asyncio
+
+    import aiohttp
+    import orjson
+
+    async def run() -> None:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": bench.ERAS["modern"],
+        }
+        params = {
+            "name": "add",
+            "arguments": bench.ARGS,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": bench.ERAS["modern"]},
+        }
+        async with aiohttp.ClientSession() as http:
+
+            async def call(i: int) -> None:
+                body = orjson.dumps(
+                    {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+                )
+                async with http.post(url, data=body, headers=headers) as resp:
+                    orjson.loads(await resp.read())
+
+            for i in range(warmup):
+                await call(i)
+            v0, i0 = switches()
+            t0, c0 = time.perf_counter(), time.process_time()
+            for i in range(n):
+                await call(i)
+            t1, c1 = time.perf_counter(), time.process_time()
+            v1, i1 = switches()
+            report("bare aiohttp loop", n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+
+    asyncio.run(run())
+
+
+def report(what: str, n: int, wall: float, cpu: float, vol: int, invol: int) -> None:
+    print(
+        f"{what}: {n / wall:,.0f} calls/s, cpu {1e6 * cpu / n:.0f} us,"
+        f" voluntary switches {vol / n:.2f}, involuntary {invol / n:.2f},"
+        f" threads {len(os.listdir('/proc/self/task'))} (per call;"
+        f" load {os.getloadavg()[0]:.2f})"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--era", default="modern,legacy")
+    args = ap.parse_args()
+    server = bench.Server("fast")
+    try:
+        bare(server.url, args.calls, args.warmup)
+        for era in args.era.split(","):
+            client = mcp.Client.start(mcp.Http(server.url), protocol=era, max_in_flight=64)
+            try:
+                for _ in range(args.warmup):
+                    client.call_tool("add", bench.ARGS)
+                n = args.calls
+                v0, i0 = switches()
+                t0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(n):
+                    client.call_tool("add", bench.ARGS)
+                t1, c1 = time.perf_counter(), time.process_time()
+                v1, i1 = switches()
+                report(era, n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+            finally:
+                client.stop()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
