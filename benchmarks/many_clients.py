@@ -126,6 +126,90 @@ class GcClock:
         return self._marks
 
 
+#: What the floor's bare loop posts (``fast_http_server.py`` checks no session or header).
+_FLOOR_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+}
+_FLOOR_LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+_FLOOR_CALL = (
+    b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add",'
+    b'"arguments":{"a":1,"b":2}}}'
+)
+
+
+def run_floor(n: int, deadline: float, gc_mode: str) -> dict[str, Any]:
+    """The same phases' physical work with no client: one bare ``aiohttp`` session posting
+    to the same server, in a process of its own with the same collector setting.
+
+    * **first call each**: ``n`` times, a new connection, a ``tools/list`` and a
+      ``tools/call`` on it, then the connection closed. That is what each client's first
+      call does in **call each**: its pooled connection was idle past ``keep_alive`` (4 s,
+      below uvicorn's 5 s), so it connects again; it lists the tools (the output check's
+      schema); then it calls.
+    * **all at once**: ``n`` POSTs in flight together from one loop over ``n`` open
+      connections (opened by a first round, not timed): the fan-out.
+    """
+    import aiohttp
+
+    clock = GcClock()
+    if gc_mode == "threshold":
+        gc.set_threshold(*GC_THRESHOLD)
+    server = FastHttpServer()
+    out: dict[str, float] = {}
+    try:
+
+        async def run() -> None:
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+
+                async def post(body: bytes) -> None:
+                    async with http.post(server.url, data=body, headers=_FLOOR_HEADERS) as r:
+                        if r.status != 200 or b'"result"' not in await r.read():
+                            raise RuntimeError(f"unexpected answer (HTTP {r.status})")
+
+                clock.mark("floor_start")
+                t0 = time.monotonic()
+                for _ in range(n):
+                    await post(_FLOOR_LIST)
+                    await post(_FLOOR_CALL)
+                    # Closed as a client's idle connection is: the next one connects anew.
+                    # aiohttp has no public call to drop its idle connections (the private
+                    # table is read here only, in a benchmark).
+                    for idle in connector._conns.values():
+                        for proto, _ in idle:
+                            proto.close()
+                        idle.clear()
+                    if time.monotonic() - t0 > deadline:
+                        raise RuntimeError("the floor's first calls ran out of time")
+                out["first_call_each_s"] = time.monotonic() - t0
+                clock.mark("floor_first_call_each")
+                await asyncio.wait_for(
+                    asyncio.gather(*(post(_FLOOR_CALL) for _ in range(n))), deadline
+                )
+                clock.mark("floor_open")
+                t0 = time.monotonic()
+                await asyncio.wait_for(
+                    asyncio.gather(*(post(_FLOOR_CALL) for _ in range(n))), deadline
+                )
+                out["all_at_once_s"] = time.monotonic() - t0
+                clock.mark("floor_all_at_once")
+
+        asyncio.run(run())
+    finally:
+        marks = clock.close()
+        server.stop()
+    return {
+        "clients": n,
+        "floor_first_call_each_s": round(out["first_call_each_s"], 3),
+        "floor_all_at_once_s": round(out["all_at_once_s"], 3),
+        "floor_gc_s": {k: v[0] for k, v in marks.items() if k != "floor_start"},
+        "floor_gc_full": {k: v[1] for k, v in marks.items() if k != "floor_start"},
+        "floor_load_avg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
 def run_one(
     n: int, transport: str, era: str, stop_mode: str, deadline: float, gc_mode: str = "default"
 ) -> dict[str, Any]:
@@ -245,6 +329,20 @@ def _print(row: dict[str, Any]) -> None:
         + ", ".join(f"{k} {gc_s[k]:.2f} s ({full[k]})" for k in gc_s),
         flush=True,
     )
+    if "floor_first_call_each_s" in row:
+        first, fan = row["floor_first_call_each_s"], row["floor_all_at_once_s"]
+        print(
+            f"       floor (a bare aiohttp session, no client; load "
+            f"{row['floor_load_avg_1min']:.2f}): first call each {first:.2f} s "
+            f"(connect, list, call: client/floor {row['call_each_s'] / first:.2f}), "
+            f"all at once {fan:.2f} s (client/floor "
+            f"{row['call_each_all_at_once_s'] / fan:.2f}); GC "
+            + ", ".join(
+                f"{k.removeprefix('floor_')} {v:.2f} s ({row['floor_gc_full'][k]})"
+                for k, v in row["floor_gc_s"].items()
+            ),
+            flush=True,
+        )
     for key, when in (("threads_idle_by_name", "ready"), ("threads_long_idle_by_name", "6 s idle")):
         by_name = ", ".join(f"{name} {count}" for name, count in row[key].items())
         print(f"       threads when {when}, by name: {by_name}", flush=True)
@@ -265,11 +363,21 @@ def main() -> int:
         help="the collector as is; off while starting and gc.freeze() once all are ready; "
         "or gc.set_threshold(50000, 20, 10) before starting",
     )
+    p.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="HTTP: also time the same work with a bare aiohttp session, no client (run_floor)",
+    )
     p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child: run one N here
+    p.add_argument("--one-floor", type=int, help=argparse.SUPPRESS)  # the floor's child
     args = p.parse_args()
     if args.one is not None:
         row = run_one(args.one, args.transport, args.era, args.stop, args.deadline, args.gc)
         print(json.dumps(row))
+        return 0
+    if args.one_floor is not None:
+        print(json.dumps(run_floor(args.one_floor, args.deadline, args.gc)))
         return 0
     for n in [int(x) for x in args.clients.split(",") if x]:
         cmd = [sys.executable, __file__, "--one", str(n), "--transport", args.transport]
@@ -281,6 +389,15 @@ def main() -> int:
             print(f"{n} clients: failed (exit {out.returncode})", flush=True)
             return 1
         row = json.loads(out.stdout.strip().splitlines()[-1])
+        if args.floor and args.transport == "http":
+            cmd = [sys.executable, __file__, "--one-floor", str(n), "--gc", args.gc]
+            cmd += ["--deadline", str(args.deadline)]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=3 * args.deadline)
+            if out.returncode != 0:
+                sys.stderr.write(out.stderr[-4000:])
+                print(f"{n} clients: the floor failed (exit {out.returncode})", flush=True)
+                return 1
+            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
         _print(row)
         if args.json:
             with open(args.json, "a") as f:
