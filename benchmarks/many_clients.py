@@ -205,6 +205,7 @@ def run_floor(n: int, deadline: float, gc_mode: str) -> dict[str, Any]:
         "floor_gc_s": {k: v[0] for k, v in marks.items() if k != "floor_start"},
         "floor_gc_full": {k: v[1] for k, v in marks.items() if k != "floor_start"},
         "floor_load_avg_1min": round(os.getloadavg()[0], 2),
+        "floor_rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -334,7 +335,8 @@ def _print(row: dict[str, Any]) -> None:
             f"{row['floor_load_avg_1min']:.2f}): first call each {first:.2f} s "
             f"(connect, list, call: client/floor {row['call_each_s'] / first:.2f}), "
             f"all at once {fan:.2f} s (client/floor "
-            f"{row['call_each_all_at_once_s'] / fan:.2f}); GC "
+            f"{row['call_each_all_at_once_s'] / fan:.2f}), RSS peak "
+            f"{row['floor_rss_peak_mib']:.0f} MiB; GC "
             + ", ".join(
                 f"{k.removeprefix('floor_')} {v:.2f} s ({row['floor_gc_full'][k]})"
                 for k, v in row["floor_gc_s"].items()
