@@ -576,7 +576,7 @@ class HttpTransport:
 
     async def _request(self, rid: Any, sent: Sent) -> None:
         legacy = self._legacy
-        if not sent.modern and sent.method != "initialize":
+        if not sent.modern and sent.method != "initialize" and not legacy.streams_are_ready():
             # After the session's standalone GET stream (http_legacy's module docstring).
             await legacy.streams_ready()
             if self._sent.get(rid) is not sent:
