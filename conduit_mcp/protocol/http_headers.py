@@ -443,18 +443,6 @@ def _header_safe(text: str) -> bool:
     return bool(text) and text.isascii() and text.isprintable()
 
 
-#: :func:`request_headers`' answers by ``(method, version, name)``: a client calls the same
-#: few tools and methods over and over, and checking and encoding them again cost ~2 us a
-#: request on its connection's thread (benchmarks/http_switches.py). Only exact ``str``
-#: keys are kept (a subclass or another type is checked afresh, and may fail), names of
-#: at most :data:`_MEMO_NAME` characters, and at most :data:`_MEMO_SIZE` answers (then it is
-#: emptied). Each caller gets its own copy: they add to it. Shared by threads: one dict
-#: operation at a time, each atomic.
-_memo: dict[tuple[str, str, str | None], dict[str, str]] = {}
-_MEMO_SIZE: Final = 256
-_MEMO_NAME: Final = 256
-
-
 def request_headers(method: str, params: Mapping[str, Any] | None, version: str) -> dict[str, str]:
     """``MCP-Protocol-Version``, ``Mcp-Method`` and, where required, ``Mcp-Name`` (spec 2026-07-28, "Streamable HTTP").
 
@@ -470,15 +458,6 @@ def request_headers(method: str, params: Mapping[str, Any] | None, version: str)
     >>> request_headers("tools/list", None, "2026-07-28")
     {'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/list'}
     """
-    key: tuple[str, str, str | None] | None = None
-    if type(method) is str and type(version) is str:
-        field = NAME_FIELDS.get(method)
-        name = params.get(field) if field is not None and isinstance(params, Mapping) else None
-        if name is None or (type(name) is str and len(name) <= _MEMO_NAME):
-            key = (method, version, name)
-            known = _memo.get(key)
-            if known is not None:
-                return dict(known)
     if type(method) is not str or not _header_safe(method):
         raise Error("argument", "method", "the method must be a non-empty printable ASCII string")
     if type(version) is not str or not _header_safe(version):
@@ -490,8 +469,4 @@ def request_headers(method: str, params: Mapping[str, Any] | None, version: str)
         if not isinstance(value, str):
             raise Error("argument", field, f"{method} needs params.{field} as a string")
         headers[MCP_NAME] = encode_value(value)
-    if key is not None:
-        if len(_memo) >= _MEMO_SIZE:
-            _memo.clear()
-        _memo[key] = dict(headers)
     return headers
