@@ -8,7 +8,8 @@ process's voluntary and involuntary context switches (every thread's
     .venv/bin/python benchmarks/http_switches.py --calls 1000
 
 Each figure is per call: rate, this process's CPU, voluntary switches (a thread that
-blocks), involuntary ones (a thread preempted), and the threads alive.
+blocks), involuntary ones (a thread preempted), and the threads alive. The bare loop runs
+once per era: each client is compared with the same exchange, done without a client.
 """
 
 from __future__ import annotations
@@ -43,32 +44,50 @@ def switches() -> tuple[int, int]:
     return vol, invol
 
 
-def bare(url: str, n: int, warmup: int) -> None:
-    """The same figures for a bare aiohttp loop posting modern-era calls (no client)."""
+def bare(url: str, era: str, n: int, warmup: int) -> None:
+    """The same figures for a bare aiohttp loop posting the era's calls (no client): a legacy
+    session is initialized first and its calls carry ``Mcp-Session-Id`` and
+    ``MCP-Protocol-Version``, as the client's do (``bench_http.bench_bare``'s exchange)."""
     import asyncio
 
     import aiohttp
     import orjson
 
     async def run() -> None:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": bench.ERAS["modern"],
-        }
-        params = {
-            "name": "add",
-            "arguments": bench.ARGS,
-            "_meta": {"io.modelcontextprotocol/protocolVersion": bench.ERAS["modern"]},
-        }
         async with aiohttp.ClientSession() as http:
+            session = None
+            if era == "legacy":
+                init = {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": bench.ERAS[era],
+                        "capabilities": {},
+                        "clientInfo": {"name": "bare", "version": "0"},
+                    },
+                }
+                headers = bench._bare_headers(era, None)
+                async with http.post(url, data=orjson.dumps(init), headers=headers) as resp:
+                    await resp.read()
+                    session = resp.headers.get("Mcp-Session-Id")
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                headers = bench._bare_headers(era, session)
+                async with http.post(url, data=orjson.dumps(note), headers=headers) as resp:
+                    await resp.read()
+            headers = bench._bare_headers(era, session)
+            params: dict[str, object] = {"name": "add", "arguments": bench.ARGS}
+            if era == "modern":
+                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": bench.ERAS[era]}
 
             async def call(i: int) -> None:
                 body = orjson.dumps(
                     {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
                 )
                 async with http.post(url, data=body, headers=headers) as resp:
-                    orjson.loads(await resp.read())
+                    msg = orjson.loads(await resp.read())
+                if "result" not in msg:
+                    raise RuntimeError(f"unexpected answer: {msg}")
 
             for i in range(warmup):
                 await call(i)
@@ -78,7 +97,7 @@ def bare(url: str, n: int, warmup: int) -> None:
                 await call(i)
             t1, c1 = time.perf_counter(), time.process_time()
             v1, i1 = switches()
-            report("bare aiohttp loop", n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+            report(f"bare aiohttp loop ({era})", n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
 
     asyncio.run(run())
 
@@ -100,7 +119,8 @@ def main() -> None:
     args = ap.parse_args()
     server = bench.Server("fast")
     try:
-        bare(server.url, args.calls, args.warmup)
+        for era in args.era.split(","):
+            bare(server.url, era, args.calls, args.warmup)
         for era in args.era.split(","):
             client = mcp.Client.start(mcp.Http(server.url), protocol=era, max_in_flight=64)
             try:

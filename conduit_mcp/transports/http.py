@@ -101,6 +101,7 @@ from .http_wire import (
     STREAM_LIMIT,
     Sent,
     StreamState,
+    buffered_body,
     call_auth,
     client_failure,
     connect_failure,
@@ -159,6 +160,7 @@ class HttpTransport:
         self.max_response = spec.max_response or max_frame
         self._limit = spec.pool_limit or max_in_flight + 8
         self._static = spec.static_headers()
+        self._plain = _plain_headers(spec, self._static, token)
         self._warned: set[str] = set()  # tools already warned about (hidden for x-mcp-header)
         self._plans: dict[str, Any] = (memory if memory is not None else {}).setdefault(
             "header_plans", {}
@@ -310,8 +312,11 @@ class HttpTransport:
     def set_credentials(self, spec: Http) -> None:
         """``Client.set_auth``: the next request carries these (connection thread; each
         field is one reference store the loop reads when it builds a request's headers)."""
-        self._static = spec.static_headers()
+        static = spec.static_headers()
+        plain = _plain_headers(spec, static, self._token)
+        self._static = static
         self._spec = spec
+        self._plain = plain
 
     def cancel(self, request_id: int | str, reason: str) -> None:
         if self._held:
@@ -473,7 +478,9 @@ class HttpTransport:
         if rid is not None and method:
             sent = Sent(method, body, headers, modern)
             self._sent[rid] = sent
-            sent.task = asyncio.ensure_future(self._request(rid, sent))
+            # The loop's create_task, not ensure_future: its checks and its loop lookup are
+            # Python code run for every request (a coroutine is what we have).
+            sent.task = asyncio.get_running_loop().create_task(self._request(rid, sent))
         else:
             task = asyncio.ensure_future(self._post_other(method, body, modern))
             self._others.add(task)
@@ -497,27 +504,57 @@ class HttpTransport:
         token, whose version ``sent`` records: a 401 names the token it refused), then the
         protocol's, which they can never override (Accept, Content-Type, the Mcp-* and
         session headers)."""
+        headers = self.headers_now(modern, extra, session_id, initialize, sent)
+        if headers is not None:
+            return headers
         headers = dict(self._static)
+        auth = self._spec.callback  # an OAuth is stamped from the cell, not called
+        if auth is not None:
+            headers.update(await call_auth(auth, self._spec.auth_timeout))
+        headers.update(ACCEPT)
+        headers.update(extra)
+        self._session_headers(headers, modern, session_id, initialize)
+        return headers
+
+    def headers_now(
+        self,
+        modern: bool,
+        extra: Mapping[str, str],
+        session_id: str | None,
+        initialize: bool = False,
+        sent: Sent | None = None,
+    ) -> dict[str, str] | None:
+        """:meth:`headers` without awaiting, when no auth callable has to run (then None).
+        Most requests take this way: a coroutine less per request."""
         cell = self._token
         if cell is not None:
+            headers = dict(self._static)
             snap = cell.current  # one read: the header and its version agree
             if snap is not None:
                 headers["Authorization"] = snap.header
                 if sent is not None:
                     sent.token = snap.version
+            headers.update(ACCEPT)
         else:
-            auth = self._spec.callback  # an OAuth is stamped from the cell above, not called
-            if auth is not None:
-                headers.update(await call_auth(auth, self._spec.auth_timeout))
-        headers.update(ACCEPT)
+            plain = self._plain  # the static headers and ACCEPT, merged once
+            if plain is None:
+                return None
+            headers = plain.copy()
         headers.update(extra)
+        if not modern:
+            self._session_headers(headers, modern, session_id, initialize)
+        return headers
+
+    def _session_headers(
+        self, headers: dict[str, str], modern: bool, session_id: str | None, initialize: bool
+    ) -> None:
+        """The legacy era's session headers (after the user's: never overridden)."""
         if not modern:
             if session_id is not None:
                 headers[hh.MCP_SESSION_ID] = session_id
             version = self._legacy.version
             if version is not None and not initialize:
                 headers[hh.MCP_PROTOCOL_VERSION] = version
-        return headers
 
     async def _post_other(self, method: str, body: bytes, modern: bool) -> None:
         """A notification, or a response to a server request (the server answers 202)."""
@@ -539,7 +576,7 @@ class HttpTransport:
 
     async def _request(self, rid: Any, sent: Sent) -> None:
         legacy = self._legacy
-        if not sent.modern and sent.method != "initialize":
+        if not sent.modern and sent.method != "initialize" and not legacy.streams_are_ready():
             # After the session's standalone GET stream (http_legacy's module docstring).
             await legacy.streams_ready()
             if self._sent.get(rid) is not sent:
@@ -558,7 +595,9 @@ class HttpTransport:
             try:
                 initialize = sent.method == "initialize"
                 session_id = None if initialize or sent.modern else self._legacy.session_id
-                headers = await self.headers(
+                headers = self.headers_now(
+                    sent.modern, sent.headers, session_id, initialize, sent
+                ) or await self.headers(
                     sent.modern,
                     sent.headers,
                     session_id=session_id,
@@ -643,7 +682,9 @@ class HttpTransport:
                 if not stream.done and self._sent.get(rid) is sent:
                     await self._broken(rid, sent, stream, "stream_ended")
                 return None
-            body = await read_body(resp, self.max_response)
+            body = buffered_body(resp, self.max_response)
+            if body is None:
+                body = await read_body(resp, self.max_response)
             stream.done = True
             if not body:
                 if sent.modern:
@@ -932,11 +973,22 @@ def _session(
     timeout: aiohttp.ClientTimeout,
     dpop: Any = None,
 ) -> aiohttp.ClientSession:
-    """A session on ``pool_connector``: the same-origin guard checks each hop before the
-    pool's middleware sends it (and maybe sends it again); ``dpop``, innermost, proves each
-    sending of it afresh."""
-    middlewares = (guard, pool.middleware) if dpop is None else (guard, pool.middleware, dpop)
+    """A session on ``pool_connector``: the pool's middleware checks each hop with the
+    same-origin ``guard`` before it sends it (and maybe sends it again); ``dpop``, innermost,
+    proves each sending of it afresh."""
+    pool.guard = guard
+    middlewares = (pool.middleware,) if dpop is None else (pool.middleware, dpop)
     return aiohttp.ClientSession(connector=pool_connector, timeout=timeout, middlewares=middlewares)
+
+
+def _plain_headers(
+    spec: Http, static: dict[str, str], token: TokenCell | None
+) -> dict[str, str] | None:
+    """The static headers with the protocol's ``ACCEPT`` over them, merged once for every
+    request; None when each request's must be made afresh (an auth callable, a token)."""
+    if spec.callback is not None or token is not None:
+        return None
+    return {**static, **ACCEPT}
 
 
 def _tell_sink(sink: StreamSink, message: Any) -> bool:

@@ -160,6 +160,11 @@ class LegacySession:
         self.stop_get_stream()
         self._get_answered.set()  # nothing waits on a closed transport
 
+    def streams_are_ready(self) -> bool:
+        """True once :meth:`streams_ready` would return at once (a request needs no wait,
+        nor the coroutine of one)."""
+        return self._get_answered.is_set()
+
     async def streams_ready(self) -> None:
         """Wait (on the loop) until this session's first GET stream was answered, so that the
         server sees the session's standalone stream before any of its requests (module

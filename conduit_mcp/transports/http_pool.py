@@ -18,7 +18,10 @@ callbacks in order). When any answer was released after the request went out, th
 is negative: nothing is sent again (a busy pool is no idle one).
 
 The middleware wraps each hop (redirects within the origin included) and runs on the I/O
-loop, in the request's task; the connector's ``connect``, awaited in that same task, finds
+loop, in the request's task; it first runs the pool's ``guard`` on the hop (the transport's
+same-origin rule, :func:`~.http_wire.same_origin_only`): one middleware instead of two,
+as aiohttp builds its chain of closures and coroutines afresh for every hop (measured:
+benchmarks/http_switches.py, docs/performance.md); the connector's ``connect``, awaited in that same task, finds
 the hop's record through a context variable. (aiohttp's trace signals would tell "reused"
 too, but cost a tenth of a fast server's request rate.)
 """
@@ -127,6 +130,9 @@ class Pool:
 
     def __init__(self, keep_alive: float, on_connect: Callable[[], None] | None = None) -> None:
         self.keep_alive = keep_alive
+        #: Run on each hop before anything is sent; raises to refuse it (the transport's
+        #: same-origin rule, set before the first request). None: every hop goes.
+        self.guard: Callable[[aiohttp.ClientRequest], None] | None = None
         # Told on the I/O loop each time a request got a connection (the transport's
         # "a connection was made": a deadline before it is no era evidence, docs/tls.md).
         self._on_connect = on_connect
@@ -158,6 +164,9 @@ class Pool:
     async def middleware(
         self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
     ) -> aiohttp.ClientResponse:
+        guard = self.guard
+        if guard is not None:
+            guard(request)  # before anything of this hop is sent (a re-send is the same hop)
         resends = 0
         while True:
             hop = _Hop()
@@ -199,7 +208,9 @@ class Pool:
                 continue
             finally:
                 _HOP.reset(token)
-            if hop.proto is not None and self._served is not None:
+            # A reused connection is in the set already (the connector read it there): adding
+            # it again would make and drop a weak reference per request.
+            if hop.proto is not None and not hop.reused and self._served is not None:
                 self._served.add(hop.proto)
             self._track(resp)
             self._learn(resp)

@@ -117,19 +117,18 @@ def status_error(method: str, status: int, headers: Any) -> Error | None:
     return None
 
 
-def same_origin_only(url: str) -> Callable[..., Any]:
-    """An aiohttp client middleware (it runs before every hop, redirects included) that
-    refuses to send anything to an origin other than ``url``'s. aiohttp strips only
-    ``Authorization`` and cookies on a redirect to another origin: the user's other headers
-    (an API key), the session id and the ``Mcp-Param-*`` headers (tool arguments) would go
-    along. An MCP endpoint has no reason to move a POST elsewhere, so such a redirect fails
-    the request (``transport``/``redirect``, naming the origin, never its path or query);
-    redirects within the origin are followed (aiohttp's bound: 10)."""
+def same_origin_only(url: str) -> Callable[[aiohttp.ClientRequest], None]:
+    """A check of each hop (redirects included; :attr:`~.http_pool.Pool.guard`, run by the
+    pool's middleware before the hop is sent) that refuses to send anything to an origin
+    other than ``url``'s. aiohttp strips only ``Authorization`` and cookies on a redirect to
+    another origin: the user's other headers (an API key), the session id and the
+    ``Mcp-Param-*`` headers (tool arguments) would go along. An MCP endpoint has no reason to
+    move a POST elsewhere, so such a redirect fails the request (``transport``/``redirect``,
+    naming the origin, never its path or query); redirects within the origin are followed
+    (aiohttp's bound: 10)."""
     origin = URL(url).origin()
 
-    async def middleware(
-        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
-    ) -> aiohttp.ClientResponse:
+    def check(request: aiohttp.ClientRequest) -> None:
         target = request.url.origin()
         if target != origin:
             raise Error(
@@ -140,9 +139,8 @@ def same_origin_only(url: str) -> Callable[..., Any]:
                 "session would go there): if that server is the right one, give its URL to Http",
                 data={"origin": str(target)},
             )
-        return await handler(request)
 
-    return middleware
+    return check
 
 
 def too_many_redirects(method: str) -> Error:
@@ -231,6 +229,24 @@ def too_large(what: str) -> Error:
         f"{what}; raise Http(max_response=...) (default: the client's max_frame) "
         "to accept larger responses",
     )
+
+
+def buffered_body(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body when all of it has arrived already (a short answer comes in the
+    packet of its head), taken without awaiting: None when more is to come (then
+    :func:`read_body`). Refuses more than ``limit`` bytes as :func:`read_body` does.
+    ``read_body``'s iterator and its two awaits cost more than the rest of a short
+    answer's reading (benchmarks/http_switches.py)."""
+    content = resp.content
+    if not content.is_eof():
+        return None
+    length = resp.content_length
+    if length is not None and length > limit:
+        raise too_large(f"the response is {length} bytes, over max_response ({limit} bytes)")
+    body = content.read_nowait()  # raises what the stream failed with, as reading would
+    if len(body) > limit:
+        raise too_large(f"the response is over max_response ({limit} bytes)")
+    return body
 
 
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
