@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import pykka
@@ -521,32 +521,61 @@ class AsyncClient:
             walk.add(await self._call(request, remaining))
         return walk.loaded()
 
-    async def _call_tool(
+    def _call_tool(
         self,
         req: Request[CallToolResult],
         timeout: float | None,
         on_progress: Callable[[Progress], object] | None = None,
-    ) -> CallToolResult:
+    ) -> Awaitable[CallToolResult]:
+        # Not a coroutine: the call's one coroutine (besides call_tool's) is _call's, which
+        # also drives a task answer (measured: each coroutine a call awaits through is one
+        # more object for the cyclic collector while it is in flight). Run in call_tool's
+        # coroutine, as its first step: what this raises, call_tool raises.
         if on_progress is not None and not callable(on_progress):
             raise Error("argument", "on_progress", "on_progress must be callable")
         # The tool's schemas, from the cache or (never listed) fetched first: docs/validation.md.
         checks = vd.find_tool(self._handle, req)
         if isinstance(checks, vd.ListFirst):
-            # The listing is a request of its own, with the call's timeout; so is the call.
-            tools: tuple[Any, ...] = ()
-            try:
-                tools = await self._list_all("tools", timeout, True)
-            except Error as exc:
-                vd.listing_failed(self._handle, exc)  # the call goes on unchecked
-            checks = vd.from_listing(self._handle, req, tools)
+            return self._call_tool_listed(req, timeout, on_progress)
+        return self._call_tool_checked(req, checks, timeout, on_progress)
+
+    async def _call_tool_listed(
+        self,
+        req: Request[CallToolResult],
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None,
+    ) -> CallToolResult:
+        # The listing is a request of its own, with the call's timeout; so is the call.
+        tools: tuple[Any, ...] = ()
+        try:
+            tools = await self._list_all("tools", timeout, True)
+        except Error as exc:
+            vd.listing_failed(self._handle, exc)  # the call goes on unchecked
+        checks = vd.from_listing(self._handle, req, tools)
+        return await self._call_tool_checked(req, checks, timeout, on_progress)
+
+    def _call_tool_checked(
+        self,
+        req: Request[CallToolResult],
+        checks: vd.ToolChecks | None,
+        timeout: float | None,
+        on_progress: Callable[[Progress], object] | None,
+    ) -> Awaitable[CallToolResult]:
         # A tool call may be answered with a task: polled to its end (docs/tasks.md).
         deadline = tk.deadline_of(self._handle, timeout)
         checked = vd.checked(req, checks)
         tk.with_task_param(self._handle, checked, checks.tool if checks else None)
-        out = await self._call(tk.keep_task(checked), timeout, on_progress)
-        if isinstance(out, tk.TaskAnswer):
-            return await tk.drive_async(self._handle, out, deadline, checked.parse, req)
-        return out
+        return cast(
+            Awaitable[CallToolResult],
+            self._call(
+                tk.keep_task(checked),
+                timeout,
+                on_progress,
+                task_deadline=deadline,
+                task_parse=checked.parse,
+                task_req=req,
+            ),
+        )
 
     async def _start_task(
         self, req: Request[CallToolResult], timeout: float | None
@@ -574,20 +603,21 @@ class AsyncClient:
         req: Request[R],
         timeout: float | None,
         on_progress: Callable[[Progress], object] | None = None,
+        *,
+        task_deadline: float = 0.0,
+        task_parse: Callable[[Any], CallToolResult] | None = None,
+        task_req: Request[Any] | None = None,
     ) -> R:
+        """The call's one coroutine: sends ``req`` and waits for its answer. With
+        ``task_parse``, a ``tools/call`` whose answer may be a task, driven to its end here
+        (``_call_tool``; three arguments, not a tuple: no object per call)."""
         if on_progress is not None and not callable(on_progress):
             raise Error("argument", "on_progress", "on_progress must be callable")
         handle = self._handle
         seconds, op = rq.begin(handle, req, timeout)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        callback = None
-        if on_progress is not None:
-            progress = on_progress
-
-            def callback(params: dict[str, Any]) -> None:
-                progress(rq.progress_value(params))
-
+        callback = None if on_progress is None else _OnProgress(on_progress)
         reply = AsyncReply(loop, future, callback)
         now = time.monotonic()
         deadline = now + seconds
@@ -598,21 +628,35 @@ class AsyncClient:
         wait = seconds if total is None else total - now
         wants = callback is not None or reset  # a progressToken is sent
         again = seconds if reset else None
-        if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
-            call = Call(req.method, req.params, deadline, reply, wants, total=total, reset=again)
-            # Told at once when the connection is there (no coroutine on the hot path).
-            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
-            return req.parse(await self._await(future, reply, conn, wait, req.method))
         raw = None
         try:
-            call = Call(req.method, op.params, deadline, reply, wants, total=total, reset=again)
+            params = req.params if op is None else op.params
+            call = Call(req.method, params, deadline, reply, wants, total=total, reset=again)
+            # Told at once when the connection is there (no coroutine on the hot path).
             conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
-            raw = await self._await(future, reply, conn, wait, req.method)
+            # The wait, inline (not a coroutine of its own: one object fewer per call in
+            # flight); _await is the same for await_ready.
+            net = _arm(future, reply, conn, wait, req.method)
+            try:
+                raw = await future
+            except Error as exc:
+                raise rq.copy_error(exc) from None
+            except BaseException:
+                _give_up(reply, conn)
+                raise
+            finally:
+                _disarm(loop, net)
             value = req.parse(raw)
         except BaseException as exc:
-            op.finish(raw, exc, reply.request_id, rounds=reply.rounds)
+            if op is not None:
+                op.finish(raw, exc, reply.request_id, rounds=reply.rounds)
             raise
-        op.finish(raw, None, reply.request_id, rounds=reply.rounds)
+        if op is not None:
+            op.finish(raw, None, reply.request_id, rounds=reply.rounds)
+        if task_parse is not None and isinstance(value, tk.TaskAnswer):
+            assert task_req is not None
+            driven = await tk.drive_async(handle, value, task_deadline, task_parse, task_req)
+            return cast(R, driven)
         return value
 
     @staticmethod
@@ -623,30 +667,68 @@ class AsyncClient:
         seconds: float,
         what: str,
     ) -> Any:
-        # The connection answers `timeout` at the deadline itself; this is only the safety
-        # net for a connection that cannot answer. A bare TimerHandle, not asyncio.timeout():
-        # measured, the context manager was the largest caller-side cost of a sequential
-        # await.
+        """Wait for ``future`` (``await_ready``'s answer) as :meth:`_call` waits for its."""
         loop = future.get_loop()
-        net = loop.call_at(loop.time() + seconds + rq.GRACE, _expire, future, reply, conn, what)
-        waiting = rq.waiting  # this loop's calls in flight: Handle.tell_soon batches by it
-        waiting[loop] = waiting.get(loop, 0) + 1
+        net = _arm(future, reply, conn, seconds, what)
         try:
             return await future
         except Error as exc:
             raise rq.copy_error(exc) from None
         except BaseException:
-            if not reply.done:
-                reply.done = True
-                rq.abandon(conn, reply)
+            _give_up(reply, conn)
             raise
         finally:
-            net.cancel()
-            left = waiting[loop] - 1
-            if left:
-                waiting[loop] = left
-            else:
-                del waiting[loop]
+            _disarm(loop, net)
+
+
+class _OnProgress:
+    """An asyncio caller's ``on_progress``, given the :class:`Progress` of each report's params
+    (a slotted object, not a closure: a function and a cell per call with progress)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Progress], object]) -> None:
+        self.fn = fn
+
+    def __call__(self, params: dict[str, Any]) -> None:
+        self.fn(rq.progress_value(params))
+
+
+def _arm(
+    future: asyncio.Future[Any],
+    reply: Reply,
+    conn: pykka.ActorRef[Any],
+    seconds: float,
+    what: str,
+) -> asyncio.TimerHandle:
+    """Start a wait for ``future``: its safety net, and one more call of its loop in flight.
+
+    The connection answers `timeout` at the deadline itself; the net is only for a connection
+    that cannot answer. A bare TimerHandle, not asyncio.timeout(): measured, the context
+    manager was the largest caller-side cost of a sequential await."""
+    loop = future.get_loop()
+    net = loop.call_at(loop.time() + seconds + rq.GRACE, _expire, future, reply, conn, what)
+    waiting = rq.waiting  # this loop's calls in flight: Handle.tell_soon batches by it
+    waiting[loop] = waiting.get(loop, 0) + 1
+    return net
+
+
+def _disarm(loop: asyncio.AbstractEventLoop, net: asyncio.TimerHandle) -> None:
+    """End a wait started by :func:`_arm`."""
+    net.cancel()
+    waiting = rq.waiting
+    left = waiting[loop] - 1
+    if left:
+        waiting[loop] = left
+    else:
+        del waiting[loop]
+
+
+def _give_up(reply: Reply, conn: pykka.ActorRef[Any]) -> None:
+    """The awaiting task left the wait (cancelled): the server is asked to cancel."""
+    if not reply.done:
+        reply.done = True
+        rq.abandon(conn, reply)
 
 
 def _expire(

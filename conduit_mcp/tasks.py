@@ -480,17 +480,28 @@ class TaskAnswer:
 def keep_task(req: Request[CallToolResult]) -> Request[CallToolResult | TaskAnswer]:
     """``req`` whose parse leaves a task answer as a :class:`TaskAnswer` (the tool's result
     is parsed and checked as before)."""
-    parse = req.parse
-
-    def parse_or_keep(raw: Any) -> CallToolResult | TaskAnswer:
-        if type(raw) is dict and is_task(raw):
-            return TaskAnswer(raw)
-        return parse(raw)
-
-    out: Request[CallToolResult | TaskAnswer] = Request(req.method, req.params, parse_or_keep)
+    out: Request[CallToolResult | TaskAnswer] = Request(
+        req.method, req.params, _ParseOrKeep(req.parse)
+    )
     out.total = req.total
     out.reset = req.reset
     return out
+
+
+class _ParseOrKeep:
+    """:func:`keep_task`'s parse: a task answer as a :class:`TaskAnswer`, else ``parse(raw)``.
+    A slotted object, not a closure (a function and a cell), made per tool call and kept
+    while it is in flight."""
+
+    __slots__ = ("parse",)
+
+    def __init__(self, parse: Callable[[Any], CallToolResult]) -> None:
+        self.parse = parse
+
+    def __call__(self, raw: Any) -> CallToolResult | TaskAnswer:
+        if type(raw) is dict and is_task(raw):
+            return TaskAnswer(raw)
+        return self.parse(raw)
 
 
 def task_support(tool: Tool | None) -> str:

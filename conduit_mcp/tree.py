@@ -171,7 +171,7 @@ class ClientTree:
         # Known from the supervisor's construction on: its init (in the caller's thread) starts
         # the children, and one may tell a sibling not started yet (Supervisor(announce=)).
         self._announced: pykka.ActorRef[Any] | None = None
-        self.siblings = Siblings(self.registry, lambda: self.supervisor or self._announced)
+        self.siblings = Siblings(self.registry, self._supervisor_ref)
         # Set when the tree exits on its own (restart intensity, or a significant child).
         self.stopped = Flag()
         # Started under an application's supervisor (``Client.child_spec``): a parent may
@@ -186,31 +186,39 @@ class ClientTree:
     def __repr__(self) -> str:
         return f"<ClientTree {self.name!r}>"
 
+    # The tree's callbacks are bound methods, not closures: a client keeps them for its whole
+    # life, and a closure is a function and a cell per name it reads, each walked by every
+    # full collection of the cyclic collector (measured with gc.get_objects()).
+
+    def _supervisor_ref(self) -> pykka.ActorRef[Any] | None:
+        """The supervisor's ref, for :class:`Siblings` (it exists once the tree started)."""
+        return self.supervisor or self._announced
+
+    def _start_connection(self, link: Any) -> pykka.ActorRef[Any]:
+        # self.spec, read at each (re)start: set_auth may have changed the credentials.
+        # Its init runs here, in the supervisor's (or Client.start's) thread: no hand-off
+        # to a pool worker and back to learn that it started (otp/pooled.py).
+        return Connection.start_here(
+            self.spec,
+            self.config,
+            self.shared,
+            transport_factory=make_transport,
+            link=link,
+            telemetry=self.telemetry.connection,
+            client_name=self.name,
+            siblings=self.siblings,
+        )
+
+    def _gave_up(self, reason: BaseException | None) -> None:
+        self.stopped.set()
+
     def children(self) -> list[ChildSpec]:
         cfg, shared = self.config, self.shared
         hooks = self.telemetry.connection
-
-        siblings = self.siblings
-
-        def start_connection(link: Any) -> pykka.ActorRef[Any]:
-            # self.spec, read at each (re)start: set_auth may have changed the credentials.
-            # Its init runs here, in the supervisor's (or Client.start's) thread: no
-            # hand-off to a pool worker and back to learn that it started (otp/pooled.py).
-            return Connection.start_here(
-                self.spec,
-                cfg,
-                shared,
-                transport_factory=make_transport,
-                link=link,
-                telemetry=hooks,
-                client_name=self.name,
-                siblings=siblings,
-            )
-
         specs = [
             ChildSpec(
                 "connection",
-                start_connection,
+                self._start_connection,
                 restart="transient",
                 shutdown=cfg.shutdown_timeout,
                 significant=cfg.on_give_up == "stop",
@@ -242,10 +250,6 @@ class ClientTree:
 
     def start(self, link: Any = None) -> pykka.ActorRef[Any]:
         self.supervised = link is not None
-
-        def gave_up(reason: BaseException | None) -> None:
-            self.stopped.set()
-
         # Start synchronously: the supervisor's init (starting the connection actor:
         # milliseconds, threads, not connecting) runs here, in the caller's thread, so a call
         # made right after start finds the connection. The supervisor takes a pool thread
@@ -257,7 +261,7 @@ class ClientTree:
             max_restarts=3,
             max_seconds=5.0,
             registry=self.registry,
-            on_give_up=gave_up,
+            on_give_up=self._gave_up,
             link=link,
             announce=self._announce,
         )

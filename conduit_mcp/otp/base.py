@@ -85,9 +85,14 @@ class Link:
         >>> Link(broken).exited("urn:x", None)   # logged, not raised
         """
         try:
-            self._notify(urn, reason)
+            self._send(urn, reason)
         except BaseException:
             logger.exception("link notification for %s failed", urn)
+
+    def _send(self, urn: str, reason: BaseException | None) -> None:
+        """The notification itself: ``notify(urn, reason)``. A subclass may carry what it
+        tells in slots and override this instead (the supervisor's links do)."""
+        self._notify(urn, reason)
 
 
 def safe_tell(ref: pykka.ActorRef[Any], message: Any) -> bool:

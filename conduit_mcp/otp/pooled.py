@@ -140,17 +140,25 @@ def pool_threads() -> int:
 
 
 class _Inbox:
-    """A C-level queue, and whether the actor is on a worker (or being run by a caller)."""
+    """A C-level queue, its actor, and whether the actor is on a worker (or being run by a
+    caller). Calling the inbox runs one turn of its actor: the pool's job for the actor is
+    the inbox itself, so an activation makes no object (a bound method of the actor per
+    activation, and two kept per actor, were objects for the cyclic collector to walk)."""
 
-    __slots__ = ("_busy", "_lock", "_queue", "init_ran", "turn", "here")
+    __slots__ = ("_busy", "_lock", "_queue", "actor", "init_ran")
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = True  # until the actor is started: messages told before wait
-        self.turn: Callable[[], None] | None = None
-        self.here: Callable[[list[Any], Callable[[list[Any]], None]], None] | None = None
+        self.actor: PooledActor | None = None
         self.init_ran = False  # set once init returned (or raised)
+
+    def __call__(self) -> None:
+        """One turn of the actor (:meth:`PooledActor._turn`)."""
+        actor = self.actor
+        assert actor is not None
+        actor._turn()
 
     def put(self, envelope: Any) -> None:
         self._queue.put(envelope)
@@ -158,8 +166,7 @@ class _Inbox:
             if self._busy:
                 return
             self._busy = True
-        assert self.turn is not None
-        _pool.submit(self.turn)
+        _pool.submit(self)
 
     def get(self) -> Any:
         return self._queue.get()
@@ -222,8 +229,7 @@ class PooledActor(SafeActor):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._inbox: _Inbox = cast(_Inbox, self.actor_inbox)
-        self._inbox.turn = self._turn
-        self._inbox.here = self._run_here
+        self._inbox.actor = self
         #: While :func:`tell_here` runs messages in the telling thread: how many of them
         #: are still to come after the one being handled; -1 otherwise.
         self.here_left = -1
@@ -279,7 +285,7 @@ class PooledActor(SafeActor):
                 if signals is not None:
                     _restore_signals(signals[0])
         if self.actor_stopped.is_set():
-            _pool.submit(self._turn)  # the turn answers what is left (teardown)
+            _pool.submit(inbox)  # the turn answers what is left (teardown)
         else:
             self._end_turn()
         try:
@@ -325,7 +331,7 @@ class PooledActor(SafeActor):
 
     def _end_turn(self) -> None:
         if not self._inbox.release():
-            _pool.submit(self._turn)
+            _pool.submit(self._inbox)
 
     def _turn(self) -> None:
         """Handle what the mailbox holds (at most ``_TURN`` messages), as Pykka's loop does."""
@@ -344,7 +350,7 @@ class PooledActor(SafeActor):
                     return
                 continue
             self._handle(envelope)
-        _pool.submit(self._turn)
+        _pool.submit(inbox)
 
     def _handle(self, envelope: Any) -> None:
         message, reply_to = envelope_parts(envelope)
@@ -398,8 +404,7 @@ def stop_here(ref: pykka.ActorRef[Any], timeout: float | None = None) -> bool:
     if not isinstance(inbox, _Inbox) or not inbox.claim():
         return ref.stop(block=True, timeout=timeout)
     future = ref.stop(block=False)
-    assert inbox.turn is not None
-    inbox.turn()
+    inbox()
     return bool(future.get(timeout=timeout))
 
 
@@ -427,11 +432,12 @@ def tell_here(
     >>> stop_here(ref, timeout=5)
     True
     """
-    here = getattr(ref.actor_inbox, "here", None)
-    if here is None:
+    inbox = ref.actor_inbox
+    actor = inbox.actor if isinstance(inbox, _Inbox) else None
+    if actor is None:
         rest(messages)
     else:
-        here(messages, rest)
+        actor._run_here(messages, rest)
 
 
 #: The C module under :mod:`signal`: the same functions without its enum conversions, which

@@ -46,13 +46,13 @@ from __future__ import annotations
 import difflib
 import logging
 import queue
+from abc import ABCMeta
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from types import FunctionType
 from typing import Any, ClassVar, Final
 
-import pykka
 from pykka import messages as pykka_messages
 
 from conduit_mcp.otp import timers
@@ -215,11 +215,6 @@ class _Wake:
         self.arm = arm
 
 
-def _wake(ref: pykka.ActorRef[Any], arm: int) -> None:
-    # Runs on the timer thread: only a tell, never a call into the actor (docs/architecture.md).
-    safe_tell(ref, _Wake(arm))
-
-
 def _kind_of(key: Hashable) -> str:
     return "state_timeout" if key is _STATE_TIMEOUT else "timeout"
 
@@ -234,7 +229,65 @@ _NOT_CASTS: Final = (
 )
 
 
-class Statem(SafeActor):
+#: A cache entry for a handler that is not a plain function on the class (a staticmethod, a
+#: callable object): looked up on the instance at each call, as before the cache.
+_LOOK_UP: Final[Any] = object()
+
+#: Per Statem class: ``(on_<state> handlers, enter_<state> calls)`` by state, each the class's
+#: plain function (called with the instance), ``None`` (no handler: ``handle_event``) or
+#: :data:`_LOOK_UP`. Filled as states are first reached, shared by every instance of the class.
+_by_class: dict[type, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _handlers_of(cls: type) -> tuple[dict[str, Any], dict[str, Any]]:
+    caches = _by_class.get(cls)
+    if caches is None:
+        caches = _by_class.setdefault(cls, ({}, {}))
+    return caches
+
+
+def _class_function(cls: type, name: str, default: Any = None) -> Any:
+    """What ``getattr(instance, name)`` would call, as a function taking the instance, or
+    ``default`` when the class has no such attribute; :data:`_LOOK_UP` for anything that is
+    not a plain function."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return attr if isinstance(attr, FunctionType) else _LOOK_UP
+    return default
+
+
+class _StatemType(ABCMeta):
+    """Statem's metaclass (Pykka's actors' ``ABCMeta``, plus one rule): setting or deleting an
+    ``on_*``/``enter*`` attribute of a class (a test's ``monkeypatch.setattr(Connection,
+    "on_ready", ...)``) forgets the handlers cached for it and its subclasses, so every
+    instance, running or not, calls the new one from its next event, as ``getattr`` on the
+    instance would."""
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name.startswith(("on_", "enter")):
+            _forget_handlers(cls)
+
+    def __delattr__(cls, name: str) -> None:
+        super().__delattr__(name)
+        if name.startswith(("on_", "enter")):
+            _forget_handlers(cls)
+
+
+def _forget_handlers(cls: type) -> None:
+    # Cleared in place: each instance holds its class's two dicts.
+    todo = [cls]
+    while todo:
+        klass = todo.pop()
+        caches = _by_class.get(klass)
+        if caches is not None:
+            caches[0].clear()
+            caches[1].clear()
+        todo.extend(klass.__subclasses__())
+
+
+class Statem(SafeActor, metaclass=_StatemType):
     """A gen_statem-style actor; subclasses implement :meth:`init_state` and ``on_<state>``.
 
     Mailbox messages are ``"cast"`` events. The engine is single-threaded (the actor's thread);
@@ -299,10 +352,19 @@ class Statem(SafeActor):
         self._state = ""
         self._queue: deque[tuple[str, Any]] = deque()
         self._postponed: list[tuple[str, Any]] = []
-        self._timers = timers.TimerTable(partial(_wake, self.actor_ref))
+        # A bound method, not a partial over the ref (a partial and its args tuple): one
+        # tracked object fewer per statem for the cyclic collector.
+        self._timers = timers.TimerTable(self._tell_wake)
         self._stopping = False
-        self._handlers: dict[str, Callable[[str, Any], Any] | None] = {}
-        self._enters: dict[str, Callable[[str], Any]] = {}
+        # The class's handler functions by state, shared by its instances (a dict and a bound
+        # method per state reached were two tracked objects and more per instance for the
+        # cyclic collector; measured with gc.get_objects()).
+        self._handlers, self._enters = _handlers_of(type(self))
+
+    def _tell_wake(self, arm: int) -> None:
+        # Runs on the timer thread: only a tell, never a call into the actor
+        # (docs/architecture.md).
+        safe_tell(self.actor_ref, _Wake(arm))
 
     # -- the subclass's interface --------------------------------------------------------------
 
@@ -434,8 +496,13 @@ class Statem(SafeActor):
         try:
             handler = self._handlers[state]
         except KeyError:
-            handler = self._handlers[state] = getattr(self, "on_" + state, None)
-        result = handler(kind, event) if handler is not None else self.handle_event(kind, event)
+            handler = self._handlers[state] = _class_function(type(self), "on_" + state)
+        if handler is None:
+            result = self.handle_event(kind, event)
+        elif handler is _LOOK_UP:
+            result = getattr(self, "on_" + state)(kind, event)
+        else:
+            result = handler(self, kind, event)
         if result is None:
             return
         if result.__class__ is str:
@@ -504,8 +571,14 @@ class Statem(SafeActor):
         try:
             enter = self._enters[state]
         except KeyError:
-            enter = self._enters[state] = getattr(self, "enter_" + state, self.enter)
-        result = enter(old_state)
+            cls = type(self)
+            enter = _class_function(cls, "enter_" + state) or _class_function(cls, "enter")
+            self._enters[state] = enter
+        if enter is _LOOK_UP:
+            found = getattr(self, "enter_" + state, None)
+            result = found(old_state) if found is not None else self.enter(old_state)
+        else:
+            result = enter(self, old_state)
         if result is None:
             return False
         if isinstance(result, str | Step):

@@ -34,7 +34,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal
 
 import pykka
@@ -157,10 +156,33 @@ def child_spec_for(
     ('worker', 'transient', 2.0, False)
     """
 
-    def start(link: Link) -> pykka.ActorRef[Any]:
-        return actor_cls.start(*args, link=link, **kwargs)
+    return ChildSpec(
+        id, _Starter(actor_cls, args, kwargs), restart, shutdown, lazy, significant, start_timeout
+    )
 
-    return ChildSpec(id, start, restart, shutdown, lazy, significant, start_timeout)
+
+class _Starter:
+    """``child_spec_for``'s ``start``: ``actor_cls.start(*args, link=link, **kwargs)``.
+
+    A slotted object, not a closure: a client holds one per child spec for its whole life, and
+    a closure over three names is a function and three cells for the cyclic collector to walk
+    (measured with ``gc.get_objects()``: 9 tracked objects fewer per idle client).
+    """
+
+    __slots__ = ("actor_cls", "args", "kwargs")
+
+    def __init__(
+        self, actor_cls: type[SafeActor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.actor_cls = actor_cls
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        return f"<start {self.actor_cls.__name__}>"
+
+    def __call__(self, link: Link) -> pykka.ActorRef[Any]:
+        return self.actor_cls.start(*self.args, link=link, **self.kwargs)
 
 
 class _Child:
@@ -185,17 +207,25 @@ class _ExitBox:
         self.reason: BaseException | None = None
 
 
-def _notify(
-    sup: pykka.ActorRef[Any],
-    child_id: str,
-    box: _ExitBox | None,
-    urn: str,
-    reason: BaseException | None,
-) -> None:
-    if box is not None:
-        box.reason = reason
-        box.event.set()
-    safe_tell(sup, ChildExited(child_id, urn, reason))
+class _ChildLink(Link):
+    """The link of one child incarnation: tells the supervisor :class:`ChildExited` (and fills
+    the start handshake's box, if any). Its fields in slots rather than a ``partial`` of a
+    function (a partial and its args tuple, for as long as the child lives: one tracked
+    object fewer per child for the cyclic collector)."""
+
+    __slots__ = ("_box", "_child_id", "_sup")
+
+    def __init__(self, sup: pykka.ActorRef[Any], child_id: str, box: _ExitBox | None) -> None:
+        self._sup = sup
+        self._child_id = child_id
+        self._box = box
+
+    def _send(self, urn: str, reason: BaseException | None) -> None:
+        box = self._box
+        if box is not None:
+            box.reason = reason
+            box.event.set()
+        safe_tell(self._sup, ChildExited(self._child_id, urn, reason))
 
 
 class Supervisor(PooledActor):
@@ -314,7 +344,7 @@ class Supervisor(PooledActor):
     def _start(self, child: _Child, *, wait: bool, first: Any = None) -> pykka.ActorRef[Any]:
         spec = child.spec
         box = _ExitBox() if wait else None
-        link = Link(partial(_notify, self.actor_ref, spec.id, box))
+        link = _ChildLink(self.actor_ref, spec.id, box)
         if box is None:
             ref = spec.start(link)
         else:

@@ -611,3 +611,91 @@ def test_a_transition_to_an_undeclared_state_fails_the_actor(
     assert urn == ref2.actor_urn
     assert isinstance(reason, RuntimeError)
     assert "has no state 'ajar'" in str(reason)
+
+
+# -- handlers looked up once per class ---------------------------------------------------------
+
+
+class _Lamp(Statem):
+    STATES = ("off", "on")
+
+    def init_state(self) -> tuple[str, list[Any]]:
+        return "off", []
+
+    def on_off(self, kind: str, event: Any) -> Any:
+        return "on" if event == "flip" else None
+
+    def on_on(self, kind: str, event: Any) -> Any:
+        if event == "flip":
+            return "off"
+        return None
+
+    def receive(self, message: Any) -> Any:
+        if message == "state?":
+            return self.state
+        return super().receive(message)
+
+
+class _Helper:
+    """A callable object as a state handler: looked up on the instance at each call."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def __call__(self, kind: str, event: Any) -> None:
+        self.seen.append(event)
+
+
+def test_instances_share_their_class_handlers() -> None:
+    a, b = _Lamp.start(), _Lamp.start()
+    try:
+        a.tell("flip")
+        b.tell("flip")
+        assert a.ask("state?") == b.ask("state?") == "on"
+        handlers, enters = statem_module._by_class[_Lamp]
+        assert handlers == {"off": _Lamp.on_off}
+        assert enters == {"off": Statem.enter, "on": Statem.enter}
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_handler_patched_on_the_class_is_called_from_the_next_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Lamp(_Lamp):
+        pass
+
+    ref = Lamp.start()
+    try:
+        ref.tell("flip")
+        assert ref.ask("state?") == "on"  # on_on is cached now
+        seen: list[Any] = []
+
+        def on_on(self: Any, kind: str, event: Any) -> Any:
+            seen.append(event)
+            return None
+
+        monkeypatch.setattr(_Lamp, "on_on", on_on)  # on a base class: the subclass follows
+        ref.tell("flip")
+        assert ref.ask("state?") == "on" and seen == ["flip"]
+        monkeypatch.undo()
+        ref.tell("flip")
+        assert ref.ask("state?") == "off" and seen == ["flip"]
+    finally:
+        ref.stop()
+
+
+def test_a_handler_that_is_not_a_function_is_called_as_an_attribute() -> None:
+    helper = _Helper()
+
+    class Lamp(_Lamp):
+        on_on = staticmethod(helper)
+
+    ref = Lamp.start()
+    try:
+        ref.tell("flip")
+        ref.tell("hello")
+        assert ref.ask("state?") == "on" and helper.seen == ["hello"]
+    finally:
+        ref.stop()
