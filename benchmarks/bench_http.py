@@ -55,7 +55,9 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bare_http, bench_stdio: siblings
+import bare_http
+from bare_http import ERAS
 from bench_stdio import GOALS, Row, _split, _threads, keep
 from servers import read_port
 
@@ -64,7 +66,6 @@ HERE = Path(__file__).resolve().parent
 FAST_HTTP_SERVER = str(HERE / "fast_http_server.py")
 MODERN_PEER = str(HERE.parent / "tests" / "peers" / "modern_peer.py")
 ARGS = {"a": 1, "b": 2}
-ERAS = {"modern": "2026-07-28", "legacy": "2025-11-25"}
 TARGETS = {"sequential": 1.5, "concurrent": 3.0}  # conduit/official, from the issue
 
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
@@ -157,15 +158,6 @@ def _free_port() -> int:
 # --------------------------------------------------------------------------- the bare loop
 
 
-def _bare_headers(era: str, session: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if era == "modern" or session is not None:
-        headers["MCP-Protocol-Version"] = ERAS[era]
-    if session is not None:
-        headers["Mcp-Session-Id"] = session
-    return headers
-
-
 def bench_bare(
     url: str, era: str, n: int, total: int, conc: int, warmup: int, server: str
 ) -> list[HRow]:
@@ -180,45 +172,7 @@ def bench_bare(
 
     async def run() -> None:
         async with aiohttp.ClientSession() as http:
-            session = None
-            if era == "legacy":
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": ERAS[era],
-                        "capabilities": {},
-                        "clientInfo": {"name": "bare", "version": "0"},
-                    },
-                }
-                async with http.post(
-                    url, data=orjson.dumps(init), headers=_bare_headers(era, None)
-                ) as resp:
-                    await resp.read()
-                    session = resp.headers.get("Mcp-Session-Id")
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                async with http.post(
-                    url, data=orjson.dumps(note), headers=_bare_headers(era, session)
-                ) as resp:
-                    await resp.read()
-            headers = _bare_headers(era, session)
-            params: dict[str, object] = {"name": "add", "arguments": ARGS}
-            if era == "modern":
-                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": ERAS[era]}
-            next_id = 0
-
-            async def call() -> None:
-                nonlocal next_id
-                next_id += 1
-                body = orjson.dumps(
-                    {"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params}
-                )
-                async with http.post(url, data=body, headers=headers) as resp:
-                    msg = orjson.loads(await resp.read())
-                if "result" not in msg:
-                    raise RuntimeError(f"unexpected answer: {msg}")
-
+            call = await bare_http.connect(http, url, era, ARGS)
             for _ in range(warmup):
                 await call()
             t0 = time.perf_counter()

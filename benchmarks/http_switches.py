@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bare_http
 import bench_http as bench
 from counters import Counts, count, count_async
 
@@ -30,52 +31,18 @@ import conduit_mcp as mcp
 def bare(url: str, era: str, n: int, warmup: int) -> None:
     """The same figures for a bare aiohttp loop posting the era's calls (no client): a legacy
     session is initialized first and its calls carry ``Mcp-Session-Id`` and
-    ``MCP-Protocol-Version``, as the client's do (``bench_http.bench_bare``'s exchange)."""
+    ``MCP-Protocol-Version``, as the client's do (``bare_http.connect``: the exchange
+    ``bench_http.bench_bare`` times)."""
     import asyncio
 
     import aiohttp
-    import orjson
 
     async def run() -> None:
         async with aiohttp.ClientSession() as http:
-            session = None
-            if era == "legacy":
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": bench.ERAS[era],
-                        "capabilities": {},
-                        "clientInfo": {"name": "bare", "version": "0"},
-                    },
-                }
-                headers = bench._bare_headers(era, None)
-                async with http.post(url, data=orjson.dumps(init), headers=headers) as resp:
-                    await resp.read()
-                    session = resp.headers.get("Mcp-Session-Id")
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                headers = bench._bare_headers(era, session)
-                async with http.post(url, data=orjson.dumps(note), headers=headers) as resp:
-                    await resp.read()
-            headers = bench._bare_headers(era, session)
-            params: dict[str, object] = {"name": "add", "arguments": bench.ARGS}
-            if era == "modern":
-                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": bench.ERAS[era]}
-
-            async def call(i: int) -> None:
-                body = orjson.dumps(
-                    {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
-                )
-                async with http.post(url, data=body, headers=headers) as resp:
-                    msg = orjson.loads(await resp.read())
-                if "result" not in msg:
-                    raise RuntimeError(f"unexpected answer: {msg}")
-
-            for i in range(warmup):
-                await call(i)
-            ids = iter(range(n))
-            counts = await count_async(n, lambda: call(next(ids)))
+            call = await bare_http.connect(http, url, era, bench.ARGS)
+            for _ in range(warmup):
+                await call()
+            counts = await count_async(n, call)
             report(f"bare aiohttp loop ({era})", counts)
 
     asyncio.run(run())
