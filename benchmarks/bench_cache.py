@@ -33,17 +33,20 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import orjson
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
-from bench_stdio import Row, _split
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure: a sibling module
+from measure import (
+    Row,
+    failed,
+    json_fields,
+    stop,
+    time_threads,
+    write_json,
+)
 
 from conduit_mcp.testing import ScriptedServer
 
@@ -61,45 +64,36 @@ def _tools_lists(server: ScriptedServer) -> int:
     return len(server.received("tools/list"))
 
 
-def _loop(fn: Callable[[], object], calls: int, batch: int, row: Row) -> None:
-    """``calls`` calls of ``fn`` in batches; per-call times (batch means) into ``row``."""
-    lat = row.latencies
-    perf = time.perf_counter
+def _batches(fn: Callable[[], object], batch: int) -> Callable[[int, list[float]], None]:
+    """``k`` calls of ``fn`` in batches of ``batch``, per-call times (batch means) into a list
+    (a thread's work for ``measure.time_threads``, too)."""
+
+    def work(calls: int, lat: list[float]) -> None:
+        perf = time.perf_counter
+        left = calls
+        while left > 0:
+            k = min(batch, left)
+            t = perf()
+            for _ in range(k):
+                fn()
+            lat.append((perf() - t) / k)
+            left -= k
+
+    return work
+
+
+async def _abatches(
+    fn: Callable[[], Awaitable[object]], calls: int, batch: int, lat: list[float]
+) -> None:
+    """:func:`_batches` for awaited calls: ``calls`` of ``await fn()``, batch means into ``lat``."""
     left = calls
     while left > 0:
         k = min(batch, left)
-        t = perf()
+        t = time.perf_counter()
         for _ in range(k):
-            fn()
-        lat.append((perf() - t) / k)
+            await fn()
+        lat.append((time.perf_counter() - t) / k)
         left -= k
-
-
-def _threaded(fn: Callable[[], object], total: int, threads: int, batch: int, row: Row) -> None:
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
-    parts: list[Row] = []
-
-    def worker(k: int) -> None:
-        mine = Row(row.client, row.pattern, row.label)
-        parts.append(mine)
-        barrier.wait()
-        try:
-            _loop(fn, k, batch, mine)
-        except BaseException as e:
-            errors.append(e)
-
-    pool = [threading.Thread(target=worker, args=(k,), daemon=True) for k in _split(total, threads)]
-    for th in pool:
-        th.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for th in pool:
-        th.join()
-    row.seconds, row.calls = time.perf_counter() - t0, total
-    row.latencies = [x for p in parts for x in p.latencies]
-    if errors:
-        raise errors[0]
 
 
 # --------------------------------------------------------------------------- conduit-mcp
@@ -147,29 +141,22 @@ def bench_conduit(server: ScriptedServer, lookups: int, list_calls: int) -> list
             (rows[4], list_all, 1, list_calls),
         ):
             current = row
-            _loop(fn, max(1, calls // 10), 1000, Row("", "", ""))  # warm-up
+            work = _batches(fn, 1000)
+            work(max(1, calls // 10), [])  # warm-up
             if threads == 1:
                 t0 = time.perf_counter()
-                _loop(fn, calls, 1000, row)
+                work(calls, row.latencies)
                 row.seconds, row.calls = time.perf_counter() - t0, calls
             else:
-                _threaded(fn, calls, threads, 1000, row)
+                time_threads(row, calls, threads, work)
 
         async def aio() -> None:
             fn = client.aio.list_all_tools
             row = rows[5]
             for _ in range(max(1, list_calls // 10)):
                 await fn()
-            lat = row.latencies
             t0 = time.perf_counter()
-            left = list_calls
-            while left > 0:
-                k = min(1000, left)
-                t = time.perf_counter()
-                for _ in range(k):
-                    await fn()
-                lat.append((time.perf_counter() - t) / k)
-                left -= k
+            await _abatches(fn, list_calls, 1000, row.latencies)
             row.seconds, row.calls = time.perf_counter() - t0, list_calls
 
         current = rows[5]
@@ -179,17 +166,10 @@ def bench_conduit(server: ScriptedServer, lookups: int, list_calls: int) -> list
             for r in rows[4:]:
                 r.error = f"INVALID: {sent} tools/list sent to the server while timing"
     except Exception as e:
-        for r in rows:
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
         print(f"conduit failed during {current.label if current else 'setup'}:", file=sys.stderr)
-        traceback.print_exc()
+        failed(rows, e)
     finally:
-        if client is not None:
-            try:
-                client.stop()
-            except Exception:
-                traceback.print_exc()
+        stop(client)
     return rows
 
 
@@ -217,16 +197,8 @@ def bench_official(server: ScriptedServer, calls: int) -> list[Row]:
             before = _tools_lists(server)
             for _ in range(max(1, calls // 10)):
                 await client.list_tools()
-            lat = row.latencies
             t0 = time.perf_counter()
-            left = calls
-            while left > 0:
-                k = min(10, left)
-                t = time.perf_counter()
-                for _ in range(k):
-                    await client.list_tools()
-                lat.append((time.perf_counter() - t) / k)
-                left -= k
+            await _abatches(client.list_tools, calls, 10, row.latencies)
             row.seconds, row.calls = time.perf_counter() - t0, calls
             sent = _tools_lists(server) - before
             if sent:
@@ -235,9 +207,7 @@ def bench_official(server: ScriptedServer, calls: int) -> list[Row]:
     try:
         anyio.run(run)
     except Exception as e:  # an ExceptionGroup from anyio's task groups, too
-        if not row.calls:
-            row.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed([row], e)
     return [row]
 
 
@@ -335,25 +305,7 @@ def main() -> int:
     print(report(rows))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     if a.json:
-        Path(a.json).write_bytes(
-            orjson.dumps(
-                [
-                    {
-                        "client": r.client,
-                        "pattern": r.pattern,
-                        "label": r.label,
-                        "calls": r.calls,
-                        "seconds": r.seconds,
-                        "calls_per_s": r.rate,
-                        "p50_ns": r.pct(0.5) * 1e3 if r.latencies else None,
-                        "p99_ns": r.pct(0.99) * 1e3 if r.latencies else None,
-                        "error": r.error,
-                    }
-                    for r in rows
-                ],
-                option=orjson.OPT_INDENT_2,
-            )
-        )
+        write_json(a.json, [json_fields(r, "ns") for r in rows])
     return 0
 
 

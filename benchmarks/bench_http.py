@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import signal
@@ -48,15 +49,27 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
-from bench_stdio import GOALS, Row, _split, _threads, keep
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules
+import bare_http
+from bare_http import ERAS
+from bench_stdio import goal_lines
+from measure import (
+    Row,
+    add_turn_options,
+    failed,
+    json_fields,
+    stop,
+    take_turns,
+    time_conduit,
+    time_gather,
+    time_official,
+    time_sequential_async,
+    write_json,
+)
 from servers import read_port
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +77,6 @@ HERE = Path(__file__).resolve().parent
 FAST_HTTP_SERVER = str(HERE / "fast_http_server.py")
 MODERN_PEER = str(HERE.parent / "tests" / "peers" / "modern_peer.py")
 ARGS = {"a": 1, "b": 2}
-ERAS = {"modern": "2026-07-28", "legacy": "2025-11-25"}
 TARGETS = {"sequential": 1.5, "concurrent": 3.0}  # conduit/official, from the issue
 
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
@@ -131,6 +143,11 @@ class Server:
                     raise RuntimeError(f"{self.kind} server did not start: {self.tail()}") from None
                 time.sleep(0.05)
 
+    def check(self) -> None:
+        """RuntimeError if the server has died."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the {self.kind} server died: {self.tail()}")
+
     def tail(self) -> str:
         try:
             return Path(self.stderr.name).read_text(errors="replace")[-2000:]
@@ -157,15 +174,6 @@ def _free_port() -> int:
 # --------------------------------------------------------------------------- the bare loop
 
 
-def _bare_headers(era: str, session: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if era == "modern" or session is not None:
-        headers["MCP-Protocol-Version"] = ERAS[era]
-    if session is not None:
-        headers["Mcp-Session-Id"] = session
-    return headers
-
-
 def bench_bare(
     url: str, era: str, n: int, total: int, conc: int, warmup: int, server: str
 ) -> list[HRow]:
@@ -180,71 +188,16 @@ def bench_bare(
 
     async def run() -> None:
         async with aiohttp.ClientSession() as http:
-            session = None
-            if era == "legacy":
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": ERAS[era],
-                        "capabilities": {},
-                        "clientInfo": {"name": "bare", "version": "0"},
-                    },
-                }
-                async with http.post(
-                    url, data=orjson.dumps(init), headers=_bare_headers(era, None)
-                ) as resp:
-                    await resp.read()
-                    session = resp.headers.get("Mcp-Session-Id")
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                async with http.post(
-                    url, data=orjson.dumps(note), headers=_bare_headers(era, session)
-                ) as resp:
-                    await resp.read()
-            headers = _bare_headers(era, session)
-            params: dict[str, object] = {"name": "add", "arguments": ARGS}
-            if era == "modern":
-                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": ERAS[era]}
-            next_id = 0
-
-            async def call() -> None:
-                nonlocal next_id
-                next_id += 1
-                body = orjson.dumps(
-                    {"jsonrpc": "2.0", "id": next_id, "method": "tools/call", "params": params}
-                )
-                async with http.post(url, data=body, headers=headers) as resp:
-                    msg = orjson.loads(await resp.read())
-                if "result" not in msg:
-                    raise RuntimeError(f"unexpected answer: {msg}")
-
+            call = await bare_http.connect(http, url, era, ARGS)
             for _ in range(warmup):
                 await call()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await call()
-                seq.latencies.append(time.perf_counter() - t)
-            seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await call()
-                    par.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(k) for k in _split(total, conc)))
-            par.seconds, par.calls = time.perf_counter() - t0, total
+            await time_sequential_async(seq, n, call)
+            await time_gather(par, total, conc, call)
 
     try:
         asyncio.run(run())
     except Exception as e:
-        for r in (seq, par):
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed([seq, par], e)
     return [seq, par]
 
 
@@ -271,37 +224,12 @@ def bench_official(
         async with Client(url, mode="auto" if era == "modern" else "legacy") as client:
             if client.protocol_version != ERAS[era]:
                 raise RuntimeError(f"negotiated {client.protocol_version}, expected {ERAS[era]}")
-            for _ in range(warmup):
-                r = await client.call_tool("add", ARGS)
-            if r.is_error or r.content[0].text != "3":  # type: ignore[union-attr]
-                raise RuntimeError(f"bad result {r!r}")
-
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.call_tool("add", ARGS)
-                seq.latencies.append(time.perf_counter() - t)
-            seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await client.call_tool("add", ARGS)
-                    par.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for k in _split(total, conc):
-                    tg.start_soon(worker, k)
-            par.seconds, par.calls = time.perf_counter() - t0, total
+            await time_official(client, [seq, par], n, total, conc, warmup, ARGS)
 
     try:
         anyio.run(run)
     except Exception as e:  # an ExceptionGroup from anyio's task groups, too
-        for r in (seq, par):
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed([seq, par], e)
     return [seq, par]
 
 
@@ -339,54 +267,11 @@ def bench_conduit(
         if r.is_error or r.text != "3":
             raise RuntimeError(f"bad result {r!r}")
 
-        def call() -> object:
-            return client.call_tool("add", ARGS)
-
-        seq = rows[0]
-        t0 = time.perf_counter()
-        for _ in range(n):
-            t = time.perf_counter()
-            call()
-            seq.latencies.append(time.perf_counter() - t)
-        seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-        _threads(call, total, conc, rows[1])
-
-        async def aio() -> None:
-            for _ in range(warmup):
-                await client.aio.call_tool("add", ARGS)
-            aseq = rows[2]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.aio.call_tool("add", ARGS)
-                aseq.latencies.append(time.perf_counter() - t)
-            aseq.seconds, aseq.calls = time.perf_counter() - t0, n
-
-            apar = rows[3]
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await client.aio.call_tool("add", ARGS)
-                    apar.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(k) for k in _split(total, conc)))
-            apar.seconds, apar.calls = time.perf_counter() - t0, total
-
-        asyncio.run(aio())
+        time_conduit(client, rows, n, total, conc, warmup, ARGS)
     except Exception as e:
-        for r in rows:
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed(rows, e)
     finally:
-        if client is not None:
-            try:
-                client.stop()
-            except Exception:
-                traceback.print_exc()
+        stop(client)
     return rows
 
 
@@ -443,19 +328,8 @@ def report(rows: list[HRow]) -> str:
                 verdicts.append(f"{name} (target >= {target}x): {', '.join(got)}")
         if bare:
             verdicts.append(f"this machine's bare sequential loop: {bare:.0f} calls/s (/bare)")
-            for pattern, target in GOALS.items():
-                got = []
-                for r in group:
-                    if r.client == "conduit" and r.pattern == pattern and r.calls:
-                        front = "aio" if "aio" in r.label else "blocking"
-                        ok = "ok" if r.rate / bare >= target else "MISSED"
-                        got.append(f"{front} {r.rate / bare:.2f}x {ok}")
-                if got:
-                    name = "32 in flight" if pattern == "concurrent" else "sequential"
-                    verdicts.append(
-                        f"{name} vs the bare sequential loop (goal >= {target}x): {', '.join(got)}"
-                    )
         lines += [f"  {v}" for v in verdicts]
+        lines += goal_lines(group, bare)
     return "\n".join(lines).lstrip("\n")
 
 
@@ -473,13 +347,7 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=32, help="concurrent callers (32)")
     p.add_argument("--warmup", type=int, default=100, help="untimed calls before timing (100)")
     p.add_argument("--repeat", type=int, default=3, help="runs per client (3)")
-    p.add_argument(
-        "--keep", choices=("median", "best"), default="median", help="which run to report (median)"
-    )
-    p.add_argument(
-        "--only", default="bare,official,conduit", help="comma list of bare,official,conduit"
-    )
-    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    add_turn_options(p)
     a = p.parse_args()
     total = a.concurrent_calls if a.concurrent_calls is not None else 2 * a.calls
     which = [w.strip() for w in a.only.split(",") if w.strip()]
@@ -506,23 +374,18 @@ def main() -> int:
         try:
             for era in eras:
                 t = time.perf_counter()
-                runs: dict[str, list[HRow]] = {}
-                dead: set[str] = set()
-                for _ in range(max(1, a.repeat)):
-                    for name in which:
-                        if name in dead:
-                            continue
-                        got = fns[name](
-                            server.url, era, a.calls, total, a.concurrency, a.warmup, kind
-                        )
-                        for r in got:
-                            runs.setdefault(r.label, []).append(r)
-                        if all(r.error and r.error.startswith("not available") for r in got):
-                            dead.add(name)
-                    if server.proc.poll() is not None:
-                        raise RuntimeError(f"the {kind} server died: {server.tail()}")
+                args = (server.url, era, a.calls, total, a.concurrency, a.warmup, kind)
+
+                kept, _ = take_turns(
+                    [(name, functools.partial(fns[name], *args)) for name in which],
+                    a.repeat,
+                    a.keep,
+                    gives_up=lambda got: all(
+                        r.error and r.error.startswith("not available") for r in got
+                    ),
+                    after_round=server.check,
+                )
                 order = {"bare": 0, "official": 1, "conduit": 2}
-                kept = [keep(rs, a.keep) for rs in runs.values()]
                 rows += sorted(kept, key=lambda r: order[r.client])
                 print(f"  {kind}/{era}: done in {time.perf_counter() - t:.1f} s", flush=True)
         finally:
@@ -531,27 +394,7 @@ def main() -> int:
     print(report(rows))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     if a.json:
-        Path(a.json).write_bytes(
-            orjson.dumps(
-                [
-                    {
-                        "server": r.server,
-                        "era": r.era,
-                        "client": r.client,
-                        "pattern": r.pattern,
-                        "label": r.label,
-                        "calls": r.calls,
-                        "seconds": r.seconds,
-                        "calls_per_s": r.rate,
-                        "p50_us": r.pct(0.5) if r.latencies else None,
-                        "p99_us": r.pct(0.99) if r.latencies else None,
-                        "error": r.error,
-                    }
-                    for r in rows
-                ],
-                option=orjson.OPT_INDENT_2,
-            )
-        )
+        write_json(a.json, [{"server": r.server, "era": r.era, **json_fields(r)} for r in rows])
     return 0
 
 

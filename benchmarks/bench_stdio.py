@@ -27,49 +27,34 @@ flight at or above the bare sequential loop, sequential calls at 0.6 of it or mo
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import os
 import platform
 import subprocess
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure: a sibling module
+from measure import (
+    Row,
+    add_turn_options,
+    failed,
+    json_fields,
+    stop,
+    take_turns,
+    time_conduit,
+    time_official,
+    write_json,
+)
 
 HERE = Path(__file__).resolve().parent
 FAST_SERVER = str(HERE / "fast_server.py")
 ARGS = {"a": 1, "b": 2}
 MODERN = "2026-07-28"
-
-
-@dataclass
-class Row:
-    client: str  # "bare" | "official" | "conduit"
-    pattern: str  # "sequential" | "concurrent"
-    label: str
-    calls: int = 0
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list, repr=False)
-    error: str | None = None
-
-    @property
-    def rate(self) -> float:
-        return self.calls / self.seconds if self.seconds > 0 else 0.0
-
-    def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        xs = sorted(self.latencies)
-        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e6
-
-
-def _split(total: int, parts: int) -> list[int]:
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 # --------------------------------------------------------------------------- (a) the bare loop
@@ -177,30 +162,7 @@ def bench_official(n: int, total: int, conc: int, warmup: int) -> list[Row]:
         async with Client(params, mode="auto") as client:
             if client.protocol_version != MODERN:
                 raise RuntimeError(f"negotiated {client.protocol_version}, expected {MODERN}")
-            for _ in range(warmup):
-                r = await client.call_tool("add", ARGS)
-            if r.is_error or r.content[0].text != "3":  # type: ignore[union-attr]
-                raise RuntimeError(f"bad result {r!r}")
-
-            lat = seq.latencies
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.call_tool("add", ARGS)
-                lat.append(time.perf_counter() - t)
-            seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await client.call_tool("add", ARGS)
-                    par.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for k in _split(total, conc):
-                    tg.start_soon(worker, k)
-            par.seconds, par.calls = time.perf_counter() - t0, total
+            await time_official(client, [seq, par], n, total, conc, warmup, ARGS)
 
     try:
         anyio.run(run)
@@ -211,36 +173,6 @@ def bench_official(n: int, total: int, conc: int, warmup: int) -> list[Row]:
 
 
 # --------------------------------------------------------------------------- (c) conduit-mcp
-
-
-def _threads(call: Callable[[], object], total: int, conc: int, row: Row) -> None:
-    barrier = threading.Barrier(conc + 1)
-    errors: list[BaseException] = []
-    lats: list[list[float]] = []
-
-    def worker(k: int) -> None:
-        mine: list[float] = []
-        lats.append(mine)
-        barrier.wait()
-        try:
-            for _ in range(k):
-                t = time.perf_counter()
-                call()
-                mine.append(time.perf_counter() - t)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in _split(total, conc)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for th in threads:
-        th.join()
-    row.seconds, row.calls = time.perf_counter() - t0, total
-    row.latencies = [x for m in lats for x in m]
-    if errors:
-        raise errors[0]
 
 
 def bench_conduit(n: int, total: int, conc: int, warmup: int) -> list[Row]:
@@ -269,54 +201,11 @@ def bench_conduit(n: int, total: int, conc: int, warmup: int) -> list[Row]:
         if getattr(r, "is_error", False):
             raise RuntimeError(f"bad result {r!r}")
 
-        def call() -> object:
-            return client.call_tool("add", ARGS)
-
-        seq = rows[0]
-        t0 = time.perf_counter()
-        for _ in range(n):
-            t = time.perf_counter()
-            call()
-            seq.latencies.append(time.perf_counter() - t)
-        seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-        _threads(call, total, conc, rows[1])
-
-        async def aio() -> None:
-            for _ in range(warmup):
-                await client.aio.call_tool("add", ARGS)
-            aseq = rows[2]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.aio.call_tool("add", ARGS)
-                aseq.latencies.append(time.perf_counter() - t)
-            aseq.seconds, aseq.calls = time.perf_counter() - t0, n
-
-            apar = rows[3]
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await client.aio.call_tool("add", ARGS)
-                    apar.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            await asyncio.gather(*(worker(k) for k in _split(total, conc)))
-            apar.seconds, apar.calls = time.perf_counter() - t0, total
-
-        asyncio.run(aio())
+        time_conduit(client, rows, n, total, conc, warmup, ARGS)
     except Exception as e:
-        for r in rows:
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed(rows, e)
     finally:
-        if client is not None:
-            try:
-                client.stop()
-            except Exception:
-                traceback.print_exc()
+        stop(client)
     return rows
 
 
@@ -324,15 +213,6 @@ def bench_conduit(n: int, total: int, conc: int, warmup: int) -> list[Row]:
 
 #: Issue 23's goals, against the bare sequential loop of the same run.
 GOALS = {"concurrent": 1.0, "sequential": 0.6}
-
-
-def keep(runs: list[Row], how: str) -> Row:
-    """The run to report of a scenario's repeats: the median by rate (an even count takes the
-    lower middle), or the best; a run that failed only when every run failed."""
-    ok = sorted((r for r in runs if not r.error), key=lambda r: r.rate)
-    if not ok:
-        return runs[-1]
-    return ok[-1] if how == "best" else ok[(len(ok) - 1) // 2]
 
 
 def bare_rate(rows: list[Row]) -> float | None:
@@ -404,13 +284,7 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=32, help="concurrent callers (32)")
     p.add_argument("--warmup", type=int, default=200, help="untimed calls before timing (200)")
     p.add_argument("--repeat", type=int, default=3, help="runs per client (fresh server each) (3)")
-    p.add_argument(
-        "--keep", choices=("median", "best"), default="median", help="which run to report (median)"
-    )
-    p.add_argument(
-        "--only", default="bare,official,conduit", help="comma list of bare,official,conduit"
-    )
-    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    add_turn_options(p)
     a = p.parse_args()
 
     which = {w.strip() for w in a.only.split(",")}
@@ -429,48 +303,20 @@ def main() -> int:
         )
         if name in which
     ]
-    # The clients take turns, one run each per round: a machine whose load changes during the
-    # run (other processes on 2 cores) then weighs on every row alike, and the ratios hold.
-    runs: dict[str, list[Row]] = {}
-    spent = dict.fromkeys((name for name, _ in fns), 0.0)
-    dead: set[str] = set()
+    args = (a.calls, a.concurrent_calls, a.concurrency, a.warmup)
     started = time.perf_counter()
-    for _ in range(max(1, a.repeat)):
-        for name, fn in fns:
-            if name in dead:
-                continue
-            t = time.perf_counter()
-            got = fn(a.calls, a.concurrent_calls, a.concurrency, a.warmup)
-            spent[name] += time.perf_counter() - t
-            for r in got:
-                runs.setdefault(r.label, []).append(r)
-            if all(r.error for r in got):
-                dead.add(name)  # not available: no point in repeating
+    rows, spent = take_turns(
+        [(name, functools.partial(fn, *args)) for name, fn in fns],
+        a.repeat,
+        a.keep,
+        gives_up=lambda got: all(r.error for r in got),  # not available: no point in repeating
+    )
     print("  " + ", ".join(f"{name}: {secs:.1f} s" for name, secs in spent.items()), flush=True)
-    rows = [keep(rs, a.keep) for rs in runs.values()]
     print()
     print(report(rows))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     if a.json:
-        Path(a.json).write_bytes(
-            orjson.dumps(
-                [
-                    {
-                        "client": r.client,
-                        "pattern": r.pattern,
-                        "label": r.label,
-                        "calls": r.calls,
-                        "seconds": r.seconds,
-                        "calls_per_s": r.rate,
-                        "p50_us": r.pct(0.5) if r.latencies else None,
-                        "p99_us": r.pct(0.99) if r.latencies else None,
-                        "error": r.error,
-                    }
-                    for r in rows
-                ],
-                option=orjson.OPT_INDENT_2,
-            )
-        )
+        write_json(a.json, [json_fields(r) for r in rows])
     return 0
 
 

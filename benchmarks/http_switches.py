@@ -15,97 +15,44 @@ once per era: each client is compared with the same exchange, done without a cli
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bare_http
 import bench_http as bench
+from counters import Counts, count, count_async
 
 import conduit_mcp as mcp
-
-
-def switches() -> tuple[int, int]:
-    """This process's voluntary and involuntary context switches so far, all threads."""
-    vol = invol = 0
-    for path in glob.glob("/proc/self/task/*/status"):
-        try:
-            with open(path) as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        vol += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches"):
-                        invol += int(line.split()[1])
-        except FileNotFoundError:  # a thread that ended meanwhile
-            pass
-    return vol, invol
 
 
 def bare(url: str, era: str, n: int, warmup: int) -> None:
     """The same figures for a bare aiohttp loop posting the era's calls (no client): a legacy
     session is initialized first and its calls carry ``Mcp-Session-Id`` and
-    ``MCP-Protocol-Version``, as the client's do (``bench_http.bench_bare``'s exchange)."""
+    ``MCP-Protocol-Version``, as the client's do (``bare_http.connect``: the exchange
+    ``bench_http.bench_bare`` times)."""
     import asyncio
 
     import aiohttp
-    import orjson
 
     async def run() -> None:
         async with aiohttp.ClientSession() as http:
-            session = None
-            if era == "legacy":
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": bench.ERAS[era],
-                        "capabilities": {},
-                        "clientInfo": {"name": "bare", "version": "0"},
-                    },
-                }
-                headers = bench._bare_headers(era, None)
-                async with http.post(url, data=orjson.dumps(init), headers=headers) as resp:
-                    await resp.read()
-                    session = resp.headers.get("Mcp-Session-Id")
-                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                headers = bench._bare_headers(era, session)
-                async with http.post(url, data=orjson.dumps(note), headers=headers) as resp:
-                    await resp.read()
-            headers = bench._bare_headers(era, session)
-            params: dict[str, object] = {"name": "add", "arguments": bench.ARGS}
-            if era == "modern":
-                params["_meta"] = {"io.modelcontextprotocol/protocolVersion": bench.ERAS[era]}
-
-            async def call(i: int) -> None:
-                body = orjson.dumps(
-                    {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
-                )
-                async with http.post(url, data=body, headers=headers) as resp:
-                    msg = orjson.loads(await resp.read())
-                if "result" not in msg:
-                    raise RuntimeError(f"unexpected answer: {msg}")
-
-            for i in range(warmup):
-                await call(i)
-            v0, i0 = switches()
-            t0, c0 = time.perf_counter(), time.process_time()
-            for i in range(n):
-                await call(i)
-            t1, c1 = time.perf_counter(), time.process_time()
-            v1, i1 = switches()
-            report(f"bare aiohttp loop ({era})", n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+            call = await bare_http.connect(http, url, era, bench.ARGS)
+            for _ in range(warmup):
+                await call()
+            counts = await count_async(n, call)
+            report(f"bare aiohttp loop ({era})", counts)
 
     asyncio.run(run())
 
 
-def report(what: str, n: int, wall: float, cpu: float, vol: int, invol: int) -> None:
+def report(what: str, c: Counts) -> None:
+    n = c.n
     print(
-        f"{what}: {n / wall:,.0f} calls/s, cpu {1e6 * cpu / n:.0f} us,"
-        f" voluntary switches {vol / n:.2f}, involuntary {invol / n:.2f},"
+        f"{what}: {n / c.wall:,.0f} calls/s, cpu {1e6 * c.cpu / n:.0f} us,"
+        f" voluntary switches {c.vol / n:.2f}, involuntary {c.invol / n:.2f},"
         f" threads {len(os.listdir('/proc/self/task'))} (per call;"
         f" load {os.getloadavg()[0]:.2f})"
     )
@@ -126,14 +73,7 @@ def main() -> None:
             try:
                 for _ in range(args.warmup):
                     client.call_tool("add", bench.ARGS)
-                n = args.calls
-                v0, i0 = switches()
-                t0, c0 = time.perf_counter(), time.process_time()
-                for _ in range(n):
-                    client.call_tool("add", bench.ARGS)
-                t1, c1 = time.perf_counter(), time.process_time()
-                v1, i1 = switches()
-                report(era, n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+                report(era, count(args.calls, client.call_tool, "add", bench.ARGS))
             finally:
                 client.stop()
     finally:

@@ -25,16 +25,18 @@ import argparse
 import platform
 import sys
 import tempfile
-import time
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure: a sibling module
+from measure import Timed, time_sequential, time_sequential_async
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 ARGS = {"a": 1, "b": 2}
 
 warnings.filterwarnings("ignore", message=".*SEP-2577.*")
@@ -42,25 +44,11 @@ warnings.filterwarnings("ignore", message=".*deprecated.*")
 
 
 @dataclass
-class Row:
+class Row(Timed):
     server: str  # "scripted" | "sdk"
     era: str  # "modern" | "legacy"
     client: str  # "inprocess" | "stdio" | "official"
     label: str
-    calls: int = 0
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list, repr=False)
-    error: str | None = None
-
-    @property
-    def rate(self) -> float:
-        return self.calls / self.seconds if self.seconds > 0 else 0.0
-
-    def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        xs = sorted(self.latencies)
-        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e6
 
 
 def sdk_server() -> Any:
@@ -82,13 +70,7 @@ def protocol_of(era: str) -> str:
 def time_calls(row: Row, call: Callable[[], object], n: int, warmup: int) -> None:
     for _ in range(warmup):
         call()
-    lat = row.latencies
-    t0 = time.perf_counter()
-    for _ in range(n):
-        t = time.perf_counter()
-        call()
-        lat.append(time.perf_counter() - t)
-    row.seconds, row.calls = time.perf_counter() - t0, n
+    time_sequential(row, n, call)
 
 
 def bench_conduit(row: Row, spec: Any, n: int, warmup: int) -> None:
@@ -115,13 +97,7 @@ def bench_official(row: Row, n: int, warmup: int) -> None:
                 r = await client.call_tool("add", ARGS)
             if r.is_error:
                 raise RuntimeError(f"bad result {r!r}")
-            lat = row.latencies
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.call_tool("add", ARGS)
-                lat.append(time.perf_counter() - t)
-            row.seconds, row.calls = time.perf_counter() - t0, n
+            await time_sequential_async(row, n, client.call_tool, "add", ARGS)
 
     anyio.run(run)
 

@@ -37,13 +37,20 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_stdio: a sibling script
-from bench_stdio import Row, _split
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure: a sibling module
+from measure import (
+    Row,
+    failed,
+    split,
+    time_gather,
+    time_official,
+    time_sequential,
+    time_sequential_async,
+)
 
 HERE = Path(__file__).resolve().parent
 SSE_PEERS = HERE.parent / "tests" / "sse" / "sse_peers.py"
@@ -120,36 +127,12 @@ def bench_official(url: str, n: int, total: int, conc: int, warmup: int) -> list
     async def run() -> None:
         async with sse_client(url) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            for _ in range(warmup):
-                r = await session.call_tool("add", ARGS)
-            if r.is_error or r.content[0].text != "3":  # type: ignore[union-attr]
-                raise RuntimeError(f"bad result {r!r}")
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await session.call_tool("add", ARGS)
-                seq.latencies.append(time.perf_counter() - t)
-            seq.seconds, seq.calls = time.perf_counter() - t0, n
-
-            async def worker(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await session.call_tool("add", ARGS)
-                    par.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                for k in _split(total, conc):
-                    tg.start_soon(worker, k)
-            par.seconds, par.calls = time.perf_counter() - t0, total
+            await time_official(session, [seq, par], n, total, conc, warmup, ARGS)
 
     try:
         anyio.run(run)
     except Exception as e:  # an ExceptionGroup from anyio's task groups, too
-        for r in (seq, par):
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed([seq, par], e)
     return [seq, par]
 
 
@@ -173,14 +156,10 @@ def bench_conduit(url: str, n: int, total: int, conc: int, warmup: int) -> list[
             r = client.call_tool("add", ARGS, timeout=10)
         if r.is_error or r.text != "3":
             raise RuntimeError(f"bad result {r!r}")
-        seq = rows[0]
-        t0 = time.perf_counter()
-        for _ in range(n):
-            t = time.perf_counter()
-            client.call_tool("add", ARGS, timeout=10)
-            seq.latencies.append(time.perf_counter() - t)
-        seq.seconds, seq.calls = time.perf_counter() - t0, n
+        time_sequential(rows[0], n, client.call_tool, "add", ARGS, timeout=10)
 
+        # Not measure.time_threads: this row's seconds include starting the threads (no
+        # barrier), as they always have here.
         par = rows[1]
         lock = threading.Lock()
 
@@ -193,7 +172,7 @@ def bench_conduit(url: str, n: int, total: int, conc: int, warmup: int) -> list[
             with lock:
                 par.latencies.extend(mine)
 
-        threads = [threading.Thread(target=worker, args=(k,)) for k in _split(total, conc)]
+        threads = [threading.Thread(target=worker, args=(k,)) for k in split(total, conc)]
         t0 = time.perf_counter()
         for th in threads:
             th.start()
@@ -202,30 +181,13 @@ def bench_conduit(url: str, n: int, total: int, conc: int, warmup: int) -> list[
         par.seconds, par.calls = time.perf_counter() - t0, total
 
         async def aio() -> None:
-            aseq, apar = rows[2], rows[3]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                t = time.perf_counter()
-                await client.aio.call_tool("add", ARGS, timeout=10)
-                aseq.latencies.append(time.perf_counter() - t)
-            aseq.seconds, aseq.calls = time.perf_counter() - t0, n
-
-            async def task(k: int) -> None:
-                for _ in range(k):
-                    t = time.perf_counter()
-                    await client.aio.call_tool("add", ARGS, timeout=30)
-                    apar.latencies.append(time.perf_counter() - t)
-
-            t0 = time.perf_counter()
-            await asyncio.gather(*(task(k) for k in _split(total, conc)))
-            apar.seconds, apar.calls = time.perf_counter() - t0, total
+            call_tool = client.aio.call_tool
+            await time_sequential_async(rows[2], n, call_tool, "add", ARGS, timeout=10)
+            await time_gather(rows[3], total, conc, call_tool, "add", ARGS, timeout=30)
 
         asyncio.run(aio())
     except Exception as e:
-        for r in rows:
-            if not r.calls:
-                r.error = f"failed ({type(e).__name__}: {e})"
-        traceback.print_exc()
+        failed(rows, e)
     finally:
         client.stop()
     return rows

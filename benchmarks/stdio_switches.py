@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import os
 import statistics
 import sys
@@ -30,52 +29,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_stdio as bench
+from counters import Counts, count, count_async
 
 import conduit_mcp as mcp
 
 
-def switches() -> tuple[int, int]:
-    """This process's voluntary and involuntary context switches so far, all threads."""
-    vol = invol = 0
-    for path in glob.glob("/proc/self/task/*/status"):
-        try:
-            with open(path) as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        vol += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches"):
-                        invol += int(line.split()[1])
-        except FileNotFoundError:  # a thread that ended meanwhile
-            pass
-    return vol, invol
-
-
-def report(what: str, n: int, wall: float, cpu: float, vol: int, invol: int) -> None:
+def report(what: str, c: Counts) -> None:
+    n = c.n
     print(
-        f"{what}: {n / wall:,.0f} calls/s ({1e6 * wall / n:.0f} us), cpu {1e6 * cpu / n:.0f} us,"
-        f" voluntary switches {vol / n:.2f}, involuntary {invol / n:.2f}"
+        f"{what}: {n / c.wall:,.0f} calls/s ({1e6 * c.wall / n:.0f} us), cpu {1e6 * c.cpu / n:.0f} us,"
+        f" voluntary switches {c.vol / n:.2f}, involuntary {c.invol / n:.2f}"
         f" (per call; load {os.getloadavg()[0]:.2f})"
     )
-
-
-def measure(what: str, n: int, one: Any) -> None:
-    v0, i0 = switches()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(n):
-        one()
-    t1, c1 = time.perf_counter(), time.process_time()
-    v1, i1 = switches()
-    report(what, n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
-
-
-async def measure_async(what: str, n: int, one: Any) -> None:
-    v0, i0 = switches()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(n):
-        await one()
-    t1, c1 = time.perf_counter(), time.process_time()
-    v1, i1 = switches()
-    report(what, n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
 
 
 def stages(n: int, warmup: int) -> None:
@@ -154,7 +119,7 @@ def main() -> None:
     try:
         for _ in range(args.warmup):
             pipe.request("tools/call", pipe.call_params())
-        measure("bare loop", n, lambda: pipe.request("tools/call", pipe.call_params()))
+        report("bare loop", count(n, lambda: pipe.request("tools/call", pipe.call_params())))
     finally:
         pipe.close()
 
@@ -165,14 +130,13 @@ def main() -> None:
         client.await_ready(timeout=30)
         for _ in range(args.warmup):
             client.call_tool("add", bench.ARGS)
-        measure("blocking call_tool", n, lambda: client.call_tool("add", bench.ARGS))
+        report("blocking call_tool", count(n, lambda: client.call_tool("add", bench.ARGS)))
 
         async def aio() -> None:
             for _ in range(args.warmup):
                 await client.aio.call_tool("add", bench.ARGS)
-            await measure_async(
-                "await aio.call_tool", n, lambda: client.aio.call_tool("add", bench.ARGS)
-            )
+            counts = await count_async(n, lambda: client.aio.call_tool("add", bench.ARGS))
+            report("await aio.call_tool", counts)
 
         asyncio.run(aio())
     finally:
