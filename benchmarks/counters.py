@@ -1,12 +1,14 @@
 """This process's CPU time and context switches around a loop of calls, written once for
-``stdio_switches.py`` and ``http_switches.py``: both read the same counters the same way
-(every thread's ``/proc/self/task/*/status``, Linux only, and ``time.process_time``) and
-differ only in what they call and how they print it.
+``stdio_switches.py`` and ``http_switches.py`` (and a process's CPU seconds for
+``many_clients.py``): the scripts read the same counters the same way (every thread's
+``/proc/self/task/*/status``, Linux only, and ``time.process_time``) and differ only in
+what they call and how they print it.
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,26 +44,43 @@ class Counts:
     invol: int
 
 
+def _now() -> tuple[float, float, int, int]:
+    vol, invol = switches()
+    return time.perf_counter(), time.process_time(), vol, invol
+
+
+def _since(n: int, t0: tuple[float, float, int, int]) -> Counts:
+    # Clocks first, then /proc (as _now reads it before them): its reads stay outside the
+    # timed span at both ends.
+    t1, c1 = time.perf_counter(), time.process_time()
+    v1, i1 = switches()
+    return Counts(n, t1 - t0[0], c1 - t0[1], v1 - t0[2], i1 - t0[3])
+
+
 def count(n: int, fn: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> Counts:
     """``n`` sequential calls of ``fn(*args, **kwargs)``, counted (the counters are read
     outside the loop only)."""
-    v0, i0 = switches()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = _now()
     for _ in range(n):
         fn(*args, **kwargs)
-    t1, c1 = time.perf_counter(), time.process_time()
-    v1, i1 = switches()
-    return Counts(n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+    return _since(n, t0)
 
 
 async def count_async(
     n: int, fn: Callable[P, Awaitable[object]], *args: P.args, **kwargs: P.kwargs
 ) -> Counts:
     """:func:`count` for awaited calls: ``n`` of ``await fn(*args, **kwargs)``."""
-    v0, i0 = switches()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = _now()
     for _ in range(n):
         await fn(*args, **kwargs)
-    t1, c1 = time.perf_counter(), time.process_time()
-    v1, i1 = switches()
-    return Counts(n, t1 - t0, c1 - c0, v1 - v0, i1 - i0)
+    return _since(n, t0)
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """User plus system CPU seconds of this process (every thread), or of process ``pid``
+    (its ``/proc/<pid>/stat``, Linux)."""
+    if pid is None:
+        return time.process_time()
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

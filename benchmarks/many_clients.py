@@ -63,6 +63,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from counters import cpu_s
 from servers import FastHttpServer
 
 HERE = Path(__file__).resolve().parent
@@ -85,16 +86,6 @@ def _rss_mib() -> float:
     return float("nan")
 
 
-def _cpu_s(pid: int | None = None) -> float:
-    """User plus system CPU seconds of this process, or of process ``pid`` (Linux)."""
-    if pid is None:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuClock:
     """CPU seconds per phase of this process and of the server's (``None``: stdio, whose
     servers are many). A phase whose CPU is close to its wall time was bound by this
@@ -107,7 +98,7 @@ class CpuClock:
 
     def _now(self) -> tuple[float, float | None]:
         pid = self._server_pid
-        return _cpu_s(), (_cpu_s(pid) if pid is not None else None)
+        return cpu_s(), (cpu_s(pid) if pid is not None else None)
 
     def mark(self, phase: str) -> None:
         now = self._now()
@@ -209,7 +200,7 @@ def run_floor(n: int, deadline: float, gc_mode: str) -> dict[str, Any]:
                             raise RuntimeError(f"unexpected answer (HTTP {r.status})")
 
                 clock.mark("floor_start")
-                c0 = _cpu_s()
+                c0 = cpu_s()
                 t0 = time.monotonic()
                 for _ in range(n):
                     await post(_FLOOR_LIST)
@@ -224,15 +215,15 @@ def run_floor(n: int, deadline: float, gc_mode: str) -> dict[str, Any]:
                     if time.monotonic() - t0 > deadline:
                         raise RuntimeError("the floor's first calls ran out of time")
                 out["first_call_each_s"] = time.monotonic() - t0
-                out["first_call_each_cpu_s"] = _cpu_s() - c0
+                out["first_call_each_cpu_s"] = cpu_s() - c0
                 clock.mark("floor_first_call_each")
-                c0 = _cpu_s()
+                c0 = cpu_s()
                 t0 = time.monotonic()
                 await asyncio.wait_for(
                     asyncio.gather(*(post(_FLOOR_CALL) for _ in range(n))), deadline
                 )
                 out["all_at_once_s"] = time.monotonic() - t0
-                out["all_at_once_cpu_s"] = _cpu_s() - c0
+                out["all_at_once_cpu_s"] = cpu_s() - c0
                 clock.mark("floor_all_at_once")
 
         asyncio.run(run())
