@@ -121,7 +121,11 @@ def test_official_mcp_2_3_sse_server_oldest_version_and_restart(
     port = free_port()
     argv = [sys.executable, str(SSE_PEERS), "modern", "--port", str(port)]
     peer = peers(argv, port, ready=[], path="/sse")
-    client = start_client(mcp.Sse(peer.url), protocol="2024-11-05", backoff=lambda a: 0.1)
+    # A restarted peer takes seconds to import mcp on a loaded machine: the budget of
+    # reconnects (300 x 0.1 s) outlasts it, where the default 10 gave out after about 1 s
+    client = start_client(
+        mcp.Sse(peer.url), protocol="2024-11-05", backoff=lambda a: 0.1, max_reconnects=300
+    )
     assert client.await_ready(timeout=READY_TIMEOUT).version == "2024-11-05"
     assert client.call_tool("add", {"a": 1, "b": 1}, timeout=10).text == "2"
     peer.kill()  # the stream is lost with the process: a new server, a new session
