@@ -24,7 +24,8 @@ process. Each N runs in a fresh interpreter (so threads and memory are its own),
   and the floor's. A sequential first call costs ~2.2 ms of CPU here at 100, 1,000 or
   10,000 clients alike (reconnect, list, call through the client), against ~1.0 ms for the
   floor: the phase is bound by the per-call cost, not by the number of clients;
-* RSS: this process's resident memory with all clients ready (``VmRSS``), and its peak;
+* RSS: this process's resident memory with all clients ready (``VmRSS``), its peak, and
+  the peak of each phase (``VmHWM``, set back at each phase's end);
 * GC: the time CPython's cyclic collector took in each phase (``gc.callbacks``), and how
   many full (generation 2) collections ran. A full collection walks every tracked object
   of the process, ~300 a client: at 10,000 clients one takes 1-2 s with the GIL held, and
@@ -78,12 +79,39 @@ GC_THRESHOLD = (50_000, 20, 10)
 IDLE_WAIT = 6.0
 
 
-def _rss_mib() -> float:
+def _status_mib(field: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def _rss_mib() -> float:
+    return _status_mib("VmRSS:")
+
+
+class PeakClock:
+    """This process's peak resident memory in each phase: Linux's ``VmHWM`` read at the
+    phase's end, then set back to the current RSS (``clear_refs`` ``5``) for the next one,
+    so a peak is placed in the phase that made it (``None`` where the kernel refuses)."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, float | None] = {}
+        self._reset()
+
+    @staticmethod
+    def _reset() -> bool:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            return False
+        return True
+
+    def mark(self, phase: str) -> None:
+        peak = _status_mib("VmHWM:")
+        self.marks[phase] = round(peak, 1) if self._reset() else None
 
 
 class CpuClock:
@@ -251,6 +279,7 @@ def run_one(
     clock = GcClock()
     server = FastHttpServer() if transport == "http" else None
     cpu = CpuClock(server.proc.pid if server is not None else None)
+    peak = PeakClock()
     try:
         if server is not None:
             spec: Any = mcp.Http(server.url, connect_timeout=PATIENCE)
@@ -261,6 +290,7 @@ def run_one(
         rss_before = _rss_mib()
         clock.mark("before")
         cpu.mark("before")
+        peak.mark("before")
         if gc_mode == "freeze":
             gc.disable()
         elif gc_mode == "threshold":
@@ -274,6 +304,7 @@ def run_one(
         t2 = time.monotonic()
         clock.mark("ready")
         cpu.mark("ready")
+        peak.mark("ready")
         if gc_mode == "freeze":
             gc.freeze()
             gc.enable()
@@ -295,6 +326,7 @@ def run_one(
         t4 = time.monotonic()
         clock.mark("call_each")
         cpu.mark("call_each")
+        peak.mark("call_each")
         threads_after_calls = threading.active_count() - threads_before
         # The second call to each, all at once from asyncio tasks (the tools were listed by
         # the first call, for the output check).
@@ -303,6 +335,7 @@ def run_one(
         t_all_end = time.monotonic()
         clock.mark("all_at_once")
         cpu.mark("all_at_once")
+        peak.mark("all_at_once")
         if set(texts) != {"3"}:
             raise RuntimeError(f"unexpected answers {set(texts)!r}")
         rss_calls = _rss_mib()
@@ -315,6 +348,7 @@ def run_one(
         t6 = time.monotonic()
         clock.mark("stop")
         cpu.mark("stop")
+        peak.mark("stop")
         threads_left = threading.active_count() - threads_before
     finally:
         gc.enable()
@@ -330,6 +364,7 @@ def run_one(
         "gc_s_by_phase": {k: v[0] for k, v in gc_marks.items() if k != "before"},
         "gc_full_by_phase": {k: v[1] for k, v in gc_marks.items() if k != "before"},
         "cpu_s_by_phase": {k: v[0] for k, v in cpu.marks.items() if k != "before"},
+        "rss_peak_mib_by_phase": {k: v for k, v in peak.marks.items() if k != "before"},
         "server_cpu_s_by_phase": {k: v[1] for k, v in cpu.marks.items() if k != "before"},
         "load_avg_1min": round(os.getloadavg()[0], 2),
         "start_s": round(t1 - t0, 3),
@@ -378,6 +413,12 @@ def _print(row: dict[str, Any]) -> None:
             for k in ours
         )
         + f"; call each {1000 * ours['call_each'] / n:.2f} ms CPU a call",
+        flush=True,
+    )
+    peaks = row["rss_peak_mib_by_phase"]
+    print(
+        "       RSS peak, MiB by phase: "
+        + ", ".join(f"{k} {v:.0f}" if v is not None else f"{k} ?" for k, v in peaks.items()),
         flush=True,
     )
     if "floor_first_call_each_s" in row:

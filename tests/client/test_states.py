@@ -409,7 +409,9 @@ def test_a_server_that_closes_its_stdin_cannot_break_the_client(start_client):
         "import time\n"
         "time.sleep(60)\n"
     )
-    client = start_client(mcp.Stdio(sys.executable, ["-c", script]), protocol="legacy")
+    # close_grace: it never reads an EOF on stdin, so the stop signals it after 0.2 s, not 2
+    spec = mcp.Stdio(sys.executable, ["-c", script], close_grace=0.2)
+    client = start_client(spec, protocol="legacy")
     client.await_ready(timeout=10)
     for _ in range(3):
         with pytest.raises(mcp.Error) as err:

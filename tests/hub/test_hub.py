@@ -17,13 +17,18 @@ pytestmark = pytest.mark.timeout(60)
 StartHub = Callable[..., mcp.Hub]
 
 
+#: A server asleep in its start never sees stdin close: stop it after 0.2 s, not the default
+#: 2 s, and the test does not wait out the grace it is not about.
+QUICK_CLOSE = {"close_grace": 0.2}
+
+
 def test_a_dead_entry_and_a_hanging_one_delay_none_of_the_others(start_hub: StartHub) -> None:
     hub = start_hub(
         {
             "mcpServers": {
                 "a": scripted(),
                 "gone": MISSING,
-                "hang": scripted("--startup-delay", "60"),
+                "hang": scripted("--startup-delay", "60", conduit=QUICK_CLOSE),
                 "b": scripted("--era", "legacy"),
             }
         }
@@ -50,7 +55,7 @@ def test_a_call_to_a_server_not_ready_fails_at_once_naming_it(
             "mcpServers": {
                 "a": scripted(),
                 "gone": MISSING,
-                "hang": scripted("--startup-delay", "60"),
+                "hang": scripted("--startup-delay", "60", conduit=QUICK_CLOSE),
             }
         }
     )

@@ -207,7 +207,8 @@ def everything(
 
     def spec(transport: str) -> mcp.Stdio | mcp.Http:
         if transport == "stdio":
-            return mcp.Stdio(node, [str(everything_js), "stdio"])
+            # Its timers keep it running after stdin closes: stopped 0.3 s later, not 2
+            return mcp.Stdio(node, [str(everything_js), "stdio"], close_grace=0.3)
         port = free_port()
         peer = http_peers(
             [node, "--require", str(BIND_LOCALHOST), str(everything_js), "streamableHttp"],
