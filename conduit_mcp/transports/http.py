@@ -71,7 +71,7 @@ from ..protocol.jsonrpc import (
     Request,
     Response,
     decode,
-    encode,
+    encode_kept,
 )
 from ..protocol.messages import cancelled
 from ..protocol.sse import SseParser
@@ -220,7 +220,7 @@ class HttpTransport:
         io_loop.spawn(self._open())
 
     def send(self, message: dict[str, Any]) -> None:
-        body = encode(message)  # Error("argument") on unserialisable input, before anything
+        body = encode_kept(message)  # Error("argument") on unserialisable input, before anything
         method = message.get("method")
         rid = message.get("id")
         params = message.get("params")
@@ -266,7 +266,7 @@ class HttpTransport:
         One that would take the answers waiting or being posted past ``max_answer_backlog``
         bytes, or past :data:`ANSWER_WAITING` waiting, is dropped (and counted), so a server
         that floods requests cannot pile up POSTs or memory. Connection's thread."""
-        body = encode(message)
+        body = encode_kept(message)
         size = len(body)
         if self._held:
             self.flush()  # the requests held first, in order
@@ -356,7 +356,7 @@ class HttpTransport:
         if message is None:
             io_loop.call_soon(self._start_get, tag, sink, last_event_id)
             return
-        body = encode(message)
+        body = encode_kept(message)
         params = message.get("params")
         meta = params.get("_meta") if type(params) is dict else None
         version = meta.get(PV_META) if type(meta) is dict else None

@@ -24,7 +24,7 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
-from ..protocol.jsonrpc import ID_SCAN, Invalid, decode, encode, response_id
+from ..protocol.jsonrpc import ID_SCAN, Invalid, decode, encode_kept, response_id
 from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
 from .base import (
@@ -96,12 +96,12 @@ class InProcessTransport:
         thread.start()
 
     def send(self, message: dict[str, Any]) -> None:
-        self.send_bytes(encode(message))  # raises Error("argument") before anything queues
+        self.send_bytes(encode_kept(message))  # raises Error("argument") before anything queues
 
     def send_answer(self, message: dict[str, Any]) -> None:
         """An answer to a server request: dropped (and counted) while the server has not
         read ``max_answer_backlog`` bytes, as over a pipe it has stopped reading."""
-        data = encode(message)
+        data = encode_kept(message)
         with self._lock:
             if self._unread and self._unread + len(data) > self._max_answers:
                 drops = getattr(self._pending, "drops", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import tracemalloc
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from conduit_mcp.protocol.jsonrpc import (
     Response,
     decode,
     encode,
+    encode_kept,
     error_reason,
     server_error,
 )
@@ -65,6 +67,40 @@ def test_encode_names_the_cause() -> None:
     with pytest.raises(Error) as info:
         encode({"a": {1, 2}})
     assert "set" in info.value.message
+
+
+def _allocated(make: object) -> tuple[bytes, int]:
+    """What ``make()`` returns and the bytes still allocated for it (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        out = make()  # type: ignore[operator]
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return out, size
+
+
+@pytest.mark.parametrize("length", [0, 10, 100, 1_000, 3_000, 20_000, 200_000])
+def test_encode_kept_holds_only_its_own_bytes(length: int) -> None:
+    # A frame held while it waits (an HTTP body until its answer, a queued answer) must
+    # cost what its length says: orjson's own output keeps the buffer it wrote into
+    message = {"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"text": "a" * length}}
+    frame, held = _allocated(lambda: encode_kept(message))
+    assert frame == encode(message) and type(frame) is bytes
+    assert held <= len(frame) + 200, f"{held} bytes held for a {len(frame)}-byte frame"
+
+
+def test_encode_kept_leaves_a_frame_past_its_bound_as_orjson_made_it() -> None:
+    # Past KEEP_COPY_BELOW the buffer is an mmap whose untouched tail is not resident, and a
+    # copy would hold the frame twice while it is made
+    message = {"text": "a" * jsonrpc.KEEP_COPY_BELOW}
+    assert encode_kept(message) == encode(message)
+
+
+def test_encode_kept_refuses_what_encode_refuses() -> None:
+    with pytest.raises(Error) as info:
+        encode_kept({"a": {1, 2}})
+    assert (info.value.kind, info.value.reason) == ("argument", "not_json")
 
 
 # -- decode ------------------------------------------------------------------------------
