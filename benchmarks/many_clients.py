@@ -374,7 +374,11 @@ def run_one(
         "stop_s": round(t6 - t5, 3),
         "rss_ready_mib": round(rss_ready, 1),
         "rss_after_calls_mib": round(rss_calls, 1),
-        "rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # The phases' peaks: resetting VmHWM resets ru_maxrss with it
+        "rss_peak_mib": max(
+            (v for v in peak.marks.values() if v is not None),
+            default=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        ),
         "rss_before_mib": round(rss_before, 1),
         "threads_idle": threads_idle,
         "threads_after_calls": threads_after_calls,
