@@ -46,19 +46,35 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .auth.issuers import JwtIssuer
-from .auth.process import AuthServerProcess
 from .common.process_handle import pythonpath_env
 from .scripted.rules import ConfigError, parse_rules
 
 if TYPE_CHECKING:
     from ..transports.inprocess_spec import InProcess
     from ..transports.stdio_spec import Stdio
+    from .auth.issuers import JwtIssuer
+    from .auth.process import AuthServerProcess
     from .http.process import HttpServerProcess
     from .raw.stdio import RawPeer
     from .scripted.inprocess import ScriptedSession
 
 __all__ = ["AuthServerProcess", "ConfigError", "JwtIssuer", "ScriptedServer"]
+
+
+def __getattr__(name: str) -> Any:
+    """The authorization server's names, imported when first used: every scripted server
+    process (``python -m conduit_mcp.testing``) imports this package first, and
+    ``http.client`` with the rest of ``auth`` cost it ~11 ms of its ~70 ms of imports."""
+    if name == "AuthServerProcess":
+        from .auth.process import AuthServerProcess
+
+        return AuthServerProcess
+    if name == "JwtIssuer":
+        from .auth.issuers import JwtIssuer
+
+        return JwtIssuer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 Match = str | Mapping[str, Any] | Callable[[dict[str, Any]], bool]
 
