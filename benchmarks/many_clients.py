@@ -28,7 +28,7 @@ process. Each N runs in a fresh interpreter (so threads and memory are its own),
   the peak of each phase (``VmHWM``, set back at each phase's end);
 * GC: the time CPython's cyclic collector took in each phase (``gc.callbacks``), and how
   many full (generation 2) collections ran. A full collection walks every tracked object
-  of the process, ~300 a client: at 10,000 clients one takes 1-2 s with the GIL held, and
+  of the process, ~210 a client (208 over 200 idle HTTP clients, 2026-12-04): at 10,000 clients one takes 1-2 s with the GIL held, and
   they were a third of the run. ``--gc freeze`` is what an application holding thousands
   of clients can do about it: no collection while the clients start
   (``gc.disable()``), then ``gc.freeze()`` once all are ready (their objects leave the
