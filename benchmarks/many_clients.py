@@ -280,6 +280,13 @@ def run_one(
     server = FastHttpServer() if transport == "http" else None
     cpu = CpuClock(server.proc.pid if server is not None else None)
     peak = PeakClock()
+
+    def mark(phase: str) -> None:
+        """The end of ``phase`` for the three clocks (collector, CPU, peak RSS)."""
+        clock.mark(phase)
+        cpu.mark(phase)
+        peak.mark(phase)
+
     try:
         if server is not None:
             spec: Any = mcp.Http(server.url, connect_timeout=PATIENCE)
@@ -288,9 +295,7 @@ def run_one(
         options = {"protocol": era, "probe_timeout": PATIENCE, "request_timeout": PATIENCE}
         threads_before = threading.active_count()
         rss_before = _rss_mib()
-        clock.mark("before")
-        cpu.mark("before")
-        peak.mark("before")
+        mark("before")
         if gc_mode == "freeze":
             gc.disable()
         elif gc_mode == "threshold":
@@ -302,9 +307,7 @@ def run_one(
         for client in clients:
             client.await_ready(timeout=max(0.001, end - time.monotonic()))
         t2 = time.monotonic()
-        clock.mark("ready")
-        cpu.mark("ready")
-        peak.mark("ready")
+        mark("ready")
         if gc_mode == "freeze":
             gc.freeze()
             gc.enable()
@@ -324,18 +327,14 @@ def run_one(
             if result.text != "3":
                 raise RuntimeError(f"unexpected answer {result.text!r}")
         t4 = time.monotonic()
-        clock.mark("call_each")
-        cpu.mark("call_each")
-        peak.mark("call_each")
+        mark("call_each")
         threads_after_calls = threading.active_count() - threads_before
         # The second call to each, all at once from asyncio tasks (the tools were listed by
         # the first call, for the output check).
         t_all = time.monotonic()
         texts = asyncio.run(_call_all(clients, deadline))
         t_all_end = time.monotonic()
-        clock.mark("all_at_once")
-        cpu.mark("all_at_once")
-        peak.mark("all_at_once")
+        mark("all_at_once")
         if set(texts) != {"3"}:
             raise RuntimeError(f"unexpected answers {set(texts)!r}")
         rss_calls = _rss_mib()
@@ -346,9 +345,7 @@ def run_one(
         else:
             mcp.Client.stop_all(clients, timeout=deadline)
         t6 = time.monotonic()
-        clock.mark("stop")
-        cpu.mark("stop")
-        peak.mark("stop")
+        mark("stop")
         threads_left = threading.active_count() - threads_before
     finally:
         gc.enable()
