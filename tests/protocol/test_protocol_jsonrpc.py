@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import tracemalloc
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -69,11 +70,11 @@ def test_encode_names_the_cause() -> None:
     assert "set" in info.value.message
 
 
-def _allocated(make: object) -> tuple[bytes, int]:
+def _allocated(make: Callable[[], bytes]) -> tuple[bytes, int]:
     """What ``make()`` returns and the bytes still allocated for it (tracemalloc)."""
     tracemalloc.start()
     try:
-        out = make()  # type: ignore[operator]
+        out = make()
         size = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
