@@ -637,6 +637,10 @@ class AsyncClient:
             # The wait, inline (not a coroutine of its own: one object fewer per call in
             # flight); _await is the same for await_ready.
             net = _arm(future, reply, conn, wait, req.method)
+            # Over stdio, the only call in flight: this loop may read its answer itself
+            # (transports/loop_reads.py).
+            pipe = reply.pipe
+            held = None if pipe is None else pipe.read_on(loop, reply)
             try:
                 raw = await future
             except Error as exc:
@@ -645,6 +649,8 @@ class AsyncClient:
                 _give_up(reply, conn)
                 raise
             finally:
+                if held is not None:
+                    held.give_back_for(reply)
                 _disarm(loop, net)
             value = req.parse(raw)
         except BaseException as exc:

@@ -203,7 +203,7 @@ def wake_fd() -> int | None:
 class AsyncReply(Reply):
     """For an asyncio caller: resolves an ``asyncio.Future`` on the caller's own loop."""
 
-    __slots__ = ("loop", "future", "on_progress", "_slot")
+    __slots__ = ("loop", "future", "on_progress", "_slot", "pipe")
 
     def __init__(
         self,
@@ -216,6 +216,9 @@ class AsyncReply(Reply):
         self.future = future
         self.on_progress = on_progress
         self._slot = _LatestProgress() if on_progress is not None else None
+        # The stdio transport whose pipe the caller's loop may read (set by the connection
+        # when it sends the call: StdioTransport.read_on).
+        self.pipe: Any = None
 
     def progress(self, params: dict[str, Any]) -> None:
         # One callback scheduled on the caller's loop at a time; it runs what is kept.
@@ -317,6 +320,10 @@ def release_answers(here: asyncio.AbstractEventLoop) -> None:
 
 def _release(here: asyncio.AbstractEventLoop) -> None:
     for loop, items in _held.pop(here, {}).items():
+        if loop is here:
+            # Read on the callers' own loop (loop_reads.py): settled now, no post to itself.
+            _settle_all(items)
+            continue
         # A closed loop means the callers are gone: nothing to answer.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_settle_all, items)

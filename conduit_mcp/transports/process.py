@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .loop_reads import WATCH, readable
+
 #: Bytes asked of one read of the child's stdout and stderr. asyncio's pipe transport asks
 #: 256 KiB, and ``os.read`` allocates that much before every read: over glibc's mmap
 #: threshold (128 KiB), so each read mapped and unmapped its buffer. Measured on a pipe
@@ -156,6 +158,10 @@ def _nothing() -> None:
     return None
 
 
+#: SharedReader._taken while a blocked caller's thread reads the pipe.
+_THREAD: Any = object()
+
+
 class SharedReader:
     """The child's stdout, read by the loop, or for a while by one caller's thread.
 
@@ -171,7 +177,21 @@ class SharedReader:
     reports it as asyncio's pipe transport did (``on_eof``, at its next turn). Without
     ``select.epoll`` the loop watches the pipe itself and :meth:`take` always refuses."""
 
-    __slots__ = ("_file", "fd", "_loop", "_on_data", "_on_eof", "lock", "_ep", "_taken", "_closed")
+    __slots__ = (
+        "_file",
+        "fd",
+        "_loop",
+        "_on_data",
+        "_on_eof",
+        "lock",
+        "_ep",
+        "_taken",
+        "_token",
+        "_reads",
+        "_mark",
+        "_closed",
+        "keep",
+    )
 
     def __init__(
         self,
@@ -186,8 +206,18 @@ class SharedReader:
         self._on_data = on_data
         self._on_eof = on_eof
         self.lock = threading.Lock()
-        self._taken = False
+        # Who reads the pipe instead of the loop: None, _THREAD (a blocked caller's thread,
+        # take), or a caller loop's LoopPoll (take_for); _token is that loop's call.
+        self._taken: Any = None
+        self._token: Any = None
+        # Reads done by a holding loop, and their count when the watchdog last found the
+        # pipe readable (-1: it was not), for watch().
+        self._reads = 0
+        self._mark = -1
         self._closed = False
+        #: Whether a loop holding the pipe for ``token`` keeps it after a read (set by the
+        #: owner; None: it gives it back after each read).
+        self.keep: Callable[[Any], bool] | None = None
         os.set_blocking(self.fd, False)
         epoll = getattr(select, "epoll", None)
         self._ep: Any = None
@@ -203,18 +233,19 @@ class SharedReader:
         longer woken by it. False (nothing changed) if another thread holds it, or the
         pipe is closed. Any thread."""
         with self.lock:
-            if self._taken or self._closed or self._ep is None:
+            if self._taken is not None or self._closed or self._ep is None:
                 return False
             self._ep.modify(self.fd, 0)
-            self._taken = True
+            self._taken = _THREAD
             return True
 
     def give_back(self) -> None:
         """The loop reads the pipe again (what is waiting in it wakes it now)."""
         with self.lock:
-            self._taken = False
-            if not self._closed:
-                self._ep.modify(self.fd, select.EPOLLIN)
+            if self._taken is _THREAD:
+                self._taken = None
+                if not self._closed:
+                    self._ep.modify(self.fd, select.EPOLLIN)
 
     def read(self) -> bool:
         """One read and its handling, in the calling thread (which has :meth:`take`-n the
@@ -233,6 +264,87 @@ class SharedReader:
                 return False
             self._on_data(data)
             return True
+
+    # -- held by a caller's asyncio loop (loop_reads.py) -------------------------------------
+
+    def take_for(self, lp: Any, token: Any) -> bool:
+        """The loop of ``lp`` reads the pipe from now on, for the call ``token``, until it
+        gives it back (:meth:`give_back_for`, or after a read :attr:`keep` refuses) or the
+        watchdog takes it back. False (nothing changed) if someone holds it already, the
+        pipe is closed, or :attr:`keep` refuses now (the call was answered meanwhile). The
+        loop's own thread."""
+        keep = self.keep
+        with self.lock:
+            if self._taken is not None or self._closed or self._ep is None or keep is None:
+                return False
+            if not keep(token):
+                return False
+            self._ep.modify(self.fd, 0)
+            try:
+                lp.add(self.fd, self)
+            except OSError:
+                self._ep.modify(self.fd, select.EPOLLIN)
+                return False
+            self._taken, self._token, self._mark = lp, token, -1
+        WATCH.add(self)
+        return True
+
+    def give_back_for(self, token: Any) -> None:
+        """The loop reads the pipe again, if a loop still holds it for ``token``. Any
+        thread (the connection's gives it back as soon as a second call is in flight)."""
+        with self.lock:
+            if self._token is token and self._taken is not None and self._taken is not _THREAD:
+                self._give_back_locked()
+
+    def held_by_loop(self) -> bool:
+        return self._taken is not None and self._taken is not _THREAD
+
+    def read_for(self, lp: Any) -> None:
+        """One read and its handling, on the loop of ``lp`` (its reader callback). The
+        pipe goes back to the I/O loop at the end of the stream (it reports it, as always)
+        and when :attr:`keep` refuses after the read."""
+        with self.lock:
+            if self._taken is not lp or self._closed:
+                return
+            try:
+                data = os.read(self.fd, READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            self._reads += 1
+            if data:
+                self._on_data(data)
+                keep = self.keep
+                if keep is not None and self._taken is lp and keep(self._token):
+                    return
+            if self._taken is lp:
+                self._give_back_locked()
+
+    def watch(self) -> None:
+        """The watchdog's tick (I/O loop): take the pipe back from a loop that is closed, or
+        that has left it readable, with no read, since the last tick."""
+        with self.lock:
+            lp = self._taken
+            if lp is None or lp is _THREAD:
+                return
+            if not lp.alive():
+                self._give_back_locked()
+            elif readable(self.fd):
+                if self._mark == self._reads:
+                    self._give_back_locked()
+                else:
+                    self._mark = self._reads
+            else:
+                self._mark = -1
+
+    def _give_back_locked(self) -> None:
+        lp = self._taken
+        self._taken = self._token = None
+        lp.remove(self.fd)
+        WATCH.discard(self)
+        if not self._closed:
+            self._ep.modify(self.fd, select.EPOLLIN)
 
     def _ready(self) -> None:
         # The loop: the pipe is readable (or the caller that took it is reading it now).
@@ -256,6 +368,8 @@ class SharedReader:
             if self._closed:
                 return
             self._closed = True
+            if self._taken is not None and self._taken is not _THREAD:
+                self._give_back_locked()
             ep = self._ep
             if ep is not None:
                 self._loop.remove_reader(ep.fileno())

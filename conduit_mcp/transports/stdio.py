@@ -47,6 +47,7 @@ from .base import (
     TransportDown,
     TransportUp,
 )
+from .loop_reads import loop_poll
 from .process import ChildProcess
 from .stdio_spec import Stdio
 
@@ -116,6 +117,12 @@ class StdioTransport:
         self._sink: StreamSink | None = None
         self._sink_key: object = None
         self._tags: set[str] = set()
+        # (reader, call) while an asyncio caller's loop may hold the pipe (read_on); a hint
+        # only, for send: the reader decides under its lock.
+        self._held_for: tuple[Any, Any] | None = None
+        # Set by the reader when a read carried anything for the connection or the listen
+        # actor: a loop holding the pipe gives it back (_keeps).
+        self._told = False
 
     def __repr__(self) -> str:
         # Never the spec's env (it may hold tokens) nor any buffered frame.
@@ -128,7 +135,13 @@ class StdioTransport:
 
     def send(self, message: dict[str, Any]) -> None:
         # encode raises Error("argument", ...) on unserialisable input, before anything queues
-        self.send_bytes(encode(message))
+        data = encode(message)
+        held = self._held_for
+        if held is not None and len(self._pending) > 1:
+            # A second call in flight: the I/O loop reads for them all again (read_on).
+            self._held_for = None
+            held[0].give_back_for(held[1])
+        self.send_bytes(data)
 
     def send_answer(self, message: dict[str, Any]) -> None:
         """An answer to a server request: dropped (and counted) while the server has not
@@ -270,6 +283,33 @@ class StdioTransport:
                     with contextlib.suppress(OSError):
                         os.eventfd_read(wake)
 
+    def read_on(self, loop: asyncio.AbstractEventLoop, reply: Any) -> Any:
+        """Let ``loop`` (the running one, an asyncio caller's) read the pipe for ``reply``'s
+        call, the only one in flight, instead of the I/O loop (loop_reads.py): the answer
+        wakes the caller's loop, not the I/O loop which then wakes it. The reader holding
+        it, for :meth:`~.process.SharedReader.give_back_for` when the wait ends, or None
+        (nothing changed: another call is in flight, the pipe is held or closed, or the
+        loop cannot watch it)."""
+        proc = self._proc
+        reader = proc.stdout if proc is not None else None
+        pending = self._pending
+        if reader is None or pending is None or len(pending) != 1 or self._down:
+            return None
+        lp = loop_poll(loop)
+        if lp is None:
+            return None
+        self._told = False
+        if reader.keep is None:
+            reader.keep = self._keeps
+        if not reader.take_for(lp, reply):
+            return None
+        self._held_for = (reader, reply)
+        return reader
+
+    def _keeps(self, reply: Any) -> bool:
+        # Under the reader's lock, after each read of a loop holding the pipe for reply.
+        return not reply.done and not self._told and len(self._pending) == 1 and not self._down
+
     def cancel(self, request_id: int | str, reason: str) -> None:
         self.send(cancelled(request_id, reason))
 
@@ -390,10 +430,12 @@ class StdioTransport:
         messages: list[Any] = []
         for frame in self._decoder.feed(data):
             if isinstance(frame, FrameError):
+                self._told = True
                 self._frame_error(frame)
                 continue
             msg = decode(frame)
             if isinstance(msg, Invalid):
+                self._told = True
                 safe_tell(self._owner, FrameProblem(self._gen, "malformed", msg.reason))
                 continue
             messages.append(msg)
@@ -413,8 +455,11 @@ class StdioTransport:
                 if mine:
                     assert here is not None
                     release_answers(here)
+        if not messages:
+            return
+        self._told = True  # a loop holding the pipe gives it back (read_on)
         sink = self._sink
-        if sink is not None and messages:
+        if sink is not None:
             messages = self._to_sink(sink, messages)
         if messages and pending is not None:
             messages = pending.admit(messages)  # the flood bound (max_inbox)
