@@ -321,8 +321,10 @@ def release_answers(here: asyncio.AbstractEventLoop) -> None:
 def _release(here: asyncio.AbstractEventLoop) -> None:
     for loop, items in _held.pop(here, {}).items():
         if loop is here:
-            # Read on the callers' own loop (loop_reads.py): settled now, no post to itself.
-            _settle_all(items)
+            # Read on the callers' own loop (loop_reads.py): no post to itself. Settled at
+            # its next turn, not now: progress read before the answer was scheduled first,
+            # and must run before the future is done (AsyncReply._run_progress).
+            loop.call_soon(_settle_all, items)
             continue
         # A closed loop means the callers are gone: nothing to answer.
         with contextlib.suppress(RuntimeError):
