@@ -640,7 +640,7 @@ class AsyncClient:
             # Over stdio, the only call in flight: this loop may read its answer itself
             # (transports/loop_reads.py).
             pipe = reply.pipe
-            held = None if pipe is None else pipe.read_on(loop, reply)
+            held = pipe is not None and pipe.read_on(loop, reply)
             try:
                 raw = await future
             except Error as exc:
@@ -649,8 +649,8 @@ class AsyncClient:
                 _give_up(reply, conn)
                 raise
             finally:
-                if held is not None:
-                    held.give_back_for(reply)
+                if held:
+                    pipe.let_go(reply)
                 _disarm(loop, net)
             value = req.parse(raw)
         except BaseException as exc:

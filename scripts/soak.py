@@ -20,6 +20,7 @@ come back to where they were.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import gc
 import os
@@ -95,9 +96,12 @@ def snapshot() -> dict[str, float]:
 class Driven:
     """One client, its server, its worker and what it saw."""
 
-    def __init__(self, index: int, kind: str, era: str, workdir: Path) -> None:
+    def __init__(self, index: int, kind: str, era: str, workdir: Path, aio: bool = False) -> None:
         self.index = index
         self.kind = kind
+        # Driven by an asyncio loop of its own (aio.call_tool): over stdio its loop reads
+        # the answers itself (transports/loop_reads.py).
+        self.aio = aio
         self.era = era
         self.server = ScriptedServer(
             workdir / f"c{index}", era="both" if era == "modern" else "legacy"
@@ -124,6 +128,9 @@ class Driven:
         self.restarting = threading.Lock()
 
     def work(self, base: int, stop: threading.Event) -> None:
+        if self.aio:
+            asyncio.run(self.work_aio(base, stop))
+            return
         n = 0
         while not stop.is_set():
             a = base + n
@@ -143,6 +150,27 @@ class Driven:
             with self.lock:
                 self.outcomes[a].append(outcome)
             stop.wait(random.uniform(0, 0.05))
+
+    async def work_aio(self, base: int, stop: threading.Event) -> None:
+        n = 0
+        while not stop.is_set():
+            a = base + n
+            n += 1
+            with self.lock:
+                self.issued.append(a)
+            try:
+                result = await self.client.aio.call_tool("add", {"a": a, "b": 1}, timeout=DEADLINE)
+                outcome = "ok"
+                if result.text != str(a + 1):
+                    with self.lock:
+                        self.misrouted += 1
+            except mcp.Error as exc:
+                outcome = exc.kind
+            except Exception as exc:  # a bug: counted under its class
+                outcome = f"raised {type(exc).__name__}"
+            with self.lock:
+                self.outcomes[a].append(outcome)
+            await asyncio.sleep(random.uniform(0, 0.05))
 
     def kill(self) -> None:
         if self.kind == "stdio":
@@ -180,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--kill-every", type=float, default=1.0, help="seconds between kills")
     p.add_argument("--http-share", type=float, default=0.25, help="share of HTTP clients")
+    p.add_argument(
+        "--aio-share", type=float, default=0.34, help="share of clients driven by asyncio"
+    )
     p.add_argument("--seed", type=int, default=None)
     args = p.parse_args(argv)
     random.seed(args.seed)
@@ -192,11 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         client.stop()
         before = snapshot()
         http_every = round(1 / args.http_share) if args.http_share > 0 else 0
+        aio_every = round(1 / args.aio_share) if args.aio_share > 0 else 0
         drivers: list[Driven] = []
         for i in range(args.clients):
             http = http_every and i % http_every == http_every - 1
             era = "legacy" if (i // 2) % 2 else "modern"
-            drivers.append(Driven(i, "http" if http else "stdio", era, Path(tmp)))
+            aio = bool(aio_every) and i % aio_every == 0
+            drivers.append(Driven(i, "http" if http else "stdio", era, Path(tmp), aio))
         for d in drivers:
             d.client.await_ready(timeout=30)
         stop = threading.Event()
@@ -259,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "clients": args.clients,
         "http_clients": sum(1 for d in drivers if d.kind == "http"),
+        "aio_clients": sum(1 for d in drivers if d.aio),
         "seconds": round(elapsed, 1),
         "kills": kills,
         "requests": issued,

@@ -283,28 +283,36 @@ class StdioTransport:
                     with contextlib.suppress(OSError):
                         os.eventfd_read(wake)
 
-    def read_on(self, loop: asyncio.AbstractEventLoop, reply: Any) -> Any:
+    def read_on(self, loop: asyncio.AbstractEventLoop, reply: Any) -> bool:
         """Let ``loop`` (the running one, an asyncio caller's) read the pipe for ``reply``'s
         call, the only one in flight, instead of the I/O loop (loop_reads.py): the answer
-        wakes the caller's loop, not the I/O loop which then wakes it. The reader holding
-        it, for :meth:`~.process.SharedReader.give_back_for` when the wait ends, or None
-        (nothing changed: another call is in flight, the pipe is held or closed, or the
-        loop cannot watch it)."""
+        wakes the caller's loop, not the I/O loop which then wakes it. True if it does,
+        until :meth:`let_go` (the wait's end) if nothing gave it back before; False when
+        nothing changed (another call is in flight, the pipe is held or closed, or the loop
+        cannot watch it)."""
         proc = self._proc
         reader = proc.stdout if proc is not None else None
         pending = self._pending
         if reader is None or pending is None or len(pending) != 1 or self._down:
-            return None
+            return False
         lp = loop_poll(loop)
         if lp is None:
-            return None
+            return False
         self._told = False
         if reader.keep is None:
             reader.keep = self._keeps
         if not reader.take_for(lp, reply):
-            return None
+            return False
         self._held_for = (reader, reply)
-        return reader
+        return True
+
+    def let_go(self, reply: Any) -> None:
+        """The wait for ``reply`` ended: the I/O loop reads the pipe again, if its caller's
+        loop still held it. The caller's loop."""
+        held = self._held_for
+        if held is not None and held[1] is reply:
+            self._held_for = None  # the call's reply is not kept past its wait
+            held[0].give_back_for(reply)
 
     def _keeps(self, reply: Any) -> bool:
         # Under the reader's lock, after each read of a loop holding the pipe for reply.
