@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import select
 import threading
@@ -45,6 +46,8 @@ WATCH_EVERY = 0.05
 _IDLE_TICKS = 20
 
 _MAIN = threading.main_thread().ident
+
+log = logging.getLogger("conduit_mcp.stdio")
 
 
 class LoopPoll:
@@ -77,6 +80,18 @@ class LoopPoll:
         with contextlib.suppress(OSError, ValueError):
             self.ep.unregister(fd)
 
+    def retire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop watching, on ``loop``'s own thread, unless a pipe was taken again since the
+        watchdog asked (then the next idle watchdog asks again)."""
+        if self.readers:
+            return
+        with _polls_lock:
+            if _polls.get(loop) is self:
+                del _polls[loop]
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            loop.remove_reader(self.fd)
+        self.ep.close()
+
     def _ready(self) -> None:
         # The loop's reader callback: a held pipe is readable. In the main thread the Python
         # signal handlers are held while a read is handled (as for the connection's turn in
@@ -85,15 +100,26 @@ class LoopPoll:
         try:
             for fd, _events in self.ep.poll(0):
                 reader = self.readers.get(fd)
-                if reader is not None:
+                if reader is None:
+                    continue
+                try:
                     reader.read_for(self)
+                except Exception:
+                    # A bug of ours, on the application's loop: reported on our logger,
+                    # not to its exception handler, and the I/O loop reads from now on.
+                    log.exception("reading a stdio pipe on the caller's loop failed")
+                    reader.give_back_from(self)
         finally:
             if held is not None:
                 _restore_signals(held[0])
                 _replay_signals(held[1], held[0])
 
 
+# The loops' LoopPolls. Made on a loop's thread, retired by the watchdog once no pipe has been
+# held for a second (its epoll is closed on the loop's thread, or at once if the loop is
+# closed): no descriptor outlives the loop's use of it, whoever keeps the loop object.
 _polls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopPoll] = weakref.WeakKeyDictionary()
+_polls_lock = threading.Lock()
 
 
 def loop_poll(loop: asyncio.AbstractEventLoop) -> LoopPoll | None:
@@ -111,9 +137,24 @@ def loop_poll(loop: asyncio.AbstractEventLoop) -> LoopPoll | None:
     except (NotImplementedError, RuntimeError, ValueError):
         lp.ep.close()
         return None
-    _polls[loop] = lp
-    weakref.finalize(loop, lp.ep.close)
+    with _polls_lock:
+        _polls[loop] = lp
     return lp
+
+
+def _retire_all() -> None:
+    """The watchdog went idle: each loop's epoll is closed (on its own thread; at once for a
+    closed loop). I/O loop."""
+    with _polls_lock:
+        polls = list(_polls.items())
+    for loop, lp in polls:
+        try:
+            loop.call_soon_threadsafe(lp.retire, loop)
+        except RuntimeError:  # the loop is closed: nothing runs on it any more
+            with _polls_lock:
+                if _polls.get(loop) is lp:
+                    del _polls[loop]
+            lp.ep.close()
 
 
 class _Watch:
@@ -140,6 +181,7 @@ class _Watch:
             self.held.discard(reader)
 
     def _tick(self) -> None:
+        retire = False
         with self.lock:
             readers = list(self.held)
             if readers:
@@ -148,7 +190,10 @@ class _Watch:
                 self.idle += 1
                 if self.idle >= _IDLE_TICKS:
                     self.running = False
-                    return
+                    retire = True
+        if retire:
+            _retire_all()
+            return
         for reader in readers:
             reader.watch()
         asyncio.get_running_loop().call_later(WATCH_EVERY, self._tick)

@@ -296,6 +296,12 @@ class SharedReader:
             if self._token is token and self._taken is not None and self._taken is not _THREAD:
                 self._give_back_locked()
 
+    def give_back_from(self, lp: Any) -> None:
+        """The loop reads the pipe again, if ``lp`` still holds it (after a failed read)."""
+        with self.lock:
+            if self._taken is lp and lp is not None and lp is not _THREAD:
+                self._give_back_locked()
+
     def held_by_loop(self) -> bool:
         return self._taken is not None and self._taken is not _THREAD
 

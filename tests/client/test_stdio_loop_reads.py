@@ -9,6 +9,7 @@ the pipe (the watchdog). Real server processes; every wait has a deadline.
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
@@ -385,4 +386,92 @@ def test_a_loop_closed_while_it_holds_the_pipe(make_server, seen) -> None:
     finally:
         if not loop.is_closed():
             loop.close()
+        client.stop()
+
+
+def test_a_failed_read_on_the_loop_gives_the_pipe_back(make_server, seen, monkeypatch, caplog):
+    """A bug in the handling of a read (here forced, once) on the caller's loop is logged
+    on conduit_mcp's logger, the I/O loop reads from then on, and the call meets its
+    deadline instead of waiting without end."""
+    from conduit_mcp.transports.stdio import StdioTransport
+
+    original = StdioTransport._on_stdout
+    failed = threading.Event()
+    main = threading.get_ident()
+
+    def on_stdout(self: StdioTransport, data: bytes) -> None:
+        if threading.get_ident() == main and not failed.is_set():
+            failed.set()
+            raise RuntimeError("forced")
+        original(self, data)
+
+    monkeypatch.setattr(StdioTransport, "_on_stdout", on_stdout)
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+
+    async def calls() -> list[str]:
+        out = []
+        for i in range(20):
+            try:
+                r = await client.aio.call_tool("add", {"a": i, "b": 0}, timeout=DEADLINE)
+                out.append(r.text)
+            except mcp.Error as exc:
+                out.append(exc.kind)
+            if failed.is_set() and len(out) > 2 and out[-1] != "timeout":
+                break
+        return out
+
+    try:
+        client.await_ready(timeout=10)
+        with caplog.at_level("ERROR", logger="conduit_mcp.stdio"):
+            out = asyncio.run(calls())
+        assert failed.is_set(), "no read was handled on the loop"
+        # What that read carried is lost (a call it answered meets its deadline); the
+        # calls after it are answered.
+        assert set(out) <= {"timeout"} | {str(i) for i in range(20)}, out
+        assert out[-1].isdigit(), out
+        assert any("caller's loop failed" in r.getMessage() for r in caplog.records)
+        assert not any(r.held_by_loop() for r in seen.readers)
+    finally:
+        client.stop()
+
+
+def _epolls() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]":
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+def test_a_loops_epoll_is_closed_once_it_is_done(make_server, seen) -> None:
+    """Each ``asyncio.run`` is a new loop with an epoll of its own for the pipe: closed
+    once no pipe has been held for a second, whoever still references the loop object."""
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+    try:
+        client.await_ready(timeout=10)
+        before = _epolls()
+
+        async def calls() -> None:
+            for i in range(3):
+                await client.aio.call_tool("add", {"a": i, "b": 1}, timeout=10)
+
+        kept = []
+        for _ in range(5):
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(calls())
+            loop.close()
+            kept.append(loop)  # the application keeps its closed loops
+        assert seen.reads
+        assert until(lambda: _epolls() <= before, 5), (before, _epolls())
+        # and a new loop takes the pipe again
+        seen.taken.clear()
+        asyncio.run(calls())
+        assert seen.taken.is_set()
+    finally:
         client.stop()
