@@ -174,7 +174,11 @@ class _Watch:
                 return
             self.running = True
             self.idle = 0
-        io_loop.call_soon(self._tick)
+        try:
+            io_loop.call_soon(self._tick)
+        except RuntimeError:  # the I/O loop is closed (the interpreter is ending)
+            with self.lock:
+                self.running = False
 
     def discard(self, reader: Any) -> None:
         with self.lock:

@@ -286,7 +286,9 @@ class SharedReader:
                 self._ep.modify(self.fd, select.EPOLLIN)
                 return False
             self._taken, self._token, self._mark = lp, token, -1
-        WATCH.add(self)
+            # Under the lock: a give-back from another thread cannot come between the take
+            # and this, which would leave the watchdog watching a pipe nobody holds.
+            WATCH.add(self)
         return True
 
     def give_back_for(self, token: Any) -> None:
@@ -333,6 +335,7 @@ class SharedReader:
         with self.lock:
             lp = self._taken
             if lp is None or lp is _THREAD:
+                WATCH.discard(self)
                 return
             if not lp.alive():
                 self._give_back_locked()

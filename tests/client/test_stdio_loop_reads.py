@@ -475,3 +475,36 @@ def test_a_loops_epoll_is_closed_once_it_is_done(make_server, seen) -> None:
         assert seen.taken.is_set()
     finally:
         client.stop()
+
+
+def test_one_loop_two_clients(make_server, seen) -> None:
+    """One loop awaits calls to two clients at once and one after the other: each answer
+    reaches its own caller, and neither pipe is left held."""
+    a = mcp.Client.start(make_server().stdio())
+    b = mcp.Client.start(make_server().stdio())
+
+    async def calls() -> list[tuple[str, str]]:
+        out = []
+        for i in range(20):
+            ra, rb = await asyncio.gather(
+                a.aio.call_tool("add", {"a": i, "b": 0}, timeout=10),
+                b.aio.call_tool("add", {"a": i, "b": 100}, timeout=10),
+            )
+            out.append((ra.text, rb.text))
+            one = await a.aio.call_tool("add", {"a": i, "b": 1}, timeout=10)
+            two = await b.aio.call_tool("add", {"a": i, "b": 2}, timeout=10)
+            out.append((one.text, two.text))
+        return out
+
+    try:
+        a.await_ready(timeout=10)
+        b.await_ready(timeout=10)
+        out = asyncio.run(calls())
+        want = []
+        for i in range(20):
+            want += [(str(i), str(i + 100)), (str(i + 1), str(i + 2))]
+        assert out == want
+        assert seen.reads
+        assert not any(r.held_by_loop() for r in seen.readers)
+    finally:
+        mcp.Client.stop_all([a, b])
