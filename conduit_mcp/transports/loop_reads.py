@@ -1,6 +1,6 @@
 """An asyncio caller's own loop reading the answer to its call from a stdio pipe.
 
-Measured (docs/performance.md, "The caller's loop reads its answer"): a sequential
+Measured (docs/performance.md, "The latest runs"): a sequential
 ``await aio.call_tool`` over stdio waited on two wake-ups, the I/O loop's (woken by the
 server's answer) and then the caller loop's (woken by the I/O loop's post), and in the
 VM's idle regime the second cost more than all the Python of the call. While a call is the

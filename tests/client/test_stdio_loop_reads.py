@@ -266,9 +266,7 @@ def test_two_loops_on_one_client(make_server, seen) -> None:
 
     def first() -> None:
         async def one() -> str:
-            seen.taken.clear()
-            task = asyncio.ensure_future(client.aio.call_tool("slow", {"seconds": 1.0}, timeout=10))
-            await taken(seen)
+            task = await held_call(client, seen, 1.0)
             holding.set()
             return (await task).text
 
