@@ -94,10 +94,6 @@ class _LatestProgress:
             items, self._items = self._items, []
             return items
 
-    def pending(self) -> bool:
-        """Whether progress waits to be run."""
-        return bool(self._items)
-
 
 class SyncReply(Reply):
     """For a thread blocked in a call: a C-level ``SimpleQueue`` it waits on with a deadline.
@@ -264,27 +260,12 @@ class AsyncReply(Reply):
     def ok_soon(self, result: Any) -> None:
         if not self.done:
             self.done = True
-            if self._here():
-                _set_result(self.future, result)
-            else:
-                _settle_soon(self.loop, self.future, True, result)
+            _settle_soon(self.loop, self.future, True, result)
 
     def fail_soon(self, error: Error) -> None:
         if not self.done:
             self.done = True
-            if self._here():
-                _set_exception(self.future, error)
-            else:
-                _settle_soon(self.loop, self.future, False, error)
-
-    def _here(self) -> bool:
-        # Read on the caller's own loop (transports/loop_reads.py) with no progress left to
-        # run: the future is settled now (its task resumes at the loop's next turn), not
-        # posted. With progress waiting it is posted after it, so the progress runs first.
-        if self.loop is not asyncio._get_running_loop():
-            return False
-        slot = self._slot
-        return slot is None or not slot.pending()
+            _settle_soon(self.loop, self.future, False, error)
 
     def _call(self, fn: Any, *args: Any) -> None:
         # A closed loop means the caller is gone: nothing to answer.
