@@ -35,13 +35,17 @@ FAIL = 2
 class Reply:
     """Base: the connection-facing side of one request's answer."""
 
-    __slots__ = ("request_id", "done", "rounds")
+    __slots__ = ("request_id", "done", "rounds", "pipe")
 
     def __init__(self) -> None:
         self.request_id: int | None = None
         self.done = False
         # modern input_required rounds the call went through (for its span)
         self.rounds = 0
+        # The stdio transport whose pipe the caller may read its answer from itself (set by
+        # the connection when it sends the call): a blocked thread's ``wait_here``, an
+        # asyncio loop's ``read_on``. Other callers never look at it.
+        self.pipe: Any = None
 
     def progress(self, params: dict[str, Any]) -> None:
         """A ``notifications/progress`` for this request (params as received)."""
@@ -105,14 +109,13 @@ class SyncReply(Reply):
     does, ``wake`` is that thread's :func:`wake_fd`, written (under :data:`WAKE_LOCK`) when
     another thread puts on the queue, so that thread's wait on the pipe ends at once."""
 
-    __slots__ = ("queue", "wants_progress", "_slot", "pipe", "wake", "waiter")
+    __slots__ = ("queue", "wants_progress", "_slot", "wake", "waiter")
 
     def __init__(self, wants_progress: bool = False) -> None:
         super().__init__()
         self.queue: SimpleQueue[tuple[int, Any]] = SimpleQueue()
         self.wants_progress = wants_progress
         self._slot = _LatestProgress() if wants_progress else None
-        self.pipe: Any = None
         self.wake: int | None = None
         self.waiter = 0
 
@@ -203,7 +206,7 @@ def wake_fd() -> int | None:
 class AsyncReply(Reply):
     """For an asyncio caller: resolves an ``asyncio.Future`` on the caller's own loop."""
 
-    __slots__ = ("loop", "future", "on_progress", "_slot", "pipe")
+    __slots__ = ("loop", "future", "on_progress", "_slot")
 
     def __init__(
         self,
@@ -216,9 +219,6 @@ class AsyncReply(Reply):
         self.future = future
         self.on_progress = on_progress
         self._slot = _LatestProgress() if on_progress is not None else None
-        # The stdio transport whose pipe the caller's loop may read (set by the connection
-        # when it sends the call: StdioTransport.read_on).
-        self.pipe: Any = None
 
     def progress(self, params: dict[str, Any]) -> None:
         # One callback scheduled on the caller's loop at a time; it runs what is kept.

@@ -133,44 +133,46 @@ class Driven:
             return
         n = 0
         while not stop.is_set():
-            a = base + n
+            a = self._issue(base + n)
             n += 1
-            with self.lock:
-                self.issued.append(a)
             try:
-                result = self.client.call_tool("add", {"a": a, "b": 1}, timeout=DEADLINE)
-                outcome = "ok"
-                if result.text != str(a + 1):
-                    with self.lock:
-                        self.misrouted += 1
-            except mcp.Error as exc:
-                outcome = exc.kind
-            except Exception as exc:  # a bug: counted under its class
-                outcome = f"raised {type(exc).__name__}"
-            with self.lock:
-                self.outcomes[a].append(outcome)
+                result: Any = self.client.call_tool("add", {"a": a, "b": 1}, timeout=DEADLINE)
+            except Exception as exc:
+                result = exc
+            self._record(a, result)
             stop.wait(random.uniform(0, 0.05))
 
     async def work_aio(self, base: int, stop: threading.Event) -> None:
         n = 0
         while not stop.is_set():
-            a = base + n
+            a = self._issue(base + n)
             n += 1
-            with self.lock:
-                self.issued.append(a)
             try:
-                result = await self.client.aio.call_tool("add", {"a": a, "b": 1}, timeout=DEADLINE)
-                outcome = "ok"
-                if result.text != str(a + 1):
-                    with self.lock:
-                        self.misrouted += 1
-            except mcp.Error as exc:
-                outcome = exc.kind
-            except Exception as exc:  # a bug: counted under its class
-                outcome = f"raised {type(exc).__name__}"
-            with self.lock:
-                self.outcomes[a].append(outcome)
+                result: Any = await self.client.aio.call_tool(
+                    "add", {"a": a, "b": 1}, timeout=DEADLINE
+                )
+            except Exception as exc:
+                result = exc
+            self._record(a, result)
             await asyncio.sleep(random.uniform(0, 0.05))
+
+    def _issue(self, a: int) -> int:
+        with self.lock:
+            self.issued.append(a)
+        return a
+
+    def _record(self, a: int, result: Any) -> None:
+        """The outcome of the call that added 1 to ``a``: its result, or what it raised."""
+        if isinstance(result, mcp.Error):
+            outcome = result.kind
+        elif isinstance(result, Exception):  # a bug: counted under its class
+            outcome = f"raised {type(result).__name__}"
+        else:
+            outcome = "ok"
+        with self.lock:
+            if outcome == "ok" and result.text != str(a + 1):
+                self.misrouted += 1
+            self.outcomes[a].append(outcome)
 
     def kill(self) -> None:
         if self.kind == "stdio":

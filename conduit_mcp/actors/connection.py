@@ -83,7 +83,6 @@ from ..protocol.skills import refusal as skill_refusal
 from ..protocol.tasks import task_refusal
 from ..protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from ..published import Published
-from ..replies import AsyncReply, SyncReply
 from ..telemetry import NO_CONNECTION_TELEMETRY, ConnectionTelemetry
 from ..transports.base import (
     FrameProblem,
@@ -907,9 +906,7 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             pending.pop(rid, None)
             reply.fail(exc)
             return
-        if (type(reply) is SyncReply or type(reply) is AsyncReply) and getattr(
-            transport, "reads_here", False
-        ):
+        if getattr(transport, "reads_here", False):
             # its caller may read the answer (wait_here, or its loop: read_on)
             reply.pipe = transport
         self.set_timeout(call, remaining, Deadline(call))

@@ -254,16 +254,23 @@ class SharedReader:
         with self.lock:
             if self._closed:
                 return False
-            try:
-                data = os.read(self.fd, READ_SIZE)
-            except (BlockingIOError, InterruptedError):
+            data = self._read_locked()
+            if data is None:
                 return True
-            except OSError:
-                return False
             if not data:
                 return False
             self._on_data(data)
             return True
+
+    def _read_locked(self) -> bytes | None:
+        # One read (the lock held): None when nothing is there now, b"" at the end of the
+        # stream or on a read error.
+        try:
+            return os.read(self.fd, READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            return b""
 
     # -- held by a caller's asyncio loop (loop_reads.py) -------------------------------------
 
@@ -295,16 +302,17 @@ class SharedReader:
         """The loop reads the pipe again, if a loop still holds it for ``token``. Any
         thread (the connection's gives it back as soon as a second call is in flight)."""
         with self.lock:
-            if self._token is token and self._taken is not None and self._taken is not _THREAD:
+            if self._token is token and self.held_by_loop():
                 self._give_back_locked()
 
     def give_back_from(self, lp: Any) -> None:
         """The loop reads the pipe again, if ``lp`` still holds it (after a failed read)."""
         with self.lock:
-            if self._taken is lp and lp is not None and lp is not _THREAD:
+            if self._taken is lp and self.held_by_loop():
                 self._give_back_locked()
 
     def held_by_loop(self) -> bool:
+        """Whether a caller's loop holds the pipe (not the I/O loop, nor a thread)."""
         return self._taken is not None and self._taken is not _THREAD
 
     def read_for(self, lp: Any) -> None:
@@ -314,12 +322,9 @@ class SharedReader:
         with self.lock:
             if self._taken is not lp or self._closed:
                 return
-            try:
-                data = os.read(self.fd, READ_SIZE)
-            except (BlockingIOError, InterruptedError):
+            data = self._read_locked()
+            if data is None:
                 return
-            except OSError:
-                data = b""
             self._reads += 1
             if data:
                 self._on_data(data)
@@ -360,12 +365,9 @@ class SharedReader:
         with self.lock:
             if self._closed:
                 return
-            try:
-                data = os.read(self.fd, READ_SIZE)
-            except (BlockingIOError, InterruptedError):
+            data = self._read_locked()
+            if data is None:
                 return
-            except OSError:
-                data = b""
             if data:
                 self._on_data(data)
                 return
@@ -377,7 +379,7 @@ class SharedReader:
             if self._closed:
                 return
             self._closed = True
-            if self._taken is not None and self._taken is not _THREAD:
+            if self.held_by_loop():
                 self._give_back_locked()
             ep = self._ep
             if ep is not None:
