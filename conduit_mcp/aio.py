@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -629,18 +630,30 @@ class AsyncClient:
         wants = callback is not None or reset  # a progressToken is sent
         again = seconds if reset else None
         raw = None
+        # Over stdio, the only call in flight: this loop may read its answer itself
+        # (transports/loop_reads.py), the pipe taken for it before the call is written when
+        # it is told in this turn (StdioTransport.send_call), else after.
+        pipe = handle.pipe()
         try:
             params = req.params if op is None else op.params
             call = Call(req.method, params, deadline, reply, wants, total=total, reset=again)
             # Told at once when the connection is there (no coroutine on the hot path).
-            conn = handle.tell_soon(call, loop) or await handle.tell_async(call, deadline)
+            if pipe is None:
+                conn = handle.tell_soon(call, loop)
+            else:
+                pipe.here_for = (reply, threading.get_ident())
+                try:
+                    conn = handle.tell_soon(call, loop)
+                finally:
+                    pipe.here_for = None
+            if conn is None:
+                conn = await handle.tell_async(call, deadline)
             # The wait, inline (not a coroutine of its own: one object fewer per call in
             # flight); _await is the same for await_ready.
             net = _arm(future, reply, conn, wait, req.method)
-            # Over stdio, the only call in flight: this loop may read its answer itself
-            # (transports/loop_reads.py).
-            pipe = reply.pipe
-            held = pipe is not None and pipe.read_on(loop, reply)
+            sent = reply.pipe  # the transport it went out on (the hint's, but for a restart)
+            if sent is not None and sent.read_on(loop, reply):
+                pipe = sent  # let go below
             try:
                 raw = await future
             except Error as exc:
@@ -649,14 +662,15 @@ class AsyncClient:
                 _give_up(reply, conn)
                 raise
             finally:
-                if held:
-                    pipe.let_go(reply)
                 _disarm(loop, net)
             value = req.parse(raw)
         except BaseException as exc:
             if op is not None:
                 op.finish(raw, exc, reply.request_id, rounds=reply.rounds)
             raise
+        finally:
+            if pipe is not None:
+                pipe.let_go(reply)  # nothing if the pipe is not held for this call
         if op is not None:
             op.finish(raw, None, reply.request_id, rounds=reply.rounds)
         if task_parse is not None and isinstance(value, tk.TaskAnswer):

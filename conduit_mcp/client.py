@@ -970,13 +970,11 @@ class Client:
         again = seconds if reset else None
         if op is None:  # nothing to record or propagate (no OpenTelemetry SDK)
             call = Call(req.method, req.params, deadline, reply, asks, total=total, reset=again)
-            conn = handle.tell(call, deadline)
-            return req.parse(rq.wait_blocking(reply, until, on_progress, conn, req.method))
+            return req.parse(rq.call_blocking(handle, call, until, on_progress, req.method))
         raw = None
         try:
             call = Call(req.method, op.params, deadline, reply, asks, total=total, reset=again)
-            conn = handle.tell(call, deadline)
-            raw = rq.wait_blocking(reply, until, on_progress, conn, req.method)
+            raw = rq.call_blocking(handle, call, until, on_progress, req.method)
             value = req.parse(raw)
         except BaseException as exc:
             op.finish(raw, exc, reply.request_id, rounds=reply.rounds)

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import math
 import queue
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -418,6 +419,31 @@ def abandon(conn: pykka.ActorRef[Any], reply: Reply, reason: str = "caller_down"
         pass
 
 
+def call_blocking(
+    handle: Handle,
+    call: Call,
+    until: float,
+    on_progress: Callable[[Progress], object] | None,
+    what: str,
+) -> Any:
+    """Tell the connection ``call`` and wait in this thread for its answer
+    (:func:`wait_blocking`). Over stdio, the pipe may be taken for this thread before the
+    call is written (``StdioTransport.send_call``); it is given back here whatever happens."""
+    reply = cast(SyncReply, call.reply)
+    pipe = handle.pipe()
+    if pipe is None:
+        return wait_blocking(reply, until, on_progress, handle.tell(call, call.deadline), what)
+    try:
+        pipe.here_for = (reply, threading.get_ident())
+        try:
+            conn = handle.tell(call, call.deadline)
+        finally:
+            pipe.here_for = None
+        return wait_blocking(reply, until, on_progress, conn, what)
+    finally:
+        pipe.release(reply)
+
+
 def wait_blocking(
     reply: SyncReply,
     deadline: float,
@@ -757,6 +783,16 @@ class Handle:
                     raise
                 return told[0]
         return registry.tell("connection", message)
+
+    def pipe(self) -> Any:
+        """The connection's transport when its callers may read their answers from its pipe
+        themselves (stdio's ``reads_here``), else None. A hint read without messaging: the
+        connection may be changing transports, and the transport decides under its lock."""
+        runtime = self.pinned or tree.lookup(self.name)
+        if runtime is None:
+            return None
+        transport = runtime.shared.transport
+        return transport if getattr(transport, "reads_here", False) else None
 
     def tell_now(self, message: Any) -> pykka.ActorRef[Any]:
         """Tell the connection ``message`` without waiting; ``Error("closed")`` if there is

@@ -899,16 +899,20 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                     self._corked_frames = 1
         elif self._corked is transport:
             self._corked_frames += 1
+        reads_here = getattr(transport, "reads_here", False)
         try:
             # ready always has a transport: no None check on the hot path
-            transport.send(message)  # type: ignore[union-attr]
+            if reads_here:
+                # its caller may read the answer (wait_here, or its loop: read_on), and the
+                # pipe may be taken for it before the frame is written (send_call)
+                reply.pipe = transport
+                transport.send_call(message, reply)  # type: ignore[union-attr]
+            else:
+                transport.send(message)  # type: ignore[union-attr]
         except Error as exc:
             pending.pop(rid, None)
             reply.fail(exc)
             return
-        if getattr(transport, "reads_here", False):
-            # its caller may read the answer (wait_here, or its loop: read_on)
-            reply.pipe = transport
         self.set_timeout(call, remaining, Deadline(call))
 
     def _task_inputs(self, call: Call) -> None:

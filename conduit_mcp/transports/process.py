@@ -190,6 +190,7 @@ class SharedReader:
         "_reads",
         "_mark",
         "_closed",
+        "_unwatched",
         "keep",
     )
 
@@ -215,6 +216,8 @@ class SharedReader:
         self._reads = 0
         self._mark = -1
         self._closed = False
+        # Taken by a loop (take_for with watch=False) that does not watch it yet.
+        self._unwatched = False
         #: Whether a loop holding the pipe for ``token`` keeps it after a read (set by the
         #: owner; None: it gives it back after each read).
         self.keep: Callable[[Any], bool] | None = None
@@ -228,22 +231,28 @@ class SharedReader:
         else:
             loop.add_reader(self.fd, self._ready)
 
-    def take(self) -> bool:
+    def take(self, token: Any = None) -> bool:
         """Read the pipe in this thread from now on, until :meth:`give_back`: the loop is no
         longer woken by it. False (nothing changed) if another thread holds it, or the
-        pipe is closed. Any thread."""
+        pipe is closed. Any thread. ``token``: the call it is taken for, before its caller
+        waits (the caller's thread adopts it: :meth:`taken_for`)."""
         with self.lock:
             if self._taken is not None or self._closed or self._ep is None:
                 return False
             self._ep.modify(self.fd, 0)
-            self._taken = _THREAD
+            self._taken, self._token = _THREAD, token
             return True
 
-    def give_back(self) -> None:
-        """The loop reads the pipe again (what is waiting in it wakes it now)."""
+    def taken_for(self, token: Any) -> bool:
+        """Whether the pipe is taken, for a thread, for the call ``token``."""
+        return self._taken is _THREAD and self._token is token
+
+    def give_back(self, token: Any = None) -> None:
+        """The loop reads the pipe again (what is waiting in it wakes it now). ``token``:
+        only if the pipe is taken for that call (None: whatever a thread took it for)."""
         with self.lock:
-            if self._taken is _THREAD:
-                self._taken = None
+            if self._taken is _THREAD and (token is None or self._token is token):
+                self._taken = self._token = None
                 if not self._closed:
                     self._ep.modify(self.fd, select.EPOLLIN)
 
@@ -274,7 +283,7 @@ class SharedReader:
 
     # -- held by a caller's asyncio loop (loop_reads.py) -------------------------------------
 
-    def take_for(self, lp: Any, token: Any) -> bool:
+    def take_for(self, lp: Any, token: Any, watch: bool = True) -> bool:
         """The loop of ``lp`` reads the pipe from now on, for the call ``token``, until it
         gives it back (:meth:`give_back_for`, or after a read :attr:`keep` refuses) or the
         watchdog takes it back. False (nothing changed) if someone holds it already, the
@@ -287,15 +296,34 @@ class SharedReader:
             if not keep(token):
                 return False
             self._ep.modify(self.fd, 0)
-            try:
-                lp.add(self.fd, self)
-            except OSError:
-                self._ep.modify(self.fd, select.EPOLLIN)
-                return False
             self._taken, self._token, self._mark = lp, token, -1
-            # Under the lock: a give-back from another thread cannot come between the take
-            # and this, which would leave the watchdog watching a pipe nobody holds.
-            WATCH.add(self)
+            if watch:
+                return self._watch_locked(lp)
+            self._unwatched = True
+        return True
+
+    def watch_for(self, lp: Any, token: Any) -> bool:
+        """Finish a :meth:`take_for` made with ``watch=False``: ``lp``'s loop is woken by the
+        pipe from now on. True if ``lp`` holds the pipe for ``token``."""
+        with self.lock:
+            if self._taken is not lp or self._token is not token:
+                return False
+            if not self._unwatched:
+                return True
+            self._unwatched = False
+            return self._watch_locked(lp)
+
+    def _watch_locked(self, lp: Any) -> bool:
+        try:
+            lp.add(self.fd, self)
+        except OSError:
+            self._taken = self._token = None
+            if not self._closed:
+                self._ep.modify(self.fd, select.EPOLLIN)
+            return False
+        # Under the lock: a give-back from another thread cannot come between the take
+        # and this, which would leave the watchdog watching a pipe nobody holds.
+        WATCH.add(self)
         return True
 
     def give_back_for(self, token: Any) -> None:
@@ -355,8 +383,11 @@ class SharedReader:
     def _give_back_locked(self) -> None:
         lp = self._taken
         self._taken = self._token = None
-        lp.remove(self.fd)
-        WATCH.discard(self)
+        if self._unwatched:
+            self._unwatched = False
+        else:
+            lp.remove(self.fd)
+            WATCH.discard(self)
         if not self._closed:
             self._ep.modify(self.fd, select.EPOLLIN)
 

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
@@ -36,7 +36,7 @@ from ..otp.pooled import _hold_signals, _replay_signals, _restore_signals
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
-from ..replies import WAKE_LOCK, gather_answers, release_answers, wake_fd
+from ..replies import WAKE_LOCK, SyncReply, gather_answers, release_answers, wake_fd
 from . import loop as io_loop
 from .base import (
     FrameProblem,
@@ -123,6 +123,10 @@ class StdioTransport:
         # Set by the reader when a read carried anything for the connection or the listen
         # actor: a loop holding the pipe gives it back (_keeps).
         self._told = False
+        #: ``(reply, thread ident)`` of the call its caller is telling the connection now,
+        #: in its own thread (``request.call_blocking``, ``aio``): a hint for
+        #: :meth:`send_call`, which takes the pipe only in that thread.
+        self.here_for: tuple[Any, int] | None = None
 
     def __repr__(self) -> str:
         # Never the spec's env (it may hold tokens) nor any buffered frame.
@@ -142,6 +146,46 @@ class StdioTransport:
             self._held_for = None
             held[0].give_back_for(held[1])
         self.send_bytes(data)
+
+    def send_call(self, message: dict[str, Any], reply: Any) -> None:
+        """:meth:`send` for a request (connection's turn, the call already in ``pending``).
+        When it is the only call in flight and its caller is telling it now from its own
+        thread (``here_for``), and will read the answer itself, the pipe is taken for it
+        *before* the frame is written. Taken after, the answer of a fast server can reach
+        the I/O loop first, which then wakes the caller as before (measured with the other
+        core busy: 62% of a blocking caller's answers, 65% of an asyncio one's). Only the
+        take comes first, so nothing else is added before the write. The caller gives it
+        back whatever happens (``call_blocking``'s ``finally``; ``aio``'s :meth:`let_go`)."""
+        here = self.here_for
+        if (
+            here is not None
+            and here[0] is reply
+            and len(self._pending) == 1
+            and here[1] == threading.get_ident()
+        ):
+            self._take_before(reply)
+        self.send(message)
+
+    def _take_before(self, reply: Any) -> None:
+        proc = self._proc
+        reader = proc.stdout if proc is not None else None
+        if reader is None or self._down:
+            return
+        if isinstance(reply, SyncReply):
+            if asyncio._get_running_loop() is None:  # as wait_here
+                reader.take(reply)
+            return
+        loop = asyncio._get_running_loop()
+        if loop is not None and getattr(reply, "loop", None) is loop:
+            self._read_on(cast(asyncio.AbstractEventLoop, loop), reply, False)  # watched later
+
+    def release(self, reply: Any) -> None:
+        """The pipe goes back to the I/O loop if a thread still holds it for ``reply`` (taken
+        by :meth:`send_call`, and the caller did not get to :meth:`wait_here`)."""
+        proc = self._proc
+        reader = proc.stdout if proc is not None else None
+        if reader is not None and reader.taken_for(reply):
+            reader.give_back(reply)
 
     def send_answer(self, message: dict[str, Any]) -> None:
         """An answer to a server request: dropped (and counted) while the server has not
@@ -227,13 +271,22 @@ class StdioTransport:
         a read or with the pipe still taken."""
         proc = self._proc
         reader = proc.stdout if proc is not None else None
-        pending = self._pending
-        if reader is None or pending is None or len(pending) > 1 or self._down:
+        if reader is None:
             return
-        if asyncio._get_running_loop() is not None:
-            return  # a loop's thread: answers to its own tasks must not wait on this call
-        wake = wake_fd()
+        # Taken for this call already, before it was written (send_call): adopted here.
+        adopted = reader.taken_for(reply)
+        pending = self._pending
+        wake = None
+        if (
+            pending is not None
+            and len(pending) <= 1
+            and not self._down
+            and asyncio._get_running_loop() is None  # a loop's tasks must not wait on it
+        ):
+            wake = wake_fd()
         if wake is None:
+            if adopted:
+                reader.give_back(reply)
             return
         # In the main thread the signal handlers are held for the whole wait, so a Ctrl-C
         # can never leave the pipe taken; one that comes ends the wait (through the wake
@@ -242,7 +295,7 @@ class StdioTransport:
         if threading.current_thread() is threading.main_thread():
             held = _hold_signals(lambda: _poke(wake))
         try:
-            if reader.take():
+            if adopted or reader.take():
                 try:
                     self._wait_taken(reader, reply, until, wake, held, pending)
                 finally:
@@ -290,6 +343,17 @@ class StdioTransport:
         until :meth:`let_go` (the wait's end) if nothing gave it back before; False when
         nothing changed (another call is in flight, the pipe is held or closed, or the loop
         cannot watch it)."""
+        held = self._held_for
+        if held is not None and held[1] is reply:
+            # taken before its call was written (send_call): watched from now on
+            if held[0].watch_for(loop_poll(loop), reply):
+                return True
+            self._held_for = None
+            held[0].give_back_for(reply)
+            return False
+        return self._read_on(loop, reply, True)
+
+    def _read_on(self, loop: asyncio.AbstractEventLoop, reply: Any, watch: bool) -> bool:
         proc = self._proc
         reader = proc.stdout if proc is not None else None
         pending = self._pending
@@ -301,7 +365,7 @@ class StdioTransport:
         self._told = False
         if reader.keep is None:
             reader.keep = self._keeps
-        if not reader.take_for(lp, reply):
+        if not reader.take_for(lp, reply, watch):
             return False
         self._held_for = (reader, reply)
         return True

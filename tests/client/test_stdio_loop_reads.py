@@ -46,8 +46,8 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
         out.reads.append(threading.current_thread().name)
         read_for(self, lp)
 
-    def took(self: SharedReader, lp: Any, token: Any) -> bool:
-        got = take_for(self, lp, token)
+    def took(self: SharedReader, lp: Any, token: Any, watch: bool = True) -> bool:
+        got = take_for(self, lp, token, watch)
         if got:
             out.readers.append(self)
             out.taken.set()

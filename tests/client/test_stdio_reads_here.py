@@ -210,3 +210,84 @@ def test_ctrl_c_ends_the_callers_read_and_gives_the_pipe_back(make_server, reads
         assert len(reads) > before, "no later call was read in the caller's thread"
     finally:
         client.stop()
+
+
+class Paused:
+    """Once ``armed``, each ``tools/call`` frame's writer is held up for 20 ms right after
+    its write (as a thread preempted there is); ``reads`` has each read's thread, with
+    whether it carried a tool's answer."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.reads: list[tuple[str, bool]] = []
+
+    def answers(self) -> list[str]:
+        return [name for name, answer in self.reads if answer]
+
+
+@pytest.fixture
+def paused_writes(monkeypatch: pytest.MonkeyPatch) -> Paused:
+    from conduit_mcp.transports.stdio import StdioTransport
+
+    send_bytes, on_stdout = StdioTransport.send_bytes, StdioTransport._on_stdout
+    out = Paused()
+
+    def paused(self: StdioTransport, data: bytes) -> None:
+        send_bytes(self, data)
+        if out.armed and b'"tools/call"' in data:
+            time.sleep(0.02)  # not a wait for an event: the writer's thread held up
+
+    def noted(self: StdioTransport, data: bytes) -> None:
+        out.reads.append((threading.current_thread().name, b'"content"' in data))
+        on_stdout(self, data)
+
+    monkeypatch.setattr(StdioTransport, "send_bytes", paused)
+    monkeypatch.setattr(StdioTransport, "_on_stdout", noted)
+    return out
+
+
+def test_an_answer_back_before_its_caller_waits_is_still_read_by_the_caller(
+    make_server, paused_writes
+) -> None:
+    """The pipe is taken for the caller before its call is written: a server that answers
+    while the caller is still held up after its write cannot have the answer read by the
+    I/O loop (which would then wake the caller, the path this saves)."""
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+    try:
+        client.await_ready(timeout=10)
+        for i in range(3):  # the client's own first fetches done, and their cache stores
+            client.call_tool("add", {"a": i, "b": 1}, timeout=10)
+        paused_writes.armed = True
+        before = len(paused_writes.answers())
+        for i in range(10):
+            assert client.call_tool("add", {"a": i, "b": 1}, timeout=10).text == str(i + 1)
+        answers = paused_writes.answers()[before:]
+        assert answers == [threading.current_thread().name] * 10
+    finally:
+        client.stop()
+
+
+def test_an_answer_back_before_its_loop_waits_is_still_read_by_the_loop(
+    make_server, paused_writes
+) -> None:
+    """As above for an asyncio caller: the pipe is its loop's before the call is written."""
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+    try:
+        client.await_ready(timeout=10)
+
+        async def calls(n: int) -> list[str]:
+            return [
+                (await client.aio.call_tool("add", {"a": i, "b": 1}, timeout=10)).text
+                for i in range(n)
+            ]
+
+        asyncio.run(calls(3))
+        paused_writes.armed = True
+        before = len(paused_writes.answers())
+        assert asyncio.run(calls(10)) == [str(i + 1) for i in range(10)]
+        answers = paused_writes.answers()[before:]
+        assert answers == [threading.current_thread().name] * 10
+    finally:
+        client.stop()
