@@ -512,8 +512,12 @@ class AsyncClient:
         if rq.store_walk(self._handle, walk, AsyncReply(loop, future)):
             # Stored before we return, so tool(name) finds it; never failing on it.
             wait = max(0.0, min(rq.STORE_WAIT, walk.deadline - time.monotonic()))
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when
+            # the task is cancelled as the future completes, and the caller's cancel is lost
+            # (found under load: the call after the listing then ran to its deadline).
             with contextlib.suppress(TimeoutError, Error):
-                await asyncio.wait_for(future, wait)
+                async with asyncio.timeout(wait):
+                    await future
         return tuple(walk.items)
 
     async def _load_skill(self, walk: rq.SkillWalk) -> LoadedSkill:

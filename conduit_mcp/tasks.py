@@ -330,8 +330,11 @@ class TaskRun:
             wake = self._wake
             assert wake is not None
             if self._pushed is None:
+                # asyncio.timeout, not wait_for, which on Python 3.11 can lose a cancel that
+                # comes as the wake is set (aio.py, _list_all)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await wake.wait()
             wake.clear()
             if self._cancel is not None or (
                 self.deadline is not None and time.monotonic() >= self.deadline
