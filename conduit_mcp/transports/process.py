@@ -208,7 +208,8 @@ class SharedReader:
         self._on_eof = on_eof
         self.lock = threading.Lock()
         # Who reads the pipe instead of the loop: None, _THREAD (a blocked caller's thread,
-        # take), or a caller loop's LoopPoll (take_for); _token is that loop's call.
+        # take), or a caller loop's LoopPoll (take_for); _token is the call it is held for
+        # (None for a thread's take made as it waits, wait_here).
         self._taken: Any = None
         self._token: Any = None
         # Reads done by a holding loop, and their count when the watchdog last found the
