@@ -781,9 +781,10 @@ class AsyncRemoteHub:
                     answers[id(channel)] = sink
                     continue
                 try:
-                    answers[id(channel)] = await asyncio.wait_for(
-                        asyncio.shield(sink.future), max(0.0, deadline - loop.time())
-                    )
+                    # asyncio.timeout, not wait_for (which on Python 3.11 can lose a cancel
+                    # that comes as the answer does: aio.py, _list_all)
+                    async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                        answers[id(channel)] = await asyncio.shield(sink.future)
                 except Error as exc:
                     answers[id(channel)] = exc
                 except TimeoutError:
@@ -802,7 +803,8 @@ class AsyncRemoteHub:
         sink = _AsyncSink(asyncio.get_running_loop(), on_progress)
         cid = channel.send(op, args, sink, progress=on_progress is not None)
         try:
-            return await asyncio.wait_for(asyncio.shield(sink.future), _guard(args))
+            async with asyncio.timeout(_guard(args)):  # not wait_for: see set_logging_level
+                return await asyncio.shield(sink.future)
         except asyncio.CancelledError:
             channel.cancel(cid)
             raise
