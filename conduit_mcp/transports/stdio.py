@@ -166,24 +166,27 @@ class StdioTransport:
             self._take_before(reply)
         self.send(message)
 
-    def _take_before(self, reply: Any) -> None:
+    def _reader(self) -> Any:
+        """The server's stdout reader (``SharedReader``), None before the spawn."""
         proc = self._proc
-        reader = proc.stdout if proc is not None else None
+        return proc.stdout if proc is not None else None
+
+    def _take_before(self, reply: Any) -> None:
+        reader = self._reader()
         if reader is None or self._down:
             return
+        loop = asyncio._get_running_loop()
         if isinstance(reply, SyncReply):
-            if asyncio._get_running_loop() is None:  # as wait_here
+            if loop is None:  # as wait_here
                 reader.take(reply)
             return
-        loop = asyncio._get_running_loop()
         if loop is not None and getattr(reply, "loop", None) is loop:
             self._read_on(cast(asyncio.AbstractEventLoop, loop), reply, False)  # watched later
 
     def release(self, reply: Any) -> None:
         """The pipe goes back to the I/O loop if a thread still holds it for ``reply`` (taken
         by :meth:`send_call`, and the caller did not get to :meth:`wait_here`)."""
-        proc = self._proc
-        reader = proc.stdout if proc is not None else None
+        reader = self._reader()
         if reader is not None and reader.taken_for(reply):
             reader.give_back(reply)
 
@@ -269,8 +272,7 @@ class StdioTransport:
         ``otp.pooled._DEFERRED`` are held for the wait (as for ``tell_here``): a signal
         ends it, and its handler runs once the pipe is given back, never in the middle of
         a read or with the pipe still taken."""
-        proc = self._proc
-        reader = proc.stdout if proc is not None else None
+        reader = self._reader()
         if reader is None:
             return
         # Taken for this call already, before it was written (send_call): adopted here.
@@ -354,8 +356,7 @@ class StdioTransport:
         return self._read_on(loop, reply, True)
 
     def _read_on(self, loop: asyncio.AbstractEventLoop, reply: Any, watch: bool) -> bool:
-        proc = self._proc
-        reader = proc.stdout if proc is not None else None
+        reader = self._reader()
         pending = self._pending
         if reader is None or pending is None or len(pending) != 1 or self._down:
             return False

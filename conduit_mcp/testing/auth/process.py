@@ -245,8 +245,10 @@ class AuthServerProcess(ProcessHandle):
     # ---- the log ------------------------------------------------------------------------------
 
     def log(self) -> list[dict[str, Any]]:
-        """Every record so far, in order."""
-        lines = self.log_path.read_bytes().splitlines()
+        """Every record so far, in order: whole lines only (the server may be writing the
+        last one as it is read; it is there at the next read)."""
+        data = self.log_path.read_bytes()
+        lines = data[: data.rfind(b"\n") + 1].splitlines()
         return [orjson.loads(line) for line in lines if line.strip()]
 
     def events(self, name: str) -> list[dict[str, Any]]:
