@@ -31,11 +31,9 @@ guarantees above hold.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import queue
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -50,6 +48,7 @@ from conduit_mcp.otp._pykka import (
     handle_failure,
 )
 from conduit_mcp.otp.base import SafeActor
+from conduit_mcp.otp.signals import hold_signals, in_main_thread, replay_signals, restore_signals
 
 __all__ = ["IDLE_SECONDS", "PooledActor", "init_ran", "pool_threads", "stop_here", "tell_here"]
 
@@ -257,6 +256,12 @@ class PooledActor(SafeActor):
         """
         return False
 
+    def handle_here(self, message: Any) -> None:
+        """Handle ``message`` of :func:`tell_here`'s batch (one :meth:`may_run_here`
+        accepted), as a pool worker would. A subclass may handle the messages it accepts more
+        directly, with the same effect: what it raises goes to :meth:`failed_here`."""
+        self._handle_message(message, None)
+
     def _run_here(self, messages: list[Any], rest: Callable[[list[Any]], None]) -> None:
         """:func:`tell_here`'s work."""
         inbox = self._inbox
@@ -264,11 +269,11 @@ class PooledActor(SafeActor):
             rest(messages)
             return
         signals = None
-        main = threading.current_thread() is threading.main_thread()  # (a fork moves it)
+        main = in_main_thread()
         if main:
             # No Python signal handler (Ctrl-C's KeyboardInterrupt) may run inside the
             # actor: they are held until it is left.
-            signals = _hold_signals()
+            signals = hold_signals()
         done = 0
         if signals is not None or not main:
             try:
@@ -278,12 +283,12 @@ class PooledActor(SafeActor):
                         break
                     left -= 1
                     self.here_left = left
-                    self._handle_message(message, None)
+                    self.handle_here(message)
                     done += 1
             finally:
                 self.here_left = -1
                 if signals is not None:
-                    _restore_signals(signals[0])
+                    restore_signals(signals[0])
         if self.actor_stopped.is_set():
             _pool.submit(inbox)  # the turn answers what is left (teardown)
         else:
@@ -293,7 +298,7 @@ class PooledActor(SafeActor):
                 rest(messages[done:])
         finally:
             if signals is not None and signals[1]:
-                _replay_signals(signals[1], signals[0])
+                replay_signals(signals[1], signals[0])
 
     @classmethod
     def start_here(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
@@ -367,12 +372,16 @@ class PooledActor(SafeActor):
                 logger.info("exception returned from %s to caller", self, exc_info=True)
                 reply_to.set_exception()
                 return
-            info = sys.exc_info()
-            handle_failure(self, info)
-            try:
-                self.on_failure(*info)
-            except BaseException:
-                handle_failure(self, sys.exc_info())
+            self.failed_here(sys.exc_info())
+
+    def failed_here(self, info: Any) -> None:
+        """A told message's handler raised (``info``, as ``sys.exc_info()``): the actor
+        fails as Pykka's loop would make it."""
+        handle_failure(self, info)
+        try:
+            self.on_failure(*info)
+        except BaseException:
+            handle_failure(self, sys.exc_info())
 
 
 def init_ran(ref: pykka.ActorRef[Any]) -> bool:
@@ -420,8 +429,9 @@ def tell_here(
     guarantees hold: the caller holds the actor as a worker would (no other thread runs it
     meanwhile; a message told meanwhile waits, then goes to the pool), and the mailbox's
     order is kept (only an empty one is passed by). In the main thread the Python signal
-    handlers of :data:`_DEFERRED` (Ctrl-C's ``KeyboardInterrupt``) run once the actor is left
-    and ``rest`` has run, never inside the actor (what they raise goes to the caller).
+    handlers of :data:`~conduit_mcp.otp.signals.DEFERRED` (Ctrl-C's ``KeyboardInterrupt``)
+    run once the actor is left and ``rest`` has run, never inside the actor (what they
+    raise goes to the caller).
 
     >>> class Here(PooledActor):
     ...     def may_run_here(self, message):
@@ -438,63 +448,6 @@ def tell_here(
         rest(messages)
     else:
         actor._run_here(messages, rest)
-
-
-#: The C module under :mod:`signal`: the same functions without its enum conversions, which
-#: cost more than the system calls (measured: 1.7 µs a ``getsignal``, against 0.03 µs).
-_signal: Any = importlib.import_module("_signal")
-
-#: The signals whose Python handlers :func:`tell_here` holds back while the main thread
-#: runs an actor (the ones a program commonly handles in Python; checking each costs a
-#: lookup, replacing one a system call, and only handlers set in Python are replaced).
-_DEFERRED: Final = tuple(
-    int(getattr(signal, name))
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
-    if hasattr(signal, name)
-)
-
-
-def _hold_signals(
-    then: Callable[[], None] | None = None,
-) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]] | None:
-    """In the main thread: replace the Python signal handlers of :data:`_DEFERRED` with one
-    that only records the signal (and calls ``then``, e.g. to end a wait); ``(replaced,
-    caught)``, for :func:`_replay_signals`. None where handlers cannot be replaced (nothing
-    was changed)."""
-    getsignal, setsignal = _signal.getsignal, _signal.signal
-    held: list[tuple[int, Any]] = []
-    caught: list[tuple[int, Any]] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        caught.append((signum, frame))
-        if then is not None:
-            then()
-
-    try:
-        for signum in _DEFERRED:
-            handler = getsignal(signum)
-            if callable(handler):
-                setsignal(signum, hold)
-                held.append((signum, handler))
-    except (ValueError, OSError):  # not the main interpreter, or the OS refused
-        _restore_signals(held)
-        return None
-    return held, caught
-
-
-def _restore_signals(held: list[tuple[int, Any]]) -> None:
-    setsignal = _signal.signal
-    for signum, handler in held:
-        setsignal(signum, handler)
-
-
-def _replay_signals(caught: list[tuple[int, Any]], held: list[tuple[int, Any]]) -> None:
-    """Run the handlers of the signals that came while they were held, in their order
-    (what one raises goes to the caller, and the rest are not run, as if it had raised
-    when its signal came)."""
-    handlers = dict(held)
-    for signum, frame in caught:
-        handlers[signum](signum, frame)
 
 
 def _forget_pool_in_child() -> None:

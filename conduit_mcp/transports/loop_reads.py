@@ -35,7 +35,7 @@ import threading
 import weakref
 from typing import Any
 
-from ..otp.pooled import _hold_signals, _replay_signals, _restore_signals
+from ..otp.signals import hold_signals, in_main_thread, replay_signals, restore_signals
 from . import loop as io_loop
 
 #: The watchdog's tick (seconds): a pipe held by a loop that has left it readable and unread
@@ -44,8 +44,6 @@ WATCH_EVERY = 0.05
 
 #: Empty ticks (no pipe held by a loop) before the watchdog stops until the next take.
 _IDLE_TICKS = 20
-
-_MAIN = threading.main_thread().ident
 
 log = logging.getLogger("conduit_mcp.stdio")
 
@@ -96,7 +94,7 @@ class LoopPoll:
         # The loop's reader callback: a held pipe is readable. In the main thread the Python
         # signal handlers are held while a read is handled (as for the connection's turn in
         # otp.pooled.tell_here): a Ctrl-C never lands inside the handling of a read.
-        held = _hold_signals() if threading.get_ident() == _MAIN else None
+        held = hold_signals() if in_main_thread() else None
         try:
             for fd, _events in self.ep.poll(0):
                 reader = self.readers.get(fd)
@@ -111,8 +109,9 @@ class LoopPoll:
                     reader.give_back_from(self)
         finally:
             if held is not None:
-                _restore_signals(held[0])
-                _replay_signals(held[1], held[0])
+                restore_signals(held[0])
+                if held[1]:
+                    replay_signals(held[1], held[0])
 
 
 # The loops' LoopPolls. Made on a loop's thread, retired by the watchdog once no pipe has been

@@ -32,7 +32,7 @@ import pykka
 
 from ..errors import Error
 from ..otp.base import safe_tell
-from ..otp.pooled import _hold_signals, _replay_signals, _restore_signals
+from ..otp.signals import hold_signals, in_main_thread, replay_signals, restore_signals
 from ..protocol.jsonrpc import FrameError, Invalid, LineDecoder, decode, encode
 from ..protocol.listen import is_listen_control
 from ..protocol.messages import cancelled
@@ -269,7 +269,7 @@ class StdioTransport:
         connection, a close: ``reply.wake``). What is read is handled here exactly as the
         loop's reader would (``_on_stdout``: no user code); then ``wait_blocking`` takes the
         queue's items as usual. In the main thread the Python signal handlers of
-        ``otp.pooled._DEFERRED`` are held for the wait (as for ``tell_here``): a signal
+        ``otp.signals.DEFERRED`` are held for the wait (as for ``tell_here``): a signal
         ends it, and its handler runs once the pipe is given back, never in the middle of
         a read or with the pipe still taken."""
         reader = self._reader()
@@ -294,8 +294,8 @@ class StdioTransport:
         # can never leave the pipe taken; one that comes ends the wait (through the wake
         # fd) and is raised once the pipe is given back.
         held = None
-        if threading.current_thread() is threading.main_thread():
-            held = _hold_signals(lambda: _poke(wake))
+        if in_main_thread():
+            held = hold_signals(lambda: _poke(wake))
         try:
             if adopted or reader.take():
                 try:
@@ -310,8 +310,9 @@ class StdioTransport:
                     reader.give_back()
         finally:
             if held is not None:
-                _restore_signals(held[0])
-                _replay_signals(held[1], held[0])
+                restore_signals(held[0])
+                if held[1]:
+                    replay_signals(held[1], held[0])
 
     @staticmethod
     def _wait_taken(

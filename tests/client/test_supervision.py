@@ -412,3 +412,38 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_connection_that_crashes_sending_from_the_callers_thread_fails_that_call(
+    make_server, start_client, monkeypatch
+):
+    """A lone call is sent by its caller's own thread (``Connection.handle_here``); what the
+    send raises there crashes the connection as it would on a pool worker: the call fails
+    with ``connection_crashed`` at once, and the supervisor brings the connection back."""
+    from conduit_mcp.transports.stdio import StdioTransport
+
+    server = make_server()
+    client = start_client(server.stdio())
+    client.await_ready(timeout=10)
+    assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
+    registry = client._runtime().registry
+    old = registry.get("connection")
+    original = StdioTransport.send_call
+
+    def send_call(self, message, reply):
+        if message["params"].get("arguments", {}).get("a") == 41:
+            raise RuntimeError("injected send crash")
+        return original(self, message, reply)
+
+    monkeypatch.setattr(StdioTransport, "send_call", send_call)
+    started = time.monotonic()
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 41, "b": 1}, timeout=20)
+    assert (err.value.kind, err.value.reason) == ("transport", "connection_crashed")
+    assert time.monotonic() - started < 10  # failed at the crash, not at its deadline
+    status = client.wait_for_state(
+        lambda s: s.state == "ready" and server.starts() == 2, timeout=10
+    )
+    assert status.state == "ready"
+    assert registry.get("connection") is not old
+    assert client.call_tool("add", {"a": 1, "b": 2}).text == "3"
