@@ -260,12 +260,12 @@ class AsyncReply(Reply):
     def ok_soon(self, result: Any) -> None:
         if not self.done:
             self.done = True
-            _settle_soon(self.loop, self.future, True, result)
+            _settle_soon(self.loop, self.future, True, result, self._slot is not None)
 
     def fail_soon(self, error: Error) -> None:
         if not self.done:
             self.done = True
-            _settle_soon(self.loop, self.future, False, error)
+            _settle_soon(self.loop, self.future, False, error, self._slot is not None)
 
     def _call(self, fn: Any, *args: Any) -> None:
         # A closed loop means the caller is gone: nothing to answer.
@@ -282,13 +282,20 @@ _held: dict[asyncio.AbstractEventLoop, dict[asyncio.AbstractEventLoop, list[Any]
 
 
 def _settle_soon(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], ok: bool, value: Any
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    ok: bool,
+    value: Any,
+    progress: bool,
 ) -> None:
+    """Settle ``future`` (on ``loop``) with what this turn's reads answered; ``progress``:
+    its caller takes progress, which must run before the future is done."""
+    item = (future, ok, value, progress)
     try:
         here = asyncio.get_running_loop()
     except RuntimeError:  # not on a loop (an in-process server's thread): settle it now
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle_all, [(future, ok, value)])
+            loop.call_soon_threadsafe(_settle_all, [item])
         return
     batch = _held.get(here)
     if batch is None:
@@ -296,9 +303,9 @@ def _settle_soon(
         here.call_soon(_release, here)  # after this turn's other callbacks: no wake-up
     items = batch.get(loop)
     if items is None:
-        batch[loop] = [(future, ok, value)]
+        batch[loop] = [item]
     else:
-        items.append((future, ok, value))
+        items.append(item)
 
 
 def gather_answers(here: asyncio.AbstractEventLoop) -> bool:
@@ -321,10 +328,17 @@ def release_answers(here: asyncio.AbstractEventLoop) -> None:
 def _release(here: asyncio.AbstractEventLoop) -> None:
     for loop, items in _held.pop(here, {}).items():
         if loop is here:
-            # Read on the callers' own loop (loop_reads.py): no post to itself. Settled at
-            # its next turn, not now: progress read before the answer was scheduled first,
-            # and must run before the future is done (AsyncReply._run_progress).
-            loop.call_soon(_settle_all, items)
+            # Read on the callers' own loop (loop_reads.py): no post to itself, and the
+            # futures are settled now, so their tasks run at the loop's next turn (a
+            # sequential call: two turns an answer, not three). Those whose callers take
+            # progress are settled at the next turn instead: progress read before the
+            # answer was scheduled first, and must run before the future is done
+            # (AsyncReply._run_progress).
+            later = [item for item in items if item[3]]
+            if len(later) < len(items):
+                _settle_all([item for item in items if not item[3]] if later else items)
+            if later:
+                loop.call_soon(_settle_all, later)
             continue
         # A closed loop means the callers are gone: nothing to answer.
         with contextlib.suppress(RuntimeError):
@@ -332,7 +346,7 @@ def _release(here: asyncio.AbstractEventLoop) -> None:
 
 
 def _settle_all(items: list[Any]) -> None:
-    for future, ok, value in items:
+    for future, ok, value, _progress in items:
         if not future.done():
             if ok:
                 future.set_result(value)

@@ -153,6 +153,33 @@ def test_progress_and_a_notification_while_the_loop_reads(make_server, seen) -> 
         client.stop()
 
 
+def test_progress_read_with_its_answer_runs_before_the_call_returns(make_server, seen) -> None:
+    """The server writes its progress and the result at once, so the caller's loop reads
+    them together: a future with no progress to run is settled in the read's own callback,
+    but this one only at the loop's next turn, after the progress callback was run."""
+    server = make_server()
+    client = mcp.Client.start(server.stdio())
+    try:
+        client.await_ready(timeout=10)
+        rounds: list[list[float]] = []
+
+        async def calls() -> None:
+            for _ in range(10):
+                got: list[Any] = []
+                await client.aio.call_tool(
+                    "progress", {"steps": 5, "delay": 0}, timeout=10, on_progress=got.append
+                )
+                rounds.append([p.progress for p in got])
+                # and a call with no progress after it, settled in the read's callback
+                assert (await client.aio.call_tool("add", {"a": 2, "b": 2})).text == "4"
+
+        asyncio.run(calls())
+        assert rounds == [[1, 2, 3, 4, 5]] * 10
+        assert seen.reads
+    finally:
+        client.stop()
+
+
 # (rule action, extra server arguments, the outcomes allowed)
 FAULTS: dict[str, tuple[Any, list[str], set[str]]] = {
     "crash": ("exit", [], {"transport"}),
