@@ -283,6 +283,15 @@ class LineDecoder:
             return []
         if type(data) is not bytes:
             data = bytes(data)  # bytearray.split would yield bytearrays, not frames
+        if not self._buf and not self._discarding and data.find(b"\n") == len(data) - 1:
+            # One whole line and nothing held (a sequential server's answer): no split.
+            line = data[:-1]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            size = len(line)
+            if size > self._max:
+                return [FrameError("oversize", size, response_id(line[:ID_SCAN]))]
+            return [line] if size and not line.isspace() else []
         if self._discarding:
             nl = data.find(b"\n")
             if nl < 0:

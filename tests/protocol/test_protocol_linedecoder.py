@@ -255,3 +255,26 @@ def test_an_oversize_server_request_or_unknown_line_carries_no_id() -> None:
     request = b'{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"x":"'
     out = LineDecoder(100).feed(request + b"y" * 200 + b'"}}\n' + b"z" * 200 + b"\n")
     assert [(type(f), getattr(f, "id", None)) for f in out] == [(FrameError, None)] * 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40).filter(lambda b: b"\n" not in b), st.integers(1, 30))
+def test_a_chunk_of_one_whole_line_is_decoded_as_any_other_chunking(
+    line: bytes, limit: int
+) -> None:
+    """One whole line with nothing held (a sequential server's answer) takes a short path
+    in ``feed``; its frames and verdicts are those of the line cut in two (an oversize
+    line's byte count is what was seen when it was refused, so it may differ)."""
+    decoder = LineDecoder(limit)
+    whole = decoder.feed(line + b"\n")
+    halves = [line[: len(line) // 2], line[len(line) // 2 :] + b"\n"]
+    assert normalise(whole, limit) == normalise(feed_all(LineDecoder(limit), halves), limit)
+    assert decoder.buffered == 0
+
+
+def test_an_oversize_response_alone_in_its_chunk_carries_its_id() -> None:
+    limit = 200
+    over = response('"r-6"', limit + 1)
+    for line in (over + b"\n", over + b"\r\n"):
+        (error,) = LineDecoder(limit).feed(line)
+        assert isinstance(error, FrameError) and error.id == "r-6" and error.detail == limit + 1
