@@ -140,6 +140,10 @@ _monotonic = time.monotonic
 _RESOURCE_SUBS = frozenset({"resources/subscribe", "resources/unsubscribe"})
 #: Handled by the connection in both eras (``_set_log_level``).
 SET_LEVEL = "logging/setLevel"
+
+#: The methods :meth:`Connection._send_call` hands to ``_special_call`` first.
+_SPECIAL = _RESOURCE_SUBS | {SET_LEVEL} | frozenset(SKILL_METHODS)
+
 #: At most this many requests are held in one burst before they are written (receive()).
 CORK_FRAMES = 32
 
@@ -764,8 +768,9 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
     def _forget_answered(self) -> None:
         # Calls the transport's reader answered (pending.py): only their timers are left.
         answered = self._table.answered
+        cancel = self._timers.cancel
         while answered:
-            self.set_timeout(answered.popleft(), None, None)
+            cancel(answered.popleft())
 
     def _queued_done(self, item: Any) -> None:
         if item.queued:
@@ -876,19 +881,8 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                 )
             )
             return
-        if call.inputs is not None:
-            self._task_inputs(call)
+        if (call.inputs is not None or call.method in _SPECIAL) and self._special_call(call):
             return
-        if call.method in _RESOURCE_SUBS and self._changes.resource_call(call):
-            return
-        if call.method == SET_LEVEL and self._set_log_level(call):
-            return
-        if call.method in SKILL_METHODS:
-            # Sent only to a server that declared the skills extension (docs/skills.md).
-            refused = skill_refusal(call.method, self._shared.capabilities)
-            if refused is not None:
-                reply.fail(refused)
-                return
         pending = self._pending
         if len(pending) >= self._cfg.max_in_flight:
             reply.fail(
@@ -943,6 +937,26 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             reply.fail(exc)
             return
         self.set_timeout(call, remaining, Deadline(call))
+
+    def _special_call(self, call: Call) -> bool:
+        """A request :meth:`_send_call` does not simply send (a task's input requests, a
+        resource (un)subscription, ``logging/setLevel``, a skills method): True if it was
+        handled here."""
+        if call.inputs is not None:
+            self._task_inputs(call)
+            return True
+        method = call.method
+        if method in _RESOURCE_SUBS and self._changes.resource_call(call):
+            return True
+        if method == SET_LEVEL and self._set_log_level(call):
+            return True
+        if method in SKILL_METHODS:
+            # Sent only to a server that declared the skills extension (docs/skills.md).
+            refused = skill_refusal(method, self._shared.capabilities)
+            if refused is not None:
+                call.reply.fail(refused)
+                return True
+        return False
 
     def _task_inputs(self, call: Call) -> None:
         """A task's input requests (docs/tasks.md, "Input while it runs"): run as a modern
