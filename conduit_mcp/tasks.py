@@ -502,7 +502,13 @@ class _ParseOrKeep:
         self.parse = parse
 
     def __call__(self, raw: Any) -> CallToolResult | TaskAnswer:
-        if type(raw) is dict and is_task(raw):
+        # A task answer has "task" (legacy) or resultType "task" (modern): two C lookups
+        # let a tool's result by without the rules' calls.
+        if (
+            type(raw) is dict
+            and ("task" in raw or raw.get("resultType") == "task")
+            and is_task(raw)
+        ):
             return TaskAnswer(raw)
         return self.parse(raw)
 
