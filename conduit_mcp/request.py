@@ -29,7 +29,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import pykka
 
@@ -182,11 +182,17 @@ def check_name(value: Any, what: str) -> str:
     return value
 
 
+#: :func:`check_mapping`'s key types when they are all plain strings (or there are none).
+_STR: Final = frozenset({str})
+
+
 def check_mapping(value: Any, what: str) -> dict[str, Any] | None:
     """A dict copy of a mapping with string keys (None stays None), else
     ``Error("argument", what)``."""
     if value is None:
         return None
+    if type(value) is dict and set(map(type, value)) <= _STR:  # no Python loop over the keys
+        return value.copy()
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise Error("argument", what, f"{what} must be a mapping with string keys")
     return dict(value)

@@ -78,13 +78,11 @@ def hold_signals(then: Callable[[], None] | None = None) -> Held | None:
         if then is not None:
             then()
 
-    done = 0
     try:
         for signum, _handler in replaced:
             setsignal(signum, hold)
-            done += 1
-    except (ValueError, OSError):  # the OS refused
-        restore_signals(replaced[:done])
+    except (ValueError, OSError):  # the OS refused: all put back (the rest are unchanged)
+        restore_signals(replaced)
         return None
     return replaced, caught
 
