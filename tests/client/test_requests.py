@@ -377,3 +377,26 @@ def test_a_server_whose_cursors_never_end_is_cut_off(make_server, start_client):
     assert (err.value.kind, err.value.reason) == ("protocol", "too_many_pages")
     # an empty-string cursor is a cursor, not the end: it was sent back every time
     assert server.received("tools/list")[-1]["params"]["cursor"] == ""
+
+
+def test_tool_arguments_must_be_a_mapping_with_string_keys(make_server, start_client):
+    """Checked before anything is sent, in a copy: a dict of plain ``str`` keys (the common
+    case, checked in C) and any other mapping are accepted; a non-string key or a
+    non-mapping is an ``argument`` error naming it."""
+    import types
+
+    client = start_client(make_server().stdio())
+    client.await_ready(timeout=10)
+    arguments = {"a": 1, "b": 2}
+    assert client.call_tool("add", arguments).text == "3"
+    assert arguments == {"a": 1, "b": 2}  # the caller's dict is not changed
+    assert client.call_tool("add", types.MappingProxyType({"a": 3, "b": 2})).text == "5"
+    for bad in ({"a": 1, 2: 2}, {(1,): 1}, [("a", 1)], "a=1"):
+        with pytest.raises(mcp.Error) as err:
+            client.call_tool("add", bad)
+        assert (err.value.kind, err.value.reason) == ("argument", "arguments")
+        assert "string keys" in str(err.value)
+    with pytest.raises(mcp.Error) as err:
+        client.call_tool("add", {"a": 1, "b": 2}, meta={1: "x"})
+    assert (err.value.kind, err.value.reason) == ("argument", "meta")
+    assert client.call_tool("add", {"a": 1, "b": 1}).text == "2"
