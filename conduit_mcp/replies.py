@@ -123,7 +123,7 @@ class SyncReply(Reply):
         slot = self._slot
         if slot is not None and not self.done and slot.put(params):
             self.queue.put((PROGRESS, None))
-            if self.wake is not None:
+            if self.wake is not None and self.waiter != _get_ident():
                 self._wake()
 
     def take_progress(self) -> list[dict[str, Any]]:
@@ -141,19 +141,20 @@ class SyncReply(Reply):
         if not self.done:
             self.done = True
             self.queue.put((OK, result))
-            if self.wake is not None:
+            if self.wake is not None and self.waiter != _get_ident():
                 self._wake()
 
     def fail(self, error: Error) -> None:
         if not self.done:
             self.done = True
             self.queue.put((FAIL, error))
-            if self.wake is not None:
+            if self.wake is not None and self.waiter != _get_ident():
                 self._wake()
 
     def _wake(self) -> None:
-        # The waiting thread reads the pipe (it put this itself, or it is woken, once: the
-        # wake is cleared, which tells it to drain its eventfd when it stops waiting).
+        # The waiting thread reads the pipe (it put this itself: not called, as ``waiter``
+        # is only ever changed by that thread; or it is woken, once: the wake is cleared,
+        # which tells it to drain its eventfd when it stops waiting).
         with WAKE_LOCK:
             wake = self.wake
             if wake is not None and self.waiter != threading.get_ident():
@@ -165,6 +166,8 @@ class SyncReply(Reply):
 #: Held while a :class:`SyncReply`'s ``wake`` is written or cleared: once its waiting
 #: thread has cleared it, no other thread can still write to that descriptor.
 WAKE_LOCK = threading.Lock()
+
+_get_ident = threading.get_ident
 
 
 class _WakeFd(threading.local):
