@@ -220,6 +220,7 @@ bench: venv compare-peers $(BENCH_STAMP)
 	$(BIN)/python benchmarks/sse_bench.py
 	$(BIN)/python benchmarks/inprocess_bench.py
 	$(BIN)/python benchmarks/bench_metadata.py
+	$(BIN)/python benchmarks/opcodes.py
 
 # Not in `make test`: it runs for minutes. E.g. SOAK_ARGS="--minutes 2 --clients 20".
 SOAK_ARGS ?=
