@@ -342,11 +342,11 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
                 if self._corked is not None:
                     self._uncork_after(message)
         except Exception:
-            self.failed_here(sys.exc_info())
+            self._failed_here(sys.exc_info())
         except BaseException as exc:  # as SafeActor.on_receive
             crashed = ActorCrashed(exc)
             crashed.__cause__ = exc
-            self.failed_here((ActorCrashed, crashed, exc.__traceback__))
+            self._failed_here((ActorCrashed, crashed, exc.__traceback__))
 
     def may_run_here(self, message: Any) -> bool:
         """A request told to an idle connection in ``ready`` is sent by the caller's own

@@ -259,7 +259,8 @@ class PooledActor(SafeActor):
     def handle_here(self, message: Any) -> None:
         """Handle ``message`` of :func:`tell_here`'s batch (one :meth:`may_run_here`
         accepted), as a pool worker would. A subclass may handle the messages it accepts more
-        directly, with the same effect: what it raises goes to :meth:`failed_here`."""
+        directly, with the same effect (what they raise must fail the actor as it would on
+        a worker: ``_failed_here``)."""
         self._handle_message(message, None)
 
     def _run_here(self, messages: list[Any], rest: Callable[[list[Any]], None]) -> None:
@@ -372,9 +373,9 @@ class PooledActor(SafeActor):
                 logger.info("exception returned from %s to caller", self, exc_info=True)
                 reply_to.set_exception()
                 return
-            self.failed_here(sys.exc_info())
+            self._failed_here(sys.exc_info())
 
-    def failed_here(self, info: Any) -> None:
+    def _failed_here(self, info: Any) -> None:
         """A told message's handler raised (``info``, as ``sys.exc_info()``): the actor
         fails as Pykka's loop would make it."""
         handle_failure(self, info)
