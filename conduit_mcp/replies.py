@@ -337,6 +337,9 @@ def _release(here: asyncio.AbstractEventLoop) -> None:
             # progress are settled at the next turn instead: progress read before the
             # answer was scheduled first, and must run before the future is done
             # (AsyncReply._run_progress).
+            if len(items) == 1 and not items[0][3]:  # a sequential call's answer
+                _settle_all(items)
+                continue
             later = [item for item in items if item[3]]
             if len(later) < len(items):
                 _settle_all([item for item in items if not item[3]] if later else items)
