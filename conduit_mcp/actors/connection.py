@@ -324,14 +324,14 @@ class Connection(AuthorizingStates, HttpOutcomes, HandshakeStates):
             except Exception as exc:  # a dying transport must not take the router down
                 log.debug("flush failed: %s", type(exc).__name__)
 
-    def handle_here(self, message: Any) -> None:
+    def _handle_here(self, message: Any) -> None:
         """A request sent by its caller's thread (``tell_here``): what :meth:`receive`
         does with it (the statem's receive and its dispatch to ``on_ready``), without the
         eight frames between (benchmarks/opcodes.py counts a call's). When the statem has
         internal events or zero-time timeouts to handle first, it goes the long way; what
         the send raises fails the actor as it would there."""
         if self._queue or self._timers.has_zero or type(message) is not Call:
-            super().handle_here(message)
+            super()._handle_here(message)
             return
         try:
             try:

@@ -256,7 +256,7 @@ class PooledActor(SafeActor):
         """
         return False
 
-    def handle_here(self, message: Any) -> None:
+    def _handle_here(self, message: Any) -> None:
         """Handle ``message`` of :func:`tell_here`'s batch (one :meth:`may_run_here`
         accepted), as a pool worker would. A subclass may handle the messages it accepts more
         directly, with the same effect (what they raise must fail the actor as it would on
@@ -284,7 +284,7 @@ class PooledActor(SafeActor):
                         break
                     left -= 1
                     self.here_left = left
-                    self.handle_here(message)
+                    self._handle_here(message)
                     done += 1
             finally:
                 self.here_left = -1

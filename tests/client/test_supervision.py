@@ -417,7 +417,7 @@ def _running(pid: int) -> bool:
 def test_a_connection_that_crashes_sending_from_the_callers_thread_fails_that_call(
     make_server, start_client, monkeypatch
 ):
-    """A lone call is sent by its caller's own thread (``Connection.handle_here``); what the
+    """A lone call is sent by its caller's own thread (``Connection._handle_here``); what the
     send raises there crashes the connection as it would on a pool worker: the call fails
     with ``connection_crashed`` at once, and the supervisor brings the connection back."""
     from conduit_mcp.transports.stdio import StdioTransport
