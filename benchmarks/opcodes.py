@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -86,17 +87,20 @@ def _on_io_loop(fn: Callable[..., Any], *args: Any) -> None:
         raise RuntimeError("the I/O loop did not run the tracer's switch in 10 s")
 
 
-def counted(calls: int, run: Callable[[], None]) -> Counts:
-    """Run ``run`` (``calls`` calls) with both threads traced."""
+@contextlib.contextmanager
+def traced(io: bool = True) -> Iterator[Counts]:
+    """Count what runs inside the block in this thread and, with ``io``, on the client's
+    I/O loop thread; the tracers are off again when it is left."""
     counts = Counts()
-    _on_io_loop(sys.settrace, counts.tracer("io"))
+    if io:
+        _on_io_loop(sys.settrace, counts.tracer("io"))
     sys.settrace(counts.tracer("caller"))
     try:
-        run()
+        yield counts
     finally:
         sys.settrace(None)
-        _on_io_loop(sys.settrace, None)
-    return counts
+        if io:
+            _on_io_loop(sys.settrace, None)
 
 
 def measure(transport: Any, protocol: str, calls: int, warmup: int) -> dict[str, Counts]:
@@ -106,24 +110,17 @@ def measure(transport: Any, protocol: str, calls: int, warmup: int) -> dict[str,
         for _ in range(warmup):
             client.call_tool("add", ARGS)
 
-        def blocking() -> None:
+        with traced() as blocking:
             for _ in range(calls):
                 client.call_tool("add", ARGS)
-
-        out = {"blocking call_tool": counted(calls, blocking)}
+        out = {"blocking call_tool": blocking}
 
         async def aio_counted() -> Counts:
             for _ in range(warmup):
                 await client.aio.call_tool("add", ARGS)
-            counts = Counts()
-            _on_io_loop(sys.settrace, counts.tracer("io"))
-            sys.settrace(counts.tracer("caller"))
-            try:
+            with traced() as counts:
                 for _ in range(calls):
                     await client.aio.call_tool("add", ARGS)
-            finally:
-                sys.settrace(None)
-                _on_io_loop(sys.settrace, None)
             return counts
 
         out["await aio.call_tool"] = asyncio.run(aio_counted())
@@ -140,13 +137,9 @@ def bare_stdio(calls: int) -> Counts:
     try:
         for _ in range(50):
             pipe.request("tools/call", pipe.call_params())
-        counts = Counts()
-        sys.settrace(counts.tracer("caller"))
-        try:
+        with traced(io=False) as counts:
             for _ in range(calls):
                 pipe.request("tools/call", pipe.call_params())
-        finally:
-            sys.settrace(None)
         return counts
     finally:
         pipe.close()
@@ -163,13 +156,9 @@ def bare_http_loop(url: str, era: str, calls: int) -> Counts:
             call = await bare_http.connect(http, url, era, ARGS)
             for _ in range(50):
                 await call()
-            counts = Counts()
-            sys.settrace(counts.tracer("caller"))
-            try:
+            with traced(io=False) as counts:
                 for _ in range(calls):
                     await call()
-            finally:
-                sys.settrace(None)
             return counts
 
     return asyncio.run(run())
