@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import os
 import platform
@@ -37,6 +38,8 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import orjson
@@ -161,7 +164,14 @@ def bench_bare_awaited(n: int, warmup: int) -> Row:
     return row
 
 
-async def _awaited(pipe: _Pipe, row: Row, n: int, warmup: int) -> None:
+async def _awaited(
+    pipe: _Pipe,
+    row: Row,
+    n: int,
+    warmup: int,
+    around: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> None:
+    # around: what the timed calls run inside (opcodes.py counts them with it)
     loop = asyncio.get_running_loop()
     rfd = pipe.proc.stdout.fileno()  # type: ignore[union-attr]
     wfd = pipe.proc.stdin.fileno()  # type: ignore[union-attr]
@@ -203,12 +213,13 @@ async def _awaited(pipe: _Pipe, row: Row, n: int, warmup: int) -> None:
         for _ in range(warmup):
             await call()
         lat = row.latencies
-        t0 = time.perf_counter()
-        for _ in range(n):
-            t = time.perf_counter()
-            await call()
-            lat.append(time.perf_counter() - t)
-        row.seconds, row.calls = time.perf_counter() - t0, n
+        with around():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                t = time.perf_counter()
+                await call()
+                lat.append(time.perf_counter() - t)
+            row.seconds, row.calls = time.perf_counter() - t0, n
     finally:
         loop.remove_reader(rfd)
 

@@ -145,6 +145,28 @@ def bare_stdio(calls: int) -> Counts:
         pipe.close()
 
 
+def bare_awaited(calls: int) -> Counts:
+    """The bare asyncio loop of bench_stdio.py (the floor of an awaited call), counted the
+    same way."""
+    import bench_stdio
+
+    got: list[Counts] = []
+
+    @contextlib.contextmanager
+    def around() -> Iterator[None]:
+        with traced(io=False) as counts:
+            got.append(counts)
+            yield
+
+    pipe = bench_stdio._Pipe()
+    try:
+        row = bench_stdio.Row("bare", "awaited", "counted")
+        asyncio.run(bench_stdio._awaited(pipe, row, calls, 50, around))
+    finally:
+        pipe.close()
+    return got[0]
+
+
 def bare_http_loop(url: str, era: str, calls: int) -> Counts:
     """The bare aiohttp loop of bench_http.py (bare_http.py), counted the same way: its
     loop runs in the caller's thread, so all of it is the caller's."""
@@ -208,6 +230,7 @@ def main() -> int:
     results: list[tuple[str, Counts]] = []
     if "stdio" in kinds:
         results.append(("stdio bare loop (bench_stdio.py)", bare_stdio(args.calls)))
+        results.append(("stdio bare asyncio loop (bench_stdio.py)", bare_awaited(args.calls)))
         stdio = mcp.Stdio(sys.executable, [FAST_SERVER])
         for name, counts in measure(stdio, "auto", args.calls, args.warmup).items():
             results.append((f"stdio {name}", counts))
