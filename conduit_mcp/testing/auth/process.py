@@ -13,7 +13,6 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from ..common.process_handle import ProcessHandle, option_args, pythonpath_env
+from ..common.process_handle import Proc, ProcessHandle, option_args, pythonpath_env
 
 __all__ = ["AuthServerProcess"]
 
@@ -59,7 +58,7 @@ class AuthServerProcess(ProcessHandle):
         self.scheme = "https" if options.get("tls_cert") else "http"  # docs/testing.md, "TLS"
         self._env = {**os.environ, **pythonpath_env(), **dict(env or {})}
         self._runs = 0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Proc | None = None
         self.stderr_path: Path | None = None
         self._start()
 

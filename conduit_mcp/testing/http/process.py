@@ -10,13 +10,12 @@ fails to start raises with its stderr. Get one from
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..common.process_handle import ProcessHandle, option_args
+from ..common.process_handle import Proc, ProcessHandle, option_args
 
 if TYPE_CHECKING:
     from ...transports.http_spec import Http
@@ -62,7 +61,7 @@ class HttpServerProcess(ProcessHandle):
         self.scheme = "https" if (options or {}).get("tls_cert") else "http"
         self._env = {**os.environ, **server.env(), **dict(env or {})}
         self._runs = 0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Proc | None = None
         self.stderr_path: Path | None = None
         self._start()
 

@@ -1,0 +1,396 @@
+"""A fork server for the test servers: one process that has imported the HTTP and
+authorization test servers once, and forks a ready interpreter for each start.
+
+Measured (``-X importtime``): a test HTTP server spent ~240 ms of its ~250 ms start
+importing (aiohttp alone ~130 ms, ~50 of them loading the system's CA bundle into the
+client SSL context aiohttp makes at import), and the suite starts hundreds of them. A fork
+of a process that has imported them already starts in a few milliseconds.
+
+What runs is the same: the child is a real process (its own pid, signals, exit status,
+stdin ``/dev/null``, stdout the pipe the caller reads, stderr the caller's file), its
+environment and working directory are the caller's, and it runs the module the command
+line names as ``__main__``, as ``python -m`` does. Only command lines of the form
+``python -m <module> ...`` for the modules in :data:`PRELOAD` are forked, and only when
+no ``PYTHON*`` or ``SSL_*`` variable of the caller differs from the fork server's (those are
+read once, at an interpreter's start or an import); anything else, or a fork server that cannot start, is a plain
+``subprocess.Popen``. ``CONDUIT_TESTING_FORK=0`` turns it off.
+
+The fork server is a child of the first process that uses it and ends with that process
+(the end of its socket), killing the servers it started that still run. No stdlib piece
+fits: ``multiprocessing``'s forkserver runs a pickled function, imports the parent's
+``__main__`` in every child, and hands no descriptors over for stdio.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import runpy
+import select
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+__all__ = ["PRELOAD", "ForkedProcess", "launch"]
+
+#: The modules a forked start may run, imported once by the fork server with what they
+#: import (the scripted server's HTTP front and OAuth guard, the authorization server).
+PRELOAD = ("conduit_mcp.testing", "conduit_mcp.testing.auth.server")
+_IMPORTS = (
+    "conduit_mcp.testing.scripted.options",
+    "conduit_mcp.testing.http.front",
+    "conduit_mcp.testing.http.oauth_guard",
+    "conduit_mcp.testing.auth.server",
+)
+
+#: How long a start waits for the fork server to be ready, and for a fork's pid (seconds).
+READY_TIMEOUT = 30.0
+
+
+class ForkedProcess:
+    """A process the fork server started, with the part of ``subprocess.Popen`` the test
+    servers' handles use (``pid``, ``stdout``, ``returncode``, ``poll``, ``wait``,
+    ``send_signal``, ``terminate``, ``kill``). Its exit status comes over a socket of its
+    own from the fork server, its parent."""
+
+    def __init__(self, pid: int, status: socket.socket, stdout: int, args: Sequence[str]) -> None:
+        self.pid = pid
+        self.args = list(args)
+        self.returncode: int | None = None
+        self.stdout: Any = open(stdout, "rb", buffering=0)  # noqa: SIM115 - closed by its owner
+        self._status = status
+        self._buf = b""
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<ForkedProcess pid={self.pid} returncode={self.returncode}>"
+
+    def poll(self) -> int | None:
+        """The exit status if the process has ended, else None (never blocks)."""
+        self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if self._read(left) is not None:
+                return self.returncode  # type: ignore[return-value]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the process, unless it has been seen to end (its pid may be reused)."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _read(self, timeout: float | None) -> int | None:
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            ready, _, _ = select.select([self._status], [], [], timeout)
+            if not ready:
+                return None
+            try:
+                chunk = self._status.recv(64)
+            except OSError:
+                chunk = b""
+            self._buf += chunk
+            if b"\n" in self._buf or not chunk:
+                line = self._buf.split(b"\n", 1)[0]
+                # No status (the fork server itself died): the process is killed, as the
+                # fork server would have done at its end.
+                if line.startswith(b"exit "):
+                    self.returncode = int(line[5:])
+                else:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pid, signal.SIGKILL)
+                    self.returncode = -signal.SIGKILL
+                self._status.close()
+            return self.returncode
+
+
+class _Client:
+    """The requesting side, one per process (forgotten in a forked child)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sock: socket.socket | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        self.failed = False
+
+    def start(self, env: Mapping[str, str]) -> bool:
+        # Called with the lock held.
+        if self.sock is not None:
+            return True
+        if self.failed:
+            return False
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _ENTRY, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=dict(env),
+                pass_fds=(theirs.fileno(),),
+            )
+        except OSError:
+            self.failed = True
+            mine.close()
+            return False
+        finally:
+            theirs.close()
+        ready, _, _ = select.select([mine], [], [], READY_TIMEOUT)
+        answer = mine.recv(256) if ready else b""
+        if answer != b"ready":
+            self.failed = True
+            mine.close()
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+            return False
+        self.sock, self.env = mine, dict(env)
+        return True
+
+    def forget(self) -> None:
+        # A forked child of the requesting process: the socket is its parent's.
+        self.lock = threading.Lock()
+        self.sock = self.proc = None
+        self.failed = False
+
+
+_CLIENT = _Client()
+
+#: The fork server's command (``-c``: this module is imported by its package, so ``-m``
+#: would run a second copy of it).
+_ENTRY = (
+    "import sys; from conduit_mcp.testing.common.zygote import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+#: Variables read when an interpreter starts or a module is imported (aiohttp makes its
+#: client SSL context at import: SSL_CERT_FILE): a start whose values differ from the fork
+#: server's is not forked.
+_READ_AT_START = ("PYTHON", "SSL_", "OPENSSL_", "LD_", "MALLOC")
+
+
+def _python_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(_READ_AT_START)}
+
+
+def launch(command: Sequence[str], *, env: Mapping[str, str], stderr: int) -> ForkedProcess | None:
+    """Start ``command`` forked from the fork server (stderr to the descriptor ``stderr``,
+    stdout a new pipe: ``.stdout``), or None when it cannot be (see the module's
+    docstring): the caller starts it with ``subprocess.Popen`` then."""
+    if os.environ.get("CONDUIT_TESTING_FORK", "1") == "0" or not hasattr(os, "pidfd_open"):
+        return None
+    if len(command) < 3 or command[0] != sys.executable or command[1] != "-m":
+        return None
+    if command[2] not in PRELOAD:
+        return None
+    client = _CLIENT
+    with client.lock:
+        if not client.start(env):
+            return None
+        if _python_env(env) != _python_env(client.env):
+            return None
+        assert client.sock is not None
+        read_end, write_end = os.pipe()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        request = orjson.dumps(
+            {"module": command[2], "args": list(command[3:]), "env": dict(env), "cwd": os.getcwd()}
+        )
+        try:
+            socket.send_fds(client.sock, [request], [write_end, stderr, theirs.fileno()])
+        except OSError:
+            client.failed, client.sock = True, None
+            for fd in (read_end, write_end):
+                os.close(fd)
+            mine.close()
+            theirs.close()
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(write_end)
+            theirs.close()
+    ready, _, _ = select.select([mine], [], [], READY_TIMEOUT)
+    first = mine.recv(64) if ready else b""
+    if not first.startswith(b"pid "):
+        mine.close()
+        os.close(read_end)
+        return None
+    pid_line, _, rest = first.partition(b"\n")
+    proc = ForkedProcess(int(pid_line[4:]), mine, read_end, command)
+    proc._buf = rest
+    return proc
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_CLIENT.forget)
+
+
+# --------------------------------------------------------------------------- the fork server
+
+
+def _serve(sock: socket.socket) -> tuple[Any, ...] | None:
+    """The fork server's loop: None when its requester has gone (every child it started
+    and that still runs is killed); in a forked child, what it runs."""
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, status socket)
+    try:
+        while True:
+            for key, _ in sel.select():
+                if key.fileobj is sock:
+                    try:
+                        message, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 3)
+                    except OSError:
+                        message, fds = b"", []
+                    if not message:
+                        return None
+                    job = _fork(message, fds, sel, sock, children)
+                    if job is not None:
+                        return job
+                else:
+                    pidfd = int(key.fd)
+                    pid, status = children.pop(pidfd)
+                    sel.unregister(pidfd)
+                    os.close(pidfd)
+                    _, code = os.waitpid(pid, 0)
+                    with contextlib.suppress(OSError):
+                        status.sendall(b"exit %d\n" % os.waitstatus_to_exitcode(code))
+                    status.close()
+    finally:
+        if not _IN_CHILD:
+            for pidfd, (pid, status) in children.items():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                os.close(pidfd)
+                status.close()
+
+
+_IN_CHILD = False
+
+
+def _fork(
+    message: bytes,
+    fds: list[int],
+    sel: selectors.BaseSelector,
+    sock: socket.socket,
+    children: dict[int, tuple[int, socket.socket]],
+) -> tuple[Any, ...] | None:
+    global _IN_CHILD
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    stdout, stderr, status_fd = fds
+    status = socket.socket(fileno=status_fd)
+    job = orjson.loads(message)
+    pid = os.fork()
+    if pid == 0:
+        _IN_CHILD = True
+        for pidfd, (_, other) in children.items():
+            os.close(pidfd)
+            other.close()
+        children.clear()
+        sel.close()
+        sock.close()
+        status.close()
+        return (job, stdout, stderr)
+    os.close(stdout)
+    os.close(stderr)
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = (pid, status)
+    sel.register(pidfd, selectors.EVENT_READ)
+    with contextlib.suppress(OSError):
+        status.sendall(b"pid %d\n" % pid)
+    return None
+
+
+def _run(job: dict[str, Any], stdout: int, stderr: int) -> int:
+    """In the forked child: stdio, environment and directory as asked, then the module as
+    ``__main__``; its exit code."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    for fd in {devnull, stdout, stderr} - {0, 1, 2}:
+        os.close(fd)
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    sys.argv = [job["module"], *job["args"]]
+    # Run afresh as __main__, as ``-m`` does (and without runpy's warning that the module
+    # was imported already): what the fork server imported stays only as what it imports.
+    sys.modules.pop(job["module"] + ".__main__", None)
+    if not hasattr(sys.modules.get(job["module"]), "__path__"):
+        sys.modules.pop(job["module"], None)
+    try:
+        runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """The fork server: import :data:`PRELOAD`, say ``ready`` on the descriptor it was
+    given, then serve forks until that socket ends."""
+    sock = socket.socket(fileno=int(argv[0]))
+    try:
+        for name in _IMPORTS:
+            __import__(name)
+        if threading.active_count() != 1:  # a fork would copy a thread's locks, not it
+            sock.send(b"refused: an import started a thread")
+            return 1
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            sock.send(f"refused: {type(exc).__name__}".encode())
+        return 1
+    sock.send(b"ready")
+    job = _serve(sock)
+    if job is None:
+        return 0
+    code = _run(*job)
+    # The end of a process that ran the module, less the teardown of the modules the fork
+    # server imported for every kind of server (measured: it doubled a stop's time): its
+    # threads are joined and its exit functions run, as at an interpreter's end.
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)
