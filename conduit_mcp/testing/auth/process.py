@@ -37,6 +37,7 @@ class AuthServerProcess(ProcessHandle):
     """
 
     what = "the authorization server"
+    imports = ("conduit_mcp.testing.auth.server",)
 
     def __init__(
         self,

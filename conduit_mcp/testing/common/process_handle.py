@@ -63,6 +63,8 @@ class ProcessHandle:
     """
 
     what = "the server"
+    #: What the server imports, for the fork server to import once (zygote.py).
+    imports: tuple[str, ...] = ()
     proc: Proc | None
     port: int
     startup_timeout: float
@@ -86,7 +88,9 @@ class ProcessHandle:
         with open(stderr_path, "wb") as err:
             # Forked from a process that has imported the servers already when it can be
             # (zygote.py: a start in milliseconds instead of ~250 ms of imports).
-            proc: Proc | None = zygote.launch(command, env=self._env, stderr=err.fileno())
+            proc: Proc | None = zygote.launch(
+                command, env=self._env, stderr=err.fileno(), imports=self.imports
+            )
             if proc is None:
                 proc = subprocess.Popen(
                     command,

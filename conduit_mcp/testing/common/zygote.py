@@ -1,5 +1,5 @@
-"""A fork server for the test servers: one process that has imported the HTTP and
-authorization test servers once, and forks a ready interpreter for each start.
+"""A fork server for the test servers: one process that has imported a server's modules
+once, and forks a ready interpreter for each start.
 
 Measured (``-X importtime``): a test HTTP server spent ~240 ms of its ~250 ms start
 importing (aiohttp alone ~130 ms, ~50 of them loading the system's CA bundle into the
@@ -9,11 +9,15 @@ of a process that has imported them already starts in a few milliseconds.
 What runs is the same: the child is a real process (its own pid, signals, exit status,
 stdin ``/dev/null``, stdout the pipe the caller reads, stderr the caller's file), its
 environment and working directory are the caller's, and it runs the module the command
-line names as ``__main__``, as ``python -m`` does. Only command lines of the form
-``python -m <module> ...`` for the modules in :data:`PRELOAD` are forked, and only when
-no ``PYTHON*`` or ``SSL_*`` variable of the caller differs from the fork server's (those are
-read once, at an interpreter's start or an import); anything else, or a fork server that cannot start, is a plain
-``subprocess.Popen``. ``CONDUIT_TESTING_FORK=0`` turns it off.
+line names as ``__main__``, as ``python -m`` does. Each start names the modules to import
+first (``imports``: the caller knows what its server needs; the fork server imports each
+once, before it forks). Only command lines of the form ``python -m <module> ...`` are
+forked, and only when no ``PYTHON*`` or ``SSL_*`` variable of the caller differs from the
+fork server's (those are read once, at an interpreter's start or an import); anything
+else, or a fork server that cannot start or whose imports started a thread, is a plain
+``subprocess.Popen``, as is a process's first start (made while the fork server imports:
+a process that starts one server pays nothing for it). ``CONDUIT_TESTING_FORK=0`` turns it
+off.
 
 The fork server is a child of the first process that uses it and ends with that process
 (the end of its socket), killing the servers it started that still run. No stdlib piece
@@ -41,17 +45,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["PRELOAD", "ForkedProcess", "launch"]
-
-#: The modules a forked start may run, imported once by the fork server with what they
-#: import (the scripted server's HTTP front and OAuth guard, the authorization server).
-PRELOAD = ("conduit_mcp.testing", "conduit_mcp.testing.auth.server")
-_IMPORTS = (
-    "conduit_mcp.testing.scripted.options",
-    "conduit_mcp.testing.http.front",
-    "conduit_mcp.testing.http.oauth_guard",
-    "conduit_mcp.testing.auth.server",
-)
+__all__ = ["ForkedProcess", "launch"]
 
 #: How long a start waits for the fork server to be ready, and for a fork's pid (seconds).
 READY_TIMEOUT = 30.0
@@ -103,14 +97,23 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
     def _read(self, timeout: float | None) -> int | None:
+        # The wait is outside the lock, as Popen's: a thread's wait never holds up another
+        # thread's poll, or a wait with a shorter timeout.
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            ready, _, _ = select.select([self._status], [], [], timeout)
+        except (OSError, ValueError):  # closed meanwhile: another thread read the status
+            return self.returncode
+        if not ready:
+            return None
         with self._lock:
             if self.returncode is not None:
                 return self.returncode
-            ready, _, _ = select.select([self._status], [], [], timeout)
-            if not ready:
-                return None
             try:
-                chunk = self._status.recv(64)
+                chunk = self._status.recv(64, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return None
             except OSError:
                 chunk = b""
             self._buf += chunk
@@ -134,47 +137,61 @@ class _Client:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sock: socket.socket | None = None
+        self.pending: socket.socket | None = None  # started, its "ready" not read yet
         self.proc: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
         self.failed = False
 
-    def start(self, env: Mapping[str, str]) -> bool:
-        # Called with the lock held.
+    def ready(self, env: Mapping[str, str], imports: Sequence[str]) -> bool:
+        """Whether the fork server can take a start now (the lock held). The first use
+        starts it and says no: that start is a plain one, made while the fork server
+        imports, so a process that starts one server pays nothing for it."""
         if self.sock is not None:
             return True
         if self.failed:
             return False
+        if self.pending is None:
+            self._spawn(env, imports)
+            return False
+        mine, self.pending = self.pending, None
+        ready, _, _ = select.select([mine], [], [], READY_TIMEOUT)
+        answer = mine.recv(256) if ready else b""
+        if answer != b"ready":
+            self.failed = True
+            mine.close()
+            if self.proc is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.kill()
+                self.proc.wait()
+            return False
+        self.sock = mine
+        return True
+
+    def _spawn(self, env: Mapping[str, str], imports: Sequence[str]) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _ENTRY, str(theirs.fileno())],
+                [sys.executable, "-c", _ENTRY, str(theirs.fileno()), *imports],
+                # None of the caller's descriptors (a pipe of its stderr would stay open as
+                # long as the fork server lives): its failures come back on the socket.
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 env=dict(env),
                 pass_fds=(theirs.fileno(),),
             )
         except OSError:
             self.failed = True
             mine.close()
-            return False
+            return
         finally:
             theirs.close()
-        ready, _, _ = select.select([mine], [], [], READY_TIMEOUT)
-        answer = mine.recv(256) if ready else b""
-        if answer != b"ready":
-            self.failed = True
-            mine.close()
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-            self.proc.wait()
-            return False
-        self.sock, self.env = mine, dict(env)
-        return True
+        self.pending, self.env = mine, dict(env)
 
     def forget(self) -> None:
         # A forked child of the requesting process: the socket is its parent's.
         self.lock = threading.Lock()
-        self.sock = self.proc = None
+        self.sock = self.pending = self.proc = None
         self.failed = False
 
 
@@ -197,19 +214,20 @@ def _python_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(_READ_AT_START)}
 
 
-def launch(command: Sequence[str], *, env: Mapping[str, str], stderr: int) -> ForkedProcess | None:
+def launch(
+    command: Sequence[str], *, env: Mapping[str, str], stderr: int, imports: Sequence[str] = ()
+) -> ForkedProcess | None:
     """Start ``command`` forked from the fork server (stderr to the descriptor ``stderr``,
-    stdout a new pipe: ``.stdout``), or None when it cannot be (see the module's
-    docstring): the caller starts it with ``subprocess.Popen`` then."""
+    stdout a new pipe: ``.stdout``), the modules ``imports`` imported there first (once),
+    or None when it cannot be (see the module's docstring): the caller starts it with
+    ``subprocess.Popen`` then."""
     if os.environ.get("CONDUIT_TESTING_FORK", "1") == "0" or not hasattr(os, "pidfd_open"):
         return None
     if len(command) < 3 or command[0] != sys.executable or command[1] != "-m":
         return None
-    if command[2] not in PRELOAD:
-        return None
     client = _CLIENT
     with client.lock:
-        if not client.start(env):
+        if not client.ready(env, imports):
             return None
         if _python_env(env) != _python_env(client.env):
             return None
@@ -217,7 +235,13 @@ def launch(command: Sequence[str], *, env: Mapping[str, str], stderr: int) -> Fo
         read_end, write_end = os.pipe()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         request = orjson.dumps(
-            {"module": command[2], "args": list(command[3:]), "env": dict(env), "cwd": os.getcwd()}
+            {
+                "module": command[2],
+                "args": list(command[3:]),
+                "env": dict(env),
+                "cwd": os.getcwd(),
+                "imports": list(imports),
+            }
         )
         try:
             socket.send_fds(client.sock, [request], [write_end, stderr, theirs.fileno()])
@@ -293,6 +317,16 @@ def _serve(sock: socket.socket) -> tuple[Any, ...] | None:
 _IN_CHILD = False
 
 
+def _imported(names: Sequence[str]) -> bool:
+    """Import ``names`` here, once; False if a thread now runs beside this one (a fork
+    would copy its locks but not it: no fork is safe from then on)."""
+    for name in names:
+        if name not in sys.modules:
+            with contextlib.suppress(Exception):  # the child meets the same error, and says it
+                __import__(name)
+    return threading.active_count() == 1
+
+
 def _fork(
     message: bytes,
     fds: list[int],
@@ -308,6 +342,13 @@ def _fork(
     stdout, stderr, status_fd = fds
     status = socket.socket(fileno=status_fd)
     job = orjson.loads(message)
+    if not _imported(job["imports"]):
+        os.close(stdout)
+        os.close(stderr)
+        with contextlib.suppress(OSError):
+            status.sendall(b"refused: an import started a thread\n")
+        status.close()
+        return None
     pid = os.fork()
     if pid == 0:
         _IN_CHILD = True
@@ -364,18 +405,12 @@ def _run(job: dict[str, Any], stdout: int, stderr: int) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """The fork server: import :data:`PRELOAD`, say ``ready`` on the descriptor it was
-    given, then serve forks until that socket ends."""
+    """The fork server: import the modules named after the descriptor it was given, say
+    ``ready`` on it, then serve forks until that socket ends."""
     sock = socket.socket(fileno=int(argv[0]))
-    try:
-        for name in _IMPORTS:
-            __import__(name)
-        if threading.active_count() != 1:  # a fork would copy a thread's locks, not it
-            sock.send(b"refused: an import started a thread")
-            return 1
-    except BaseException as exc:
+    if not _imported(argv[1:]):
         with contextlib.suppress(OSError):
-            sock.send(f"refused: {type(exc).__name__}".encode())
+            sock.send(b"refused: an import started a thread")
         return 1
     sock.send(b"ready")
     job = _serve(sock)

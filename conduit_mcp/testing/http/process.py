@@ -44,6 +44,11 @@ class HttpServerProcess(ProcessHandle):
     """
 
     what = "the HTTP server"
+    imports = (
+        "conduit_mcp.testing.scripted.options",
+        "conduit_mcp.testing.http.front",
+        "conduit_mcp.testing.http.oauth_guard",
+    )
 
     def __init__(
         self,
