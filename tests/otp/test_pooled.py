@@ -160,22 +160,42 @@ def test_what_is_queued_behind_a_stop_gets_actor_dead_error() -> None:
         asked.get(timeout=5)
 
 
+class Blocker(PooledActor):
+    """Blocks its worker on the event it is told, and says which thread that is."""
+
+    def __init__(self, ran: queue.Queue[threading.Thread]) -> None:
+        super().__init__()
+        self.ran = ran
+
+    def receive(self, message: Any) -> Any:
+        self.ran.put(threading.current_thread())
+        message.wait(10)
+        return None
+
+
 def test_idle_workers_retire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers that ran the jobs exit once idle for IDLE_SECONDS. (Workers left idle by
+    earlier tests wait out the IDLE_SECONDS of their time: the ones of this test are
+    watched, not the pool's count.)"""
     monkeypatch.setattr(pooled, "IDLE_SECONDS", 0.05)
     release = threading.Event()
-    refs = [Recorder.start() for _ in range(5)]
+    ran: queue.Queue[threading.Thread] = queue.Queue()
+    refs = [Blocker.start(ran) for _ in range(5)]
+    workers = []
     try:
         for ref in refs:  # five blocked at once: five workers
             ref.tell(release)
+        workers = [ran.get(timeout=10) for _ in refs]
+        assert len(set(workers)) == 5
         assert pool_threads() >= 5
     finally:
         release.set()
         for ref in refs:
             ref.stop()
     deadline = time.monotonic() + 10
-    while pool_threads() > 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert pool_threads() == 0
+    for w in workers:
+        w.join(max(0.0, deadline - time.monotonic()))
+    assert not any(w.is_alive() for w in workers)
 
 
 def test_a_supervisor_takes_no_thread_of_its_own_and_restarts_its_children() -> None:
