@@ -245,20 +245,16 @@ def launch(
         )
         try:
             socket.send_fds(client.sock, [request], [write_end, stderr, theirs.fileno()])
-        except OSError:
+        except OSError:  # the fork server has gone: plain starts from now on
             client.failed, client.sock = True, None
-            for fd in (read_end, write_end):
-                os.close(fd)
+            os.close(read_end)
             mine.close()
-            theirs.close()
             return None
         finally:
-            with contextlib.suppress(OSError):
-                os.close(write_end)
+            os.close(write_end)  # the child's now, or nobody's
             theirs.close()
-    ready, _, _ = select.select([mine], [], [], READY_TIMEOUT)
-    first = mine.recv(64) if ready else b""
-    if not first.startswith(b"pid "):
+    first = _first_line(mine, time.monotonic() + READY_TIMEOUT)
+    if not first.startswith(b"pid "):  # refused, or the fork server died meanwhile
         mine.close()
         os.close(read_end)
         return None
@@ -266,6 +262,22 @@ def launch(
     proc = ForkedProcess(int(pid_line[4:]), mine, read_end, command)
     proc._buf = rest
     return proc
+
+
+def _first_line(sock: socket.socket, deadline: float) -> bytes:
+    """What the fork server sent on ``sock`` up to and past its first newline; what came
+    before the end or the deadline otherwise."""
+    buf = b""
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([sock], [], [], max(0.0, left))
+        if not ready:
+            break
+        chunk = sock.recv(256)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
 
 
 if hasattr(os, "register_at_fork"):
@@ -349,7 +361,15 @@ def _fork(
             status.sendall(b"refused: an import started a thread\n")
         status.close()
         return None
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to be had now: this start is refused, not the others
+        os.close(stdout)
+        os.close(stderr)
+        with contextlib.suppress(OSError):
+            status.sendall(b"refused: fork failed\n")
+        status.close()
+        return None
     if pid == 0:
         _IN_CHILD = True
         for pidfd, (_, other) in children.items():
