@@ -355,20 +355,12 @@ def _fork(
     status = socket.socket(fileno=status_fd)
     job = orjson.loads(message)
     if not _imported(job["imports"]):
-        os.close(stdout)
-        os.close(stderr)
-        with contextlib.suppress(OSError):
-            status.sendall(b"refused: an import started a thread\n")
-        status.close()
+        _refuse(stdout, stderr, status, b"an import started a thread")
         return None
     try:
         pid = os.fork()
     except OSError:  # no process to be had now: this start is refused, not the others
-        os.close(stdout)
-        os.close(stderr)
-        with contextlib.suppress(OSError):
-            status.sendall(b"refused: fork failed\n")
-        status.close()
+        _refuse(stdout, stderr, status, b"fork failed")
         return None
     if pid == 0:
         _IN_CHILD = True
@@ -388,6 +380,15 @@ def _fork(
     with contextlib.suppress(OSError):
         status.sendall(b"pid %d\n" % pid)
     return None
+
+
+def _refuse(stdout: int, stderr: int, status: socket.socket, why: bytes) -> None:
+    """A start not forked: its caller makes a plain one (it reads no ``pid`` line)."""
+    os.close(stdout)
+    os.close(stderr)
+    with contextlib.suppress(OSError):
+        status.sendall(b"refused: " + why + b"\n")
+    status.close()
 
 
 def _run(job: dict[str, Any], stdout: int, stderr: int) -> int:
