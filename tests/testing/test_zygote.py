@@ -17,7 +17,7 @@ import pytest
 
 import conduit_mcp as mcp
 from conduit_mcp.testing import AuthServerProcess, ScriptedServer
-from conduit_mcp.testing.common.zygote import ForkedProcess
+from conduit_mcp.testing.common.zygote import ForkedProcess, plain_reason
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="forks need pidfd_open")
 
@@ -53,6 +53,9 @@ def test_a_forked_server_has_the_callers_environment_directory_and_a_pid_of_its_
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
+    # read when used, not at an interpreter's start: no reason for a plain start (Ray's
+    # driver sets it in os.environ for the rest of the process)
+    monkeypatch.setenv("PYTHONBREAKPOINT", "0")
     with server.http_server(env={"ZYGOTE_PROBE": "from the caller"}) as srv:
         assert isinstance(srv.proc, ForkedProcess)
         pid = srv.proc.pid
@@ -61,6 +64,7 @@ def test_a_forked_server_has_the_callers_environment_directory_and_a_pid_of_its_
         client = mcp.Client.start(mcp.Http(srv.url))
         try:
             assert client.call_tool("env", {"name": "ZYGOTE_PROBE"}).text == "from the caller"
+            assert client.call_tool("env", {"name": "PYTHONBREAKPOINT"}).text == "0"
             assert client.call_tool("cwd", {}).text == str(work)
             assert client.call_tool("pid", {}).text == str(pid)
         finally:
@@ -100,6 +104,7 @@ def test_a_start_that_cannot_be_forked_is_a_plain_one(
     # read when an interpreter starts or aiohttp is imported: not the fork server's value
     with server.http_server(env={"SSL_CERT_FILE": str(tmp_path / "ca.pem")}) as srv:
         assert isinstance(srv.proc, subprocess.Popen)
+        assert plain_reason() == "SSL_CERT_FILE differ from the fork server's"
     monkeypatch.setenv("CONDUIT_TESTING_FORK", "0")
     with server.http_server() as srv:
         assert isinstance(srv.proc, subprocess.Popen)
@@ -115,12 +120,12 @@ def test_the_fork_server_ends_with_its_user_and_kills_the_servers_it_started(
         from pathlib import Path
         from conduit_mcp.testing import ScriptedServer
         server = ScriptedServer(Path({str(tmp_path / "s")!r}))
+        from conduit_mcp.testing.common.zygote import plain_reason
         first = server.http_server()  # plain, while the fork server starts
         srv = server.http_server()
-        assert type(first.proc).__name__ == "Popen", first.proc
-        assert type(srv.proc).__name__ == "ForkedProcess", srv.proc
         first.kill()
-        print(srv.proc.pid, flush=True)
+        print(srv.proc.pid, type(first.proc).__name__, type(srv.proc).__name__, flush=True)
+        print(plain_reason(), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # no teardown: only the socket's end tells
         """
     )
@@ -128,5 +133,7 @@ def test_the_fork_server_ends_with_its_user_and_kills_the_servers_it_started(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
-    pid = int(done.stdout.split()[0])
+    words, reason = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1]
+    assert words[1:] == ["Popen", "ForkedProcess"], (words, reason)
+    pid = int(words[0])
     assert _gone(pid, 10), f"the server {pid} outlived the process that started it"

@@ -45,10 +45,13 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ForkedProcess", "launch"]
+__all__ = ["ForkedProcess", "launch", "plain_reason"]
 
 #: How long a start waits for the fork server to be ready, and for a fork's pid (seconds).
 READY_TIMEOUT = 30.0
+#: The largest request (its command line and environment, bytes): a larger one is a plain
+#: start (one message of the fork server's socket must hold it).
+MAX_REQUEST = 64 * 1024
 
 
 class ForkedProcess:
@@ -204,14 +207,65 @@ _ENTRY = (
 )
 
 
-#: Variables read when an interpreter starts or a module is imported (aiohttp makes its
-#: client SSL context at import: SSL_CERT_FILE): a start whose values differ from the fork
-#: server's is not forked.
-_READ_AT_START = ("PYTHON", "SSL_", "OPENSSL_", "LD_", "MALLOC")
+#: Variables read once, when an interpreter starts or a module is imported (aiohttp makes
+#: its client SSL context at import: SSL_CERT_FILE; the locale picks the encodings): a start
+#: whose values differ from the fork server's is not forked. The others (PYTHONBREAKPOINT,
+#: which Ray sets in its driver, or anything a server reads) are read when used, from the
+#: child's own environment.
+_READ_AT_START = frozenset(
+    {
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONSAFEPATH",
+        "PYTHONNOUSERSITE",
+        "PYTHONUSERBASE",
+        "PYTHONPLATLIBDIR",
+        "PYTHONHASHSEED",
+        "PYTHONOPTIMIZE",
+        "PYTHONDEBUG",
+        "PYTHONINSPECT",
+        "PYTHONVERBOSE",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPYCACHEPREFIX",
+        "PYTHONWARNINGS",
+        "PYTHONDEVMODE",
+        "PYTHONUTF8",
+        "PYTHONIOENCODING",
+        "PYTHONUNBUFFERED",
+        "PYTHONFAULTHANDLER",
+        "PYTHONTRACEMALLOC",
+        "PYTHONMALLOC",
+        "PYTHONNODEBUGRANGES",
+        "PYTHONINTMAXSTRDIGITS",
+        "PYTHONCOERCECLOCALE",
+        "PYTHONPROFILEIMPORTTIME",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+    }
+)
+_READ_AT_START_PREFIXES = ("SSL_", "OPENSSL_", "LD_", "MALLOC_")
 
 
-def _python_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(_READ_AT_START)}
+def _start_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: v for k, v in env.items() if k in _READ_AT_START or k.startswith(_READ_AT_START_PREFIXES)
+    }
+
+
+#: Why the last start that was not forked was a plain one (:func:`plain_reason`).
+_why = [""]
+
+
+def _plain(why: str) -> ForkedProcess | None:
+    _why[0] = why
+    return None  # the caller starts it plainly
+
+
+def plain_reason() -> str:
+    """Why the last start that was not forked was a plain ``subprocess.Popen`` ("" if none
+    was): for a suite that wonders why its servers start slowly."""
+    return _why[0]
 
 
 def launch(
@@ -222,15 +276,22 @@ def launch(
     or None when it cannot be (see the module's docstring): the caller starts it with
     ``subprocess.Popen`` then."""
     if os.environ.get("CONDUIT_TESTING_FORK", "1") == "0" or not hasattr(os, "pidfd_open"):
-        return None
+        return _plain("CONDUIT_TESTING_FORK=0, or no pidfd_open here")
     if len(command) < 3 or command[0] != sys.executable or command[1] != "-m":
-        return None
+        return _plain("not a `python -m` command line of this interpreter")
     client = _CLIENT
     with client.lock:
         if not client.ready(env, imports):
-            return None
-        if _python_env(env) != _python_env(client.env):
-            return None
+            return _plain(
+                "the fork server failed or refused to start"
+                if client.failed
+                else "a process's first start (the fork server starts meanwhile)"
+            )
+        if _start_env(env) != _start_env(client.env):
+            differ = sorted(set(_start_env(env).items()) ^ set(_start_env(client.env).items()))
+            return _plain(
+                f"{', '.join(sorted({k for k, _ in differ}))} differ from the fork server's"
+            )
         assert client.sock is not None
         read_end, write_end = os.pipe()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -244,12 +305,15 @@ def launch(
             }
         )
         try:
+            if len(request) > MAX_REQUEST:
+                raise ValueError("too large for one message")
             socket.send_fds(client.sock, [request], [write_end, stderr, theirs.fileno()])
-        except OSError:  # the fork server has gone: plain starts from now on
-            client.failed, client.sock = True, None
+        except (OSError, ValueError):
+            if client.proc is not None and client.proc.poll() is not None:
+                client.failed, client.sock = True, None  # gone: plain starts from now on
             os.close(read_end)
             mine.close()
-            return None
+            return _plain("the request could not be sent")
         finally:
             os.close(write_end)  # the child's now, or nobody's
             theirs.close()
@@ -257,7 +321,7 @@ def launch(
     if not first.startswith(b"pid "):  # refused, or the fork server died meanwhile
         mine.close()
         os.close(read_end)
-        return None
+        return _plain(f"the fork server answered {first[:80]!r}")
     pid_line, _, rest = first.partition(b"\n")
     proc = ForkedProcess(int(pid_line[4:]), mine, read_end, command)
     proc._buf = rest
@@ -307,14 +371,7 @@ def _serve(sock: socket.socket) -> tuple[Any, ...] | None:
                     if job is not None:
                         return job
                 else:
-                    pidfd = int(key.fd)
-                    pid, status = children.pop(pidfd)
-                    sel.unregister(pidfd)
-                    os.close(pidfd)
-                    _, code = os.waitpid(pid, 0)
-                    with contextlib.suppress(OSError):
-                        status.sendall(b"exit %d\n" % os.waitstatus_to_exitcode(code))
-                    status.close()
+                    _reaped(int(key.fd), sel, children)
     finally:
         if not _IN_CHILD:
             for pidfd, (pid, status) in children.items():
@@ -327,6 +384,20 @@ def _serve(sock: socket.socket) -> tuple[Any, ...] | None:
 
 
 _IN_CHILD = False
+
+
+def _reaped(pidfd: int, sel: selectors.BaseSelector, children: dict[int, Any]) -> None:
+    """A child ended: its status to its caller."""
+    pid, status = children.pop(pidfd)
+    sel.unregister(pidfd)
+    os.close(pidfd)
+    try:
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:  # reaped by someone else: its status is lost
+        code = -signal.SIGKILL
+    with contextlib.suppress(OSError):
+        status.sendall(b"exit %d\n" % code)
+    status.close()
 
 
 def _imported(names: Sequence[str]) -> bool:
@@ -353,8 +424,13 @@ def _fork(
         return None
     stdout, stderr, status_fd = fds
     status = socket.socket(fileno=status_fd)
-    job = orjson.loads(message)
-    if not _imported(job["imports"]):
+    try:
+        job = orjson.loads(message)
+        imports = [str(name) for name in job["imports"]]
+    except (ValueError, KeyError, TypeError):
+        _refuse(stdout, stderr, status, b"a malformed request")
+        return None
+    if not _imported(imports):
         _refuse(stdout, stderr, status, b"an import started a thread")
         return None
     try:
@@ -429,6 +505,9 @@ def main(argv: Sequence[str]) -> int:
     """The fork server: import the modules named after the descriptor it was given, say
     ``ready`` on it, then serve forks until that socket ends."""
     sock = socket.socket(fileno=int(argv[0]))
+    # Its children are its to reap, whatever it inherited (an ignored SIGCHLD would reap
+    # them unseen); each child gets back what a plain start would have inherited.
+    inherited = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     if not _imported(argv[1:]):
         with contextlib.suppress(OSError):
             sock.send(b"refused: an import started a thread")
@@ -437,6 +516,7 @@ def main(argv: Sequence[str]) -> int:
     job = _serve(sock)
     if job is None:
         return 0
+    signal.signal(signal.SIGCHLD, inherited)
     code = _run(*job)
     # The end of a process that ran the module, less the teardown of the modules the fork
     # server imported for every kind of server (measured: it doubled a stop's time): its
