@@ -39,7 +39,7 @@ COMPARE_PACKAGES := 'mcp==2.3.0' 'fastmcp==$(COMPARE_FASTMCP_VERSION)' \
 PIP_FLAGS := --disable-pip-version-check --no-input -q
 
 BIN := $(VENV)/bin
-# pytest-xdist workers for `make test`: 0 runs the suite in one process (about 20 minutes
+# pytest-xdist workers for `make test`: 0 runs the suite in one process (about 18 minutes
 # on 2 cores, the 40 slowest tests listed after); TEST_WORKERS=3 takes about 9 but loads
 # the machine enough to expose timing margins, so CI keeps one process.
 TEST_WORKERS ?= 0
