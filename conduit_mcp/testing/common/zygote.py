@@ -60,13 +60,15 @@ class ForkedProcess:
     ``send_signal``, ``terminate``, ``kill``). Its exit status comes over a socket of its
     own from the fork server, its parent."""
 
-    def __init__(self, pid: int, status: socket.socket, stdout: int, args: Sequence[str]) -> None:
+    def __init__(
+        self, pid: int, status: socket.socket, stdout: int, args: Sequence[str], read: bytes = b""
+    ) -> None:
         self.pid = pid
         self.args = list(args)
         self.returncode: int | None = None
         self.stdout: Any = open(stdout, "rb", buffering=0)  # noqa: SIM115 - closed by its owner
         self._status = status
-        self._buf = b""
+        self._buf = read  # what came with the pid line
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -142,7 +144,7 @@ class _Client:
         self.sock: socket.socket | None = None
         self.pending: socket.socket | None = None  # started, its "ready" not read yet
         self.proc: subprocess.Popen[bytes] | None = None
-        self.env: dict[str, str] = {}
+        self.start_env: dict[str, str] = {}  # the fork server's, as _start_env reads them
         self.failed = False
 
     def ready(self, env: Mapping[str, str], imports: Sequence[str]) -> bool:
@@ -189,7 +191,7 @@ class _Client:
             return
         finally:
             theirs.close()
-        self.pending, self.env = mine, dict(env)
+        self.pending, self.start_env = mine, _start_env(env)
 
     def forget(self) -> None:
         # A forked child of the requesting process: the socket is its parent's.
@@ -287,8 +289,9 @@ def launch(
                 if client.failed
                 else "a process's first start (the fork server starts meanwhile)"
             )
-        if _start_env(env) != _start_env(client.env):
-            differ = sorted(set(_start_env(env).items()) ^ set(_start_env(client.env).items()))
+        start_env = _start_env(env)
+        if start_env != client.start_env:
+            differ = set(start_env.items()) ^ set(client.start_env.items())
             return _plain(
                 f"{', '.join(sorted({k for k, _ in differ}))} differ from the fork server's"
             )
@@ -323,9 +326,7 @@ def launch(
         os.close(read_end)
         return _plain(f"the fork server answered {first[:80]!r}")
     pid_line, _, rest = first.partition(b"\n")
-    proc = ForkedProcess(int(pid_line[4:]), mine, read_end, command)
-    proc._buf = rest
-    return proc
+    return ForkedProcess(int(pid_line[4:]), mine, read_end, command, rest)
 
 
 def _first_line(sock: socket.socket, deadline: float) -> bytes:
